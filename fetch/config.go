@@ -1,0 +1,88 @@
+// Package fetch is the engine: it reads URL lines, turns them into jobs, runs
+// each job's attempts through the proxy that can start it soonest within every
+// limit, traces the phases of each attempt, classifies failures, and writes one
+// record per URL line plus a report.
+package fetch
+
+import (
+	"crypto/x509"
+	"net/http"
+	"time"
+
+	"github.com/fetch-dev/fetch/limits"
+	"github.com/fetch-dev/fetch/proxies"
+)
+
+// Defaults, as the command-line contract fixes them.
+const (
+	DefaultConcurrency      = 64
+	DefaultProxyConcurrency = 4
+	DefaultConnectTimeout   = 10 * time.Second
+	DefaultHeaderTimeout    = 30 * time.Second
+	DefaultIdleTimeout      = 30 * time.Second
+	DefaultTimeout          = 60 * time.Second
+	DefaultRetries          = 2
+	DefaultRetryBackoff     = 200 * time.Millisecond
+	DefaultMaxRedirects     = 10
+	DefaultMaxBody          = 64 << 20
+	DefaultGrace            = 5 * time.Second
+)
+
+// DefaultRetryStatus lists the statuses retried by default.
+var DefaultRetryStatus = []int{429, 502, 503, 504}
+
+// Config is everything a run needs. The zero value is not usable: start from
+// DefaultConfig and change what you need.
+type Config struct {
+	Concurrency int // jobs in flight at once, all proxies together
+
+	Proxies          []proxies.Proxy // none: requests go direct
+	ProxyConcurrency int             // per proxy or pool, unless the proxy line says otherwise
+	ProxyRate        limits.Rate     // per proxy or pool; zero is unlimited
+	ProxyBurst       int
+	HostConcurrency  int // per target host:port; 0 is unlimited
+	HostRate         limits.Rate
+	HostBurst        int
+	Rate             limits.Rate // all attempts together, burst 1
+	Policy           string      // tie-break between proxies: least-inflight (default), least-used, round-robin, random
+
+	ConnectTimeout time.Duration // dns + connect + proxy handshake + tls, one attempt
+	HeaderTimeout  time.Duration // request written -> response headers, one attempt
+	IdleTimeout    time.Duration // no progress while sending or receiving
+	Timeout        time.Duration // everything for one URL
+	Retries        int
+	RetryBackoff   time.Duration
+	RetryStatus    []int
+
+	Method       string
+	Header       http.Header // replaces default headers of the same name
+	MaxRedirects int         // 0 does not follow
+	MaxBody      int64
+	SaveDir      string
+	Insecure     bool
+	RootCAs      *x509.CertPool // nil: the system pool; trusted for targets and https proxies
+
+	Grace time.Duration // how long work in flight may finish after the run is interrupted
+}
+
+// DefaultConfig returns the configuration the command line starts from.
+func DefaultConfig() Config {
+	return Config{
+		Concurrency:      DefaultConcurrency,
+		ProxyConcurrency: DefaultProxyConcurrency,
+		ProxyBurst:       1,
+		HostBurst:        1,
+		Policy:           "least-inflight",
+		ConnectTimeout:   DefaultConnectTimeout,
+		HeaderTimeout:    DefaultHeaderTimeout,
+		IdleTimeout:      DefaultIdleTimeout,
+		Timeout:          DefaultTimeout,
+		Retries:          DefaultRetries,
+		RetryBackoff:     DefaultRetryBackoff,
+		RetryStatus:      append([]int(nil), DefaultRetryStatus...),
+		Method:           http.MethodGet,
+		MaxRedirects:     DefaultMaxRedirects,
+		MaxBody:          DefaultMaxBody,
+		Grace:            DefaultGrace,
+	}
+}

@@ -1,0 +1,40 @@
+package fetch
+
+// Report is the summary of a run, written by --report as one JSON document.
+// Jobs, OK, Failed, ByKind and ByPhase count records (a record's final
+// error); per proxy and per host, Attempts, OK and Failed count attempts.
+type Report struct {
+	Jobs        int                     `json:"jobs"`
+	OK          int                     `json:"ok"`
+	Failed      int                     `json:"failed"`
+	ElapsedMS   float64                 `json:"elapsed_ms"`
+	ByKind      map[string]int          `json:"by_kind"`
+	ByPhase     map[string]int          `json:"by_phase"`
+	Proxies     map[string]*ProxyReport `json:"proxies"`
+	Hosts       map[string]*HostReport  `json:"hosts"`
+	Interrupted bool                    `json:"interrupted,omitempty"`
+}
+
+// ProxyReport is one proxy's part of a Report.
+type ProxyReport struct {
+	Pool        string               `json:"pool,omitempty"`
+	Attempts    int                  `json:"attempts"`
+	OK          int                  `json:"ok"`
+	Failed      int                  `json:"failed"`
+	MaxInFlight int                  `json:"max_in_flight"`
+	PhasesMS    map[string]Quantiles `json:"phases_ms"`
+}
+
+// HostReport is one target host:port's part of a Report.
+type HostReport struct {
+	Attempts    int `json:"attempts"`
+	OK          int `json:"ok"`
+	Failed      int `json:"failed"`
+	MaxInFlight int `json:"max_in_flight"`
+}
+
+// Quantiles of a phase's duration in milliseconds.
+type Quantiles struct {
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+}
