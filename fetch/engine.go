@@ -3,7 +3,20 @@ package fetch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fetch-dev/fetch/limits"
+	"github.com/fetch-dev/fetch/proxies"
 )
 
 // Input is one source of URL lines: a file as named on the command line, or
@@ -14,7 +27,8 @@ type Input struct {
 }
 
 // RecordWriter receives each finished record exactly once. Write is called
-// from one goroutine at a time.
+// from one goroutine at a time. If it also has a Flush() error method, the
+// engine flushes whenever no record is waiting, so output is never stale.
 type RecordWriter interface {
 	Write(r *Record) error
 }
@@ -25,24 +39,405 @@ type Stats struct {
 	InFlight         int64
 }
 
-// Engine runs jobs. Create one with New; it is safe for one Run at a time.
+// Engine runs jobs. Create one with New; it runs one Run at a time.
 type Engine struct {
-	cfg Config
+	cfg      Config
+	routes   []*route
+	sched    limits.Scheduler
+	redactor *proxies.Redactor
+	retry    map[int]bool
+
+	done, ok, failed, inFlight atomic.Int64
 }
 
-// New checks cfg and builds an Engine.
+// New checks cfg and builds an Engine with an in-process scheduler.
 func New(cfg Config) (*Engine, error) {
-	return &Engine{cfg: cfg}, nil
+	if cfg.Concurrency < 1 {
+		return nil, fmt.Errorf("fetch: concurrency must be at least 1, not %d", cfg.Concurrency)
+	}
+	if cfg.Timeout <= 0 {
+		return nil, fmt.Errorf("fetch: timeout must be positive")
+	}
+	policy, err := limits.ParsePolicy(cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, redactor: proxies.NewRedactor(cfg.Proxies), retry: map[int]bool{}}
+	for _, s := range cfg.RetryStatus {
+		e.retry[s] = true
+	}
+	lc := limits.Config{
+		Host:   limits.Spec{Concurrency: cfg.HostConcurrency, Rate: cfg.HostRate, Burst: cfg.HostBurst},
+		Global: cfg.Rate,
+		Policy: policy,
+	}
+	if len(cfg.Proxies) == 0 {
+		e.routes = []*route{newRoute(&e.cfg, nil)}
+		lc.Budgets = []limits.Spec{{}} // direct: only -c, host and global limits
+		lc.BudgetOf = []int{0}
+	} else {
+		budgets, of, err := proxies.Budgets(cfg.Proxies, cfg.ProxyConcurrency, cfg.ProxyRate, cfg.ProxyBurst)
+		if err != nil {
+			return nil, err
+		}
+		for i := range cfg.Proxies {
+			e.routes = append(e.routes, newRoute(&e.cfg, &cfg.Proxies[i]))
+		}
+		for _, b := range budgets {
+			lc.Budgets = append(lc.Budgets, limits.Spec{Concurrency: b.Concurrency, Rate: b.Rate, Burst: b.Burst})
+		}
+		lc.BudgetOf = of
+	}
+	e.sched = limits.NewLocal(lc)
+	return e, nil
 }
 
 // Stats returns the progress so far. It is safe to call while Run runs.
-func (e *Engine) Stats() Stats { return Stats{} }
+func (e *Engine) Stats() Stats {
+	return Stats{Done: e.done.Load(), OK: e.ok.Load(), Failed: e.failed.Load(), InFlight: e.inFlight.Load()}
+}
+
+// ErrInterrupted is wrapped by Run's error when ctx was cancelled.
+var ErrInterrupted = errors.New("fetch: interrupted")
 
 // Run reads every input in order, fetches each URL line, writes one record
 // per line taken to w, and returns the report. When ctx is cancelled Run
-// stops taking lines, gives work in flight the grace period, records the rest
-// as cancelled, and returns the report with Interrupted set and an error
-// wrapping context.Canceled.
+// stops taking lines, gives work in flight the grace period, records what is
+// still unfinished as cancelled, and returns the report (Interrupted set)
+// with an error wrapping ErrInterrupted and context.Canceled.
 func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Report, error) {
-	return nil, errors.New("fetch: not implemented")
+	start := time.Now()
+	coll := newCollector(e.routes)
+
+	// Work in flight outlives ctx by the grace period.
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	stopGrace := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(e.cfg.Grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancelWork()
+		case <-work.Done():
+		}
+	})
+	defer stopGrace()
+
+	jobs := make(chan *job)
+	records := make(chan *Record, e.cfg.Concurrency)
+	var readErr, writeErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(jobs)
+		if err := readInputs(ctx, inputs, jobs); err != nil && !errors.Is(err, context.Canceled) {
+			readErr = err
+		}
+	}()
+	var workers sync.WaitGroup
+	for range e.cfg.Concurrency {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for j := range jobs {
+				e.inFlight.Add(1)
+				rec := e.runJob(work, j, coll)
+				e.inFlight.Add(-1)
+				records <- rec
+			}
+		}()
+	}
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		flusher, _ := w.(interface{ Flush() error })
+		for rec := range records {
+			coll.record(rec)
+			if writeErr == nil {
+				writeErr = w.Write(rec)
+			}
+			if rec.OK {
+				e.ok.Add(1)
+			} else {
+				e.failed.Add(1)
+			}
+			e.done.Add(1)
+			if flusher != nil && len(records) == 0 && writeErr == nil {
+				writeErr = flusher.Flush()
+			}
+		}
+	}()
+	workers.Wait()
+	close(records)
+	<-writerDone
+	wg.Wait()
+	cancelWork() // ends the grace timer
+	for _, r := range e.routes {
+		r.tr.CloseIdleConnections()
+	}
+
+	interrupted := ctx.Err() != nil
+	rep := coll.report(millis(time.Since(start)), interrupted)
+	switch {
+	case writeErr != nil:
+		return rep, writeErr
+	case readErr != nil:
+		return rep, readErr
+	case interrupted:
+		return rep, fmt.Errorf("%w: %w", ErrInterrupted, context.Canceled)
+	}
+	return rep, nil
+}
+
+// runJob fetches one URL line within its total deadline and returns its
+// record.
+func (e *Engine) runJob(ctx context.Context, j *job, coll *collector) *Record {
+	start := time.Now()
+	rec := &Record{URL: j.shown, Input: j.input, Line: j.line, Phases: map[string]float64{}, Tries: []Try{}}
+	defer func() { rec.ElapsedMS = millis(time.Since(start)) }()
+	if j.invalid != "" {
+		rec.Error = &Error{Phase: PhaseInput, Kind: KindInvalid, Message: j.invalid}
+		return rec
+	}
+	jobCtx, cancel := context.WithTimeoutCause(ctx, e.cfg.Timeout, context.DeadlineExceeded)
+	defer cancel()
+
+	var avoid []int
+	for n := 1; ; n++ {
+		res := e.attempt(jobCtx, j, avoid, coll)
+		rec.Attempts = n
+		if res.proxy >= 0 {
+			avoid = append(avoid, res.proxy)
+		}
+		wait, again := e.retryWait(jobCtx, n, res)
+		if !again {
+			e.fill(rec, res)
+			return rec
+		}
+		if !sleep(jobCtx, wait) {
+			// Only an interrupt cuts the wait short: the wait fitted in the
+			// deadline. The last attempt stays the final one.
+			e.fill(rec, res)
+			rec.Error = &Error{Phase: PhaseQueue, Kind: KindCancelled, Message: "interrupted while waiting to retry after: " + res.err.Message}
+			if errors.Is(context.Cause(jobCtx), context.DeadlineExceeded) {
+				rec.Error.Kind = KindDeadline
+			}
+			return rec
+		}
+		rec.Tries = append(rec.Tries, e.try(res))
+	}
+}
+
+// result is the outcome of one attempt.
+type result struct {
+	proxy      int // route index, or -1 when no lease was had
+	status     int
+	ok         bool
+	bytes      int64
+	file       string
+	elapsed    time.Duration
+	phases     map[string]float64
+	err        *Error
+	retryAfter time.Duration // from a Retry-After header, or 0
+	hasRetryAf bool
+}
+
+// retryWait decides whether the URL gets another attempt after res and how
+// long to wait first. A wait that does not fit in what is left of the
+// deadline means no retry: the URL fails now with this attempt's error.
+func (e *Engine) retryWait(ctx context.Context, n int, res result) (time.Duration, bool) {
+	if res.ok || res.err == nil || n > e.cfg.Retries || !retryable(res.err.Kind) || ctx.Err() != nil {
+		return 0, false
+	}
+	wait := fullJitter(e.cfg.RetryBackoff, n)
+	if res.hasRetryAf {
+		wait = res.retryAfter
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
+		return 0, false
+	}
+	return wait, true
+}
+
+// fullJitter is the n-th back-off (n from 1): a random duration up to
+// base·2^(n-1).
+func fullJitter(base time.Duration, n int) time.Duration {
+	if base <= 0 {
+		return 0
+	}
+	ceil := base << min(n-1, 20)
+	if ceil <= 0 {
+		ceil = base
+	}
+	return time.Duration(rand.Int64N(int64(ceil) + 1))
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (e *Engine) fill(rec *Record, res result) {
+	rec.OK, rec.Status, rec.Bytes, rec.File = res.ok, res.status, res.bytes, res.file
+	rec.Phases, rec.Error = res.phases, res.err
+	if res.proxy >= 0 {
+		rec.Proxy, rec.Pool = e.routes[res.proxy].id, e.routes[res.proxy].pool
+	}
+}
+
+func (e *Engine) try(res result) Try {
+	t := Try{Status: res.status, ElapsedMS: millis(res.elapsed), Phases: res.phases, Error: res.err}
+	if res.proxy >= 0 {
+		t.Proxy, t.Pool = e.routes[res.proxy].id, e.routes[res.proxy].pool
+	}
+	return t
+}
+
+// attempt makes one attempt: it waits for a lease, sends the request through
+// the leased route, reads the body, and gives the lease back only then.
+func (e *Engine) attempt(jobCtx context.Context, j *job, avoid []int, coll *collector) (res result) {
+	start := time.Now()
+	res.proxy = -1
+	lease, err := e.sched.Acquire(jobCtx, limits.Request{Host: j.host, Avoid: avoid})
+	if err != nil {
+		res.elapsed = time.Since(start)
+		res.phases = map[string]float64{PhaseQueue: millis(res.elapsed)}
+		kind := classify(err, PhaseQueue, jobCtx, jobCtx)
+		res.err = &Error{Phase: PhaseQueue, Kind: kind, Message: e.message(err, jobCtx, jobCtx)}
+		return res
+	}
+	defer lease.Release()
+	res.proxy = lease.Proxy
+	rt := e.routes[lease.Proxy]
+
+	attemptCtx, cancel := context.WithCancelCause(jobCtx)
+	defer cancel(nil)
+	tr := newTracker(&e.cfg, rt.handshake(j.url), cancel)
+	tr.queued(time.Since(start))
+	defer func() {
+		phase, phases := tr.finish()
+		res.elapsed = time.Since(start)
+		res.phases = phases
+		if res.err != nil && res.err.Phase == "" {
+			res.err.Phase = phase
+		}
+		coll.attempt(rt.id, j.host, res.ok, lease.ProxyInFlight, lease.HostInFlight, phases)
+	}()
+
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(attemptCtx, tr.clientTrace()), e.cfg.Method, j.url.String(), nil)
+	if err != nil {
+		res.err = &Error{Phase: PhaseRequest, Kind: KindOther, Message: e.redactor.String(err.Error())}
+		return res
+	}
+	for k, vs := range e.cfg.Header {
+		req.Header[k] = slices.Clone(vs)
+	}
+	if hs := e.cfg.Header.Get("Host"); hs != "" {
+		req.Host = hs
+	}
+	tr.set(pConnect)
+	resp, err := rt.client.Do(req)
+	if err != nil {
+		phase := tr.current()
+		res.err = &Error{Phase: phase, Kind: classify(err, phase, attemptCtx, jobCtx), Message: e.message(err, attemptCtx, jobCtx)}
+		return res
+	}
+	tr.gotHeaders()
+	res.status = resp.StatusCode
+	body := &progressReader{r: resp.Body, t: tr}
+	defer resp.Body.Close()
+
+	if e.retry[resp.StatusCode] {
+		io.Copy(io.Discard, io.LimitReader(body, 64<<10)) // let the connection be reused
+		res.err = &Error{Phase: PhaseHeaders, Kind: KindStatus, Message: resp.Status}
+		res.retryAfter, res.hasRetryAf = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+		return res
+	}
+	if rt.proxy != nil && resp.StatusCode == http.StatusProxyAuthRequired {
+		res.err = &Error{Phase: PhaseProxy, Kind: KindProxy, Message: "proxy answered " + resp.Status}
+		return res
+	}
+	n, file, err := e.readBody(j, resp, body)
+	res.bytes = n
+	if err != nil {
+		phase := tr.current()
+		res.err = &Error{Phase: phase, Kind: classify(err, phase, attemptCtx, jobCtx), Message: e.message(err, attemptCtx, jobCtx)}
+		return res
+	}
+	res.ok, res.file = true, file
+	return res
+}
+
+// handshake reports whether attempts to u through this route have a proxy
+// handshake after the TCP connect.
+func (r *route) handshake(u *url.URL) bool {
+	if r.proxy == nil {
+		return false
+	}
+	return r.proxy.Scheme != "http" || u.Scheme == "https"
+}
+
+// message is the error text for a record: the cause of a timeout or
+// deadline where there is one, never credentials.
+func (e *Engine) message(err error, attemptCtx, jobCtx context.Context) string {
+	if c := context.Cause(attemptCtx); c != nil && !errors.Is(c, context.Canceled) {
+		var pt *phaseTimeout
+		if errors.As(c, &pt) {
+			return pt.Error()
+		}
+	}
+	if jobCtx.Err() != nil {
+		if errors.Is(context.Cause(jobCtx), context.DeadlineExceeded) {
+			return fmt.Sprintf("total deadline of %s (-t) exceeded", e.cfg.Timeout)
+		}
+		return "interrupted"
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return e.redactor.String(err.Error())
+}
+
+// progressReader restarts the idle clock whenever bytes arrive.
+type progressReader struct {
+	r io.Reader
+	t *tracker
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.t.progress()
+	}
+	return n, err
+}
+
+// retryAfter parses a Retry-After value: seconds or an HTTP date.
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	var secs int64
+	if _, err := fmt.Sscanf(v, "%d", &secs); err == nil && fmt.Sprint(secs) == v {
+		if secs < 0 {
+			return 0, false
+		}
+		return time.Duration(min(secs, 1<<31)) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
 }

@@ -1,0 +1,87 @@
+package fetch
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// readBody reads the whole body, within --max-body, into the save file when
+// --save-dir is set and to nowhere otherwise. It returns the bytes read and
+// the file written.
+func (e *Engine) readBody(j *job, resp *http.Response, body io.Reader) (int64, string, error) {
+	limit := e.cfg.MaxBody
+	if limit > 0 && resp.ContentLength > limit {
+		return 0, "", fmt.Errorf("%w: Content-Length %d > %d", errTooLarge, resp.ContentLength, limit)
+	}
+	var dst io.Writer = io.Discard
+	var tmp *os.File
+	if e.cfg.SaveDir != "" {
+		f, err := os.CreateTemp(e.cfg.SaveDir, ".part-*")
+		if err != nil {
+			return 0, "", fmt.Errorf("saving body: %w", err)
+		}
+		tmp, dst = f, f
+		defer func() {
+			if tmp != nil {
+				tmp.Close()
+				os.Remove(tmp.Name())
+			}
+		}()
+	}
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	src := body
+	if limit > 0 {
+		src = io.LimitReader(body, limit+1)
+	}
+	n, err := io.CopyBuffer(struct{ io.Writer }{dst}, src, *bp)
+	if err != nil {
+		return n, "", err
+	}
+	if limit > 0 && n > limit {
+		return n, "", fmt.Errorf("%w: more than %d bytes", errTooLarge, limit)
+	}
+	if tmp == nil {
+		return n, "", nil
+	}
+	name := filepath.Join(e.cfg.SaveDir, saveName(j))
+	if err := tmp.Close(); err != nil {
+		return n, "", fmt.Errorf("saving body: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), name); err != nil {
+		return n, "", fmt.Errorf("saving body: %w", err)
+	}
+	tmp = nil
+	return n, name, nil
+}
+
+// saveName is the file name for a URL's body: its host and path made safe
+// (letters, digits, dot, dash and underscore only, never a path separator or
+// a name starting with a dot) and cut short, then a hash of the input, line
+// and URL so that different lines never share a file.
+func saveName(j *job) string {
+	var b strings.Builder
+	for _, r := range j.url.Host + j.url.EscapedPath() {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+		if b.Len() >= 100 {
+			break
+		}
+	}
+	base := strings.TrimLeft(b.String(), ".")
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%d\x00%s", j.input, j.line, j.url.String())))
+	return base + "-" + hex.EncodeToString(sum[:6])
+}

@@ -1,0 +1,87 @@
+package fetch
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+)
+
+// errTooLarge is the cause when a body passes --max-body.
+var errTooLarge = errors.New("body larger than --max-body")
+
+// classify names the kind of an attempt's failure. phase is where the
+// attempt was when it failed; attemptCtx is the attempt's context and jobCtx
+// the URL's, whose causes say whether a timer or the deadline ended it.
+func classify(err error, phase string, attemptCtx, jobCtx context.Context) string {
+	var pt *phaseTimeout
+	if errors.As(context.Cause(attemptCtx), &pt) {
+		return KindTimeout
+	}
+	if jobCtx.Err() != nil {
+		if errors.Is(context.Cause(jobCtx), context.DeadlineExceeded) {
+			return KindDeadline
+		}
+		return KindCancelled
+	}
+	var (
+		pse  *proxyStatusError
+		ptls *proxyTLSError
+		re   *redirectError
+		dnse *net.DNSError
+		cve  *tls.CertificateVerificationError
+		ue   x509.UnknownAuthorityError
+		he   x509.HostnameError
+		cie  x509.CertificateInvalidError
+		rhe  tls.RecordHeaderError
+		ae   tls.AlertError
+	)
+	switch {
+	case errors.Is(err, errTooLarge):
+		return KindTooLarge
+	case errors.As(err, &re):
+		return KindRedirect
+	case errors.As(err, &pse):
+		return KindProxy
+	case errors.As(err, &ptls):
+		return KindTLS
+	case errors.As(err, &dnse):
+		return KindDNS
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return KindRefused
+	case errors.As(err, &cve), errors.As(err, &ue), errors.As(err, &he), errors.As(err, &cie),
+		errors.As(err, &rhe), errors.As(err, &ae):
+		return KindTLS
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// A deadline on the connection: the dialer's handshake bound.
+		return KindTimeout
+	case phase == PhaseTLS && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)):
+		return KindTLS
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		if phase == PhaseProxy {
+			return KindProxy
+		}
+		return KindReset
+	case phase == PhaseProxy:
+		return KindProxy
+	case strings.Contains(err.Error(), "tls:"):
+		return KindTLS
+	}
+	return KindOther
+}
+
+// retryable reports whether an attempt that failed with kind may be tried
+// again (on another proxy when there is one).
+func retryable(kind string) bool {
+	switch kind {
+	case KindTooLarge, KindRedirect, KindDeadline, KindCancelled, KindInvalid, KindCoordinator:
+		return false
+	}
+	return true
+}

@@ -1,0 +1,149 @@
+package fetch
+
+import (
+	"math"
+	"slices"
+	"sync"
+)
+
+// collector builds the Report as attempts and records finish. It is safe
+// for concurrent use.
+type collector struct {
+	mu      sync.Mutex
+	rep     Report
+	phases  map[string]map[string]*histogram // proxy -> phase -> durations
+	proxyOf []string
+}
+
+func newCollector(routes []*route) *collector {
+	c := &collector{
+		rep: Report{
+			ByKind:  map[string]int{},
+			ByPhase: map[string]int{},
+			Proxies: map[string]*ProxyReport{},
+			Hosts:   map[string]*HostReport{},
+		},
+		phases: map[string]map[string]*histogram{},
+	}
+	for _, r := range routes {
+		c.rep.Proxies[r.id] = &ProxyReport{Pool: r.pool, PhasesMS: map[string]Quantiles{}}
+		c.phases[r.id] = map[string]*histogram{}
+	}
+	return c
+}
+
+// attempt counts one finished attempt.
+func (c *collector) attempt(proxy, host string, ok bool, proxyInFlight, hostInFlight int, phases map[string]float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.rep.Proxies[proxy]
+	h := c.rep.Hosts[host]
+	if h == nil {
+		h = &HostReport{}
+		c.rep.Hosts[host] = h
+	}
+	p.Attempts++
+	h.Attempts++
+	if ok {
+		p.OK++
+		h.OK++
+	} else {
+		p.Failed++
+		h.Failed++
+	}
+	p.MaxInFlight = max(p.MaxInFlight, proxyInFlight)
+	h.MaxInFlight = max(h.MaxInFlight, hostInFlight)
+	hs := c.phases[proxy]
+	for ph, ms := range phases {
+		hg := hs[ph]
+		if hg == nil {
+			hg = &histogram{}
+			hs[ph] = hg
+		}
+		hg.add(ms)
+	}
+}
+
+// record counts one record.
+func (c *collector) record(r *Record) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rep.Jobs++
+	if r.OK {
+		c.rep.OK++
+		return
+	}
+	c.rep.Failed++
+	if r.Error != nil {
+		c.rep.ByKind[r.Error.Kind]++
+		c.rep.ByPhase[r.Error.Phase]++
+	}
+}
+
+// report returns the finished Report.
+func (c *collector) report(elapsedMS float64, interrupted bool) *Report {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rep := c.rep
+	rep.ElapsedMS = elapsedMS
+	rep.Interrupted = interrupted
+	for id, p := range rep.Proxies {
+		for ph, hg := range c.phases[id] {
+			p.PhasesMS[ph] = Quantiles{P50: hg.quantile(0.50), P95: hg.quantile(0.95)}
+		}
+	}
+	return &rep
+}
+
+// histogram keeps durations in logarithmic buckets about 2% wide, so its
+// memory does not grow with the number of attempts and its quantiles are
+// within 2% of the exact ones.
+type histogram struct {
+	counts map[int32]int64
+	n      int64
+}
+
+const (
+	histBase  = 1.02
+	histFloor = 0.001 // ms; anything smaller counts as zero
+)
+
+var logHistBase = math.Log(histBase)
+
+func (h *histogram) add(ms float64) {
+	if h.counts == nil {
+		h.counts = map[int32]int64{}
+	}
+	b := int32(-1)
+	if ms >= histFloor {
+		b = int32(math.Log(ms/histFloor) / logHistBase)
+	}
+	h.counts[b]++
+	h.n++
+}
+
+// quantile returns the q-quantile (0 < q <= 1), as the middle of its bucket,
+// rounded to a hundredth of a millisecond.
+func (h *histogram) quantile(q float64) float64 {
+	if h.n == 0 {
+		return 0
+	}
+	keys := make([]int32, 0, len(h.counts))
+	for k := range h.counts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	rank := int64(math.Ceil(q * float64(h.n)))
+	var seen int64
+	for _, k := range keys {
+		seen += h.counts[k]
+		if seen >= rank {
+			if k < 0 {
+				return 0
+			}
+			v := histFloor * math.Pow(histBase, float64(k)+0.5)
+			return math.Round(v*100) / 100
+		}
+	}
+	return 0
+}

@@ -1,0 +1,330 @@
+package fetch_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/limits"
+	"github.com/fetch-dev/fetch/proxies"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// memWriter collects records.
+type memWriter struct {
+	mu   sync.Mutex
+	recs []*fetch.Record
+}
+
+func (w *memWriter) Write(r *fetch.Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// Round-trip through JSON so tests see exactly what a user sees.
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	var c fetch.Record
+	if err := json.Unmarshal(b, &c); err != nil {
+		return err
+	}
+	w.recs = append(w.recs, &c)
+	return nil
+}
+
+func startTarget(t *testing.T, opts fetchtest.TargetOptions) *fetchtest.Target {
+	t.Helper()
+	tg, err := fetchtest.StartTarget(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tg.Close)
+	return tg
+}
+
+func startProxy(t *testing.T, kind string, opts fetchtest.ProxyOptions) *fetchtest.Proxy {
+	t.Helper()
+	var p *fetchtest.Proxy
+	var err error
+	if kind == "socks5" {
+		p, err = fetchtest.StartSOCKS5(opts)
+	} else {
+		p, err = fetchtest.StartHTTPProxy(opts)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func proxyOf(t *testing.T, raw string, mod func(*proxies.Proxy)) proxies.Proxy {
+	t.Helper()
+	u, err := proxies.ParseURL(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := proxies.Proxy{URL: u, ID: proxies.Identity(u), Source: "test"}
+	if mod != nil {
+		mod(&p)
+	}
+	return p
+}
+
+// run runs the engine over the lines and returns the records by line.
+func run(t *testing.T, cfg fetch.Config, lines ...string) (map[int]*fetch.Record, *fetch.Report) {
+	t.Helper()
+	e, err := fetch.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &memWriter{}
+	rep, err := e.Run(context.Background(), []fetch.Input{{Name: "urls.txt", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byLine := map[int]*fetch.Record{}
+	for _, r := range w.recs {
+		if byLine[r.Line] != nil {
+			t.Fatalf("two records for line %d", r.Line)
+		}
+		byLine[r.Line] = r
+	}
+	if rep.Jobs != len(w.recs) {
+		t.Fatalf("report counts %d jobs, %d records written", rep.Jobs, len(w.recs))
+	}
+	return byLine, rep
+}
+
+func TestDirectAndInvalidLines(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	recs, rep := run(t, fetch.DefaultConfig(),
+		"\ufeff"+tg.URL+"/a?size=100",
+		"",
+		"# comment",
+		"  "+tg.URL+"/b?size=5\r",
+		"ftp://example.com/x",
+		"no-scheme.example/x",
+		"http://user:secret@"+strings.TrimPrefix(tg.URL, "http://")+"/c?status=404",
+		tg.URL+"/d?status=503",
+	)
+	if len(recs) != 6 {
+		t.Fatalf("got %d records, want 6: %v", len(recs), recs)
+	}
+	check := func(line int, ok bool, status int, bytes int64, kind, phase string) {
+		t.Helper()
+		r := recs[line]
+		if r == nil {
+			t.Fatalf("no record for line %d", line)
+		}
+		if r.OK != ok || r.Status != status || (bytes >= 0 && r.Bytes != bytes) {
+			t.Errorf("line %d: ok=%v status=%d bytes=%d, want %v %d %d", line, r.OK, r.Status, r.Bytes, ok, status, bytes)
+		}
+		if kind == "" && r.Error != nil || kind != "" && (r.Error == nil || r.Error.Kind != kind || r.Error.Phase != phase) {
+			t.Errorf("line %d: error %+v, want %s/%s", line, r.Error, phase, kind)
+		}
+		if r.Input != "urls.txt" {
+			t.Errorf("line %d: input %q", line, r.Input)
+		}
+	}
+	check(1, true, 200, 100, "", "")
+	check(4, true, 200, 5, "", "")
+	check(5, false, 0, 0, fetch.KindInvalid, fetch.PhaseInput)
+	check(6, false, 0, 0, fetch.KindInvalid, fetch.PhaseInput)
+	check(7, true, 404, -1, "", "")
+	check(8, false, 503, -1, fetch.KindStatus, fetch.PhaseHeaders)
+	if strings.Contains(recs[7].URL, "secret") || strings.Contains(recs[7].URL, "user") {
+		t.Errorf("credentials in record URL %q", recs[7].URL)
+	}
+	if got := recs[8].Attempts; got != 3 {
+		t.Errorf("503 attempts = %d, want 3 (1 + --retries 2)", got)
+	}
+	if len(recs[8].Tries) != 2 {
+		t.Errorf("503 tries = %d, want 2", len(recs[8].Tries))
+	}
+	if recs[1].Proxy != "direct" {
+		t.Errorf("proxy = %q, want direct", recs[1].Proxy)
+	}
+	for _, p := range []string{"connect", "request", "headers", "body"} {
+		if _, ok := recs[1].Phases[p]; !ok {
+			t.Errorf("line 1 phases %v lack %s", recs[1].Phases, p)
+		}
+	}
+	if _, ok := recs[1].Phases["tls"]; ok {
+		t.Errorf("plain http record has a tls phase: %v", recs[1].Phases)
+	}
+	if rep.OK != 3 || rep.Failed != 3 || rep.ByKind["invalid"] != 2 || rep.ByKind["status"] != 1 || rep.ByPhase["input"] != 2 {
+		t.Errorf("report %+v", rep)
+	}
+}
+
+// TestProxyKinds fetches http and https targets through each kind of proxy
+// and checks identity, phases and that the proxy really carried the request.
+func TestProxyKinds(t *testing.T) {
+	plain := startTarget(t, fetchtest.TargetOptions{})
+	secure := startTarget(t, fetchtest.TargetOptions{TLS: true})
+	for _, kind := range []string{"http", "https", "socks5", "socks5h"} {
+		t.Run(kind, func(t *testing.T) {
+			opts := fetchtest.ProxyOptions{BindIP: fetchtest.LoopbackIP(7), User: "alice", Password: "s3cr3t-pw"}
+			pk := "http"
+			if strings.HasPrefix(kind, "socks") {
+				pk = "socks5"
+			}
+			if kind == "https" {
+				opts.TLS = true
+			}
+			px := startProxy(t, pk, opts)
+			u, _ := url.Parse(px.URL)
+			u.Scheme = kind
+			u.User = url.UserPassword("alice", "s3cr3t-pw")
+			cfg := fetch.DefaultConfig()
+			cfg.Proxies = []proxies.Proxy{proxyOf(t, u.String(), nil)}
+			pool := secure.CertPool
+			if px.CertPool != nil {
+				pool.AppendCertsFromPEM(px.CertPEM)
+			}
+			cfg.RootCAs = pool
+			recs, rep := run(t, cfg, plain.URL+"/x?size=10", secure.URL+"/y?size=20")
+			wantID := kind + "://" + u.Host + "#"
+			for line, want := range map[int]int64{1: 10, 2: 20} {
+				r := recs[line]
+				if !r.OK || r.Bytes != want {
+					t.Fatalf("line %d: %+v error %+v", line, r, r.Error)
+				}
+				if !strings.HasPrefix(r.Proxy, wantID) || strings.Contains(r.Proxy, "alice") {
+					t.Errorf("proxy identity %q, want %s…", r.Proxy, wantID)
+				}
+			}
+			if _, ok := recs[2].Phases["tls"]; !ok {
+				t.Errorf("https target via %s: no tls phase in %v", kind, recs[2].Phases)
+			}
+			if _, ok := recs[2].Phases["proxy"]; !ok {
+				t.Errorf("https target via %s: no proxy phase in %v", kind, recs[2].Phases)
+			}
+			if plain.MaxInFlightFrom(opts.BindIP) == 0 || secure.MaxInFlightFrom(opts.BindIP) == 0 {
+				t.Errorf("targets saw no request from the proxy's address %s", opts.BindIP)
+			}
+			if p := rep.Proxies[recs[1].Proxy]; p == nil || p.Attempts != 2 || p.OK != 2 {
+				t.Errorf("report proxies %+v", rep.Proxies)
+			}
+		})
+	}
+}
+
+// TestPerProxyConcurrency runs slow bodies through proxies of different
+// capacities and checks, at the target, that no proxy ever had more requests
+// in flight than its budget, and that each reached it.
+func TestPerProxyConcurrency(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	caps := []int{1, 2, 4}
+	cfg := fetch.DefaultConfig()
+	cfg.Concurrency = 20
+	for i, c := range caps {
+		px := startProxy(t, "http", fetchtest.ProxyOptions{BindIP: fetchtest.LoopbackIP(i)})
+		cfg.Proxies = append(cfg.Proxies, proxyOf(t, px.URL, func(p *proxies.Proxy) { p.Concurrency = c }))
+	}
+	var lines []string
+	for i := range 40 {
+		// Headers at once, then a body that takes about 60ms: a permit
+		// released at headers would let more requests in.
+		lines = append(lines, fmt.Sprintf("%s/slow/%d?chunks=3&drip=20ms&size=300", tg.URL, i))
+	}
+	recs, rep := run(t, cfg, lines...)
+	for _, r := range recs {
+		if !r.OK {
+			t.Fatalf("record %+v error %+v", r, r.Error)
+		}
+	}
+	for i, c := range caps {
+		got := tg.MaxInFlightFrom(fetchtest.LoopbackIP(i))
+		if got > c {
+			t.Errorf("proxy %d (cap %d): target saw %d in flight", i, c, got)
+		}
+		if got < c {
+			t.Errorf("proxy %d (cap %d): never reached its cap (max %d)", i, c, got)
+		}
+		if m := rep.Proxies[cfg.Proxies[i].ID].MaxInFlight; m != c {
+			t.Errorf("report max_in_flight for proxy %d = %d, want %d", i, m, c)
+		}
+	}
+}
+
+func TestTotalDeadline(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	cfg := fetch.DefaultConfig()
+	cfg.Timeout = 300 * time.Millisecond
+	cfg.Retries = 5
+	cfg.RetryBackoff = 10 * time.Millisecond
+	start := time.Now()
+	recs, _ := run(t, cfg, tg.URL+"/h?delay=10s", tg.URL+"/b?chunks=10&drip=100ms")
+	el := time.Since(start)
+	// Tolerance: 300ms deadline plus 250ms for scheduling on a loaded
+	// 2-core machine under -race.
+	if el > 550*time.Millisecond {
+		t.Errorf("run took %s, deadline 300ms", el)
+	}
+	for line, phase := range map[int]string{1: "headers", 2: "body"} {
+		r := recs[line]
+		if r.Error == nil || r.Error.Kind != fetch.KindDeadline || r.Error.Phase != phase {
+			t.Errorf("line %d: error %+v, want %s/deadline", line, r.Error, phase)
+		}
+		if r.Attempts != 1 {
+			t.Errorf("line %d: %d attempts, want 1", line, r.Attempts)
+		}
+	}
+}
+
+func TestPhaseTimeouts(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	cfg := fetch.DefaultConfig()
+	cfg.HeaderTimeout = 100 * time.Millisecond
+	cfg.IdleTimeout = 100 * time.Millisecond
+	cfg.Retries = 0
+	recs, _ := run(t, cfg, tg.URL+"/h?delay=5s", tg.URL+"/b?chunks=3&drip=2s", tg.URL+"/ok?chunks=5&drip=40ms")
+	for line, phase := range map[int]string{1: "headers", 2: "body"} {
+		r := recs[line]
+		if r.Error == nil || r.Error.Kind != fetch.KindTimeout || r.Error.Phase != phase {
+			t.Errorf("line %d: error %+v, want %s/timeout", line, r.Error, phase)
+		}
+		if r.ElapsedMS > 400 {
+			t.Errorf("line %d: took %.0fms for a 100ms timeout", line, r.ElapsedMS)
+		}
+	}
+	if !recs[3].OK {
+		t.Errorf("a body dripping faster than the idle timeout failed: %+v", recs[3].Error)
+	}
+}
+
+func TestRetryGoesToAnotherProxy(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	cfg := fetch.DefaultConfig()
+	cfg.RetryBackoff = time.Millisecond
+	for i := range 2 {
+		px := startProxy(t, "http", fetchtest.ProxyOptions{BindIP: fetchtest.LoopbackIP(i)})
+		cfg.Proxies = append(cfg.Proxies, proxyOf(t, px.URL, nil))
+	}
+	recs, _ := run(t, cfg, tg.URL+"/r?fail=1")
+	r := recs[1]
+	if !r.OK || r.Attempts != 2 || len(r.Tries) != 1 {
+		t.Fatalf("record %+v", r)
+	}
+	if r.Tries[0].Proxy == r.Proxy {
+		t.Errorf("retry went to the same proxy %s", r.Proxy)
+	}
+	if r.Tries[0].Error == nil || r.Tries[0].Error.Kind != "status" || r.Tries[0].Status != 503 {
+		t.Errorf("try %+v", r.Tries[0])
+	}
+}
+
+var _ = bytes.NewReader
+var _ = limits.Rate{}

@@ -1,0 +1,153 @@
+package fetch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/fetch-dev/fetch/proxies"
+)
+
+// MaxLineBytes is the longest URL line fetched; a longer line is invalid.
+const MaxLineBytes = 8 << 10
+
+// job is one URL line taken for work.
+type job struct {
+	input   string
+	line    int
+	url     *url.URL // nil when invalid
+	shown   string   // the URL as written to the record: credentials removed
+	host    string   // target host:port
+	invalid string   // why the line is not fetched, or ""
+}
+
+var bom = []byte{0xEF, 0xBB, 0xBF}
+
+// readInputs streams the URL lines of every input, in order, to jobs. It
+// skips blank and comment lines and stops early, returning ctx.Err(), when
+// ctx is done. Memory does not grow with the length of the inputs.
+func readInputs(ctx context.Context, inputs []Input, jobs chan<- *job) error {
+	for _, in := range inputs {
+		if err := readInput(ctx, in, jobs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readInput(ctx context.Context, in Input, jobs chan<- *job) error {
+	br := bufio.NewReaderSize(in.R, 16<<10)
+	for n := 1; ; n++ {
+		raw, long, err := readLine(br)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("fetch: reading %s line %d: %w", in.Name, n, err)
+		}
+		if n == 1 {
+			raw = bytes.TrimPrefix(raw, bom)
+		}
+		if err != nil && len(raw) == 0 && !long {
+			return nil // end of input
+		}
+		if j := parseLine(in.Name, n, raw, long); j != nil {
+			select {
+			case jobs <- j:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if err != nil {
+			return nil
+		}
+	}
+}
+
+// readLine reads one physical line without its line end. A line longer
+// than MaxLineBytes is read to its end but only its start is returned, with
+// long set.
+func readLine(br *bufio.Reader) (line []byte, long bool, err error) {
+	var buf []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(buf)+len(chunk) <= MaxLineBytes+2 { // room for CRLF
+			buf = append(buf, chunk...)
+		} else {
+			long = true
+			if len(buf) < 256 {
+				buf = append(buf, chunk[:min(len(chunk), 256-len(buf))]...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		buf = bytes.TrimSuffix(buf, []byte("\n"))
+		buf = bytes.TrimSuffix(buf, []byte("\r"))
+		if len(buf) > MaxLineBytes {
+			long = true
+		}
+		return buf, long, err
+	}
+}
+
+// parseLine turns one line into a job, or nil for a blank or comment line.
+func parseLine(input string, n int, raw []byte, long bool) *job {
+	s := strings.TrimSpace(string(raw))
+	if !long && (s == "" || strings.HasPrefix(s, "#")) {
+		return nil
+	}
+	j := &job{input: input, line: n}
+	if long {
+		j.shown = proxies.RedactURL(s) + "..."
+		j.invalid = fmt.Sprintf("line longer than %d bytes", MaxLineBytes)
+		return j
+	}
+	u, host, why := parseTarget(s)
+	if why != "" {
+		j.shown = proxies.RedactURL(s)
+		j.invalid = why
+		return j
+	}
+	j.url, j.host = u, host
+	shown := *u
+	shown.User = nil
+	j.shown = shown.String()
+	return j
+}
+
+// parseTarget checks that s is an absolute http or https URL and returns it
+// with its host:port key, or the reason it is not fetched.
+func parseTarget(s string) (*url.URL, string, string) {
+	u, err := url.Parse(s)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, "", "unparsable URL: " + proxies.RedactURL(err.Error())
+	}
+	scheme := strings.ToLower(u.Scheme)
+	switch {
+	case scheme == "":
+		return nil, "", "not an absolute URL (want http:// or https://)"
+	case scheme != "http" && scheme != "https":
+		return nil, "", fmt.Sprintf("unsupported scheme %q (want http or https)", u.Scheme)
+	case u.Host == "" || u.Hostname() == "":
+		return nil, "", "URL has no host"
+	case u.Opaque != "":
+		return nil, "", "not an absolute URL (want http:// or https://)"
+	}
+	u.Scheme = scheme
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if scheme == "https" {
+			port = "443"
+		}
+	}
+	return u, net.JoinHostPort(strings.ToLower(u.Hostname()), port), ""
+}

@@ -1,0 +1,130 @@
+package fetch
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/fetch-dev/fetch/proxies"
+)
+
+// route is one way out: a proxy, or direct. Each has its own transport so
+// that connection pools never mix proxies.
+type route struct {
+	id     string // identity for records: proxies.Identity, or "direct"
+	pool   string
+	proxy  *url.URL // nil for direct
+	client *http.Client
+	tr     *http.Transport
+}
+
+// proxyStatusError is a proxy's refusal of a CONNECT.
+type proxyStatusError struct{ status string }
+
+func (e *proxyStatusError) Error() string { return "proxy refused CONNECT: " + e.status }
+
+func newRoute(cfg *Config, p *proxies.Proxy) *route {
+	r := &route{id: "direct"}
+	targetTLS := &tls.Config{InsecureSkipVerify: cfg.Insecure, RootCAs: cfg.RootCAs}
+	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+	perHost := max(cfg.ProxyConcurrency, 4)
+	if p != nil && p.Concurrency > 0 {
+		perHost = p.Concurrency
+	}
+	tr := &http.Transport{
+		DialContext:           handshakeDeadline(dialer.DialContext, cfg.ConnectTimeout),
+		TLSClientConfig:       targetTLS,
+		TLSHandshakeTimeout:   cfg.ConnectTimeout,
+		ForceAttemptHTTP2:     true,
+		DisableCompression:    true, // count and save the bytes as sent, as curl does
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   perHost,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		OnProxyConnectResponse: func(_ context.Context, _ *url.URL, _ *http.Request, res *http.Response) error {
+			if res.StatusCode != http.StatusOK {
+				return &proxyStatusError{status: res.Status}
+			}
+			return nil
+		},
+	}
+	if p != nil {
+		r.id, r.pool, r.proxy = p.ID, p.Pool, p.URL
+		u := *p.URL
+		if u.Scheme == "https" {
+			// TLS to the proxy is done by the dialer, so that it is verified
+			// even under --insecure (which is for targets, as in curl) and
+			// counted as the proxy phase; the transport then speaks plain
+			// HTTP proxy over it.
+			u.Scheme = "http"
+			proxyTLS := &tls.Config{RootCAs: cfg.RootCAs, ServerName: p.URL.Hostname()}
+			tr.DialContext = handshakeDeadline(tlsDial(dialer, proxyTLS), cfg.ConnectTimeout)
+		}
+		tr.Proxy = http.ProxyURL(&u)
+	}
+	r.tr = tr
+	r.client = &http.Client{Transport: tr, CheckRedirect: checkRedirect(cfg.MaxRedirects)}
+	return r
+}
+
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// handshakeDeadline sets a deadline on new connections so that a proxy or
+// TLS handshake that never answers cannot outlive the connect timeout even
+// after the request that started it has gone (net/http finishes dials in the
+// background). The GotConn trace hook clears it once the connection is in use.
+func handshakeDeadline(dial dialFunc, limit time.Duration) dialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		start := time.Now()
+		c, err := dial(ctx, network, addr)
+		if err == nil && limit > 0 {
+			c.SetDeadline(start.Add(limit))
+		}
+		return c, err
+	}
+}
+
+func tlsDial(d *net.Dialer, cfg *tls.Config) dialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		tc := tls.Client(c, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, &proxyTLSError{err: err}
+		}
+		return tc, nil
+	}
+}
+
+// proxyTLSError is a failed TLS handshake with an https proxy.
+type proxyTLSError struct{ err error }
+
+func (e *proxyTLSError) Error() string { return "tls handshake with proxy: " + e.err.Error() }
+func (e *proxyTLSError) Unwrap() error { return e.err }
+
+// errTooManyRedirects is the cause when --max-redirects is exceeded.
+type redirectError struct{ msg string }
+
+func (e *redirectError) Error() string { return e.msg }
+
+func checkRedirect(maxRedirects int) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if maxRedirects <= 0 {
+			return http.ErrUseLastResponse
+		}
+		if len(via) > maxRedirects {
+			return &redirectError{msg: fmt.Sprintf("stopped after %d redirects", maxRedirects)}
+		}
+		if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+			return &redirectError{msg: fmt.Sprintf("redirect to unsupported scheme %q", req.URL.Scheme)}
+		}
+		return nil
+	}
+}

@@ -1,0 +1,73 @@
+// Package limits decides when an attempt may start and through which proxy.
+//
+// A Scheduler hands out a Lease: the choice of a proxy together with that
+// proxy's (or pool's) concurrency permit, its rate token, the target host's
+// permit and token, and the global token, all taken in one step. Taking them
+// in one step is what lets a job go to whichever proxy can start it soonest
+// instead of waiting behind one busy proxy, and it is what a shared (Redis)
+// implementation must do atomically too.
+//
+// A Lease is held from the start of the attempt until its response body has
+// been read to the end or closed; Release gives everything back and may be
+// called any number of times.
+package limits
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// Scheduler grants leases. Implementations are safe for concurrent use.
+type Scheduler interface {
+	// Acquire blocks until an attempt for req may start and returns its
+	// lease. If ctx is done first it returns an error wrapping ctx.Err()
+	// and takes nothing.
+	Acquire(ctx context.Context, req Request) (*Lease, error)
+}
+
+// Request describes the attempt that wants to start.
+type Request struct {
+	Host  string // target host:port, for the per-host limits
+	Avoid []int  // proxies already tried for this URL: used only when no other can start
+}
+
+// Lease is one granted attempt. The zero Lease is not useful; leases come
+// from a Scheduler.
+type Lease struct {
+	Proxy  int // index of the proxy in the scheduler's configuration
+	Budget int // index of the proxy's budget (its own, or its pool's)
+
+	// In flight at the moment of the grant, this attempt included: for the
+	// proxy, and for the target host. Reports take their maxima from these.
+	ProxyInFlight int
+	HostInFlight  int
+
+	once    sync.Once
+	release func()
+}
+
+// Release gives back the permits the lease holds. Only the first call has
+// an effect, so it is safe to defer it and also call it early.
+func (l *Lease) Release() {
+	if l == nil {
+		return
+	}
+	l.once.Do(func() {
+		if l.release != nil {
+			l.release()
+		}
+	})
+}
+
+// ErrClosed is returned by Acquire on a scheduler that was closed.
+var ErrClosed = errors.New("limits: scheduler closed")
+
+// Spec is one concurrency and rate budget. Zero Concurrency means no
+// concurrency limit; the zero Rate means no rate limit. Burst is the token
+// bucket's size (at least 1).
+type Spec struct {
+	Concurrency int
+	Rate        Rate
+	Burst       int
+}
