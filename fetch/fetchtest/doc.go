@@ -1,0 +1,18 @@
+// Package fetchtest starts real servers on loopback for exercising fetch:
+// target sites whose behaviour is chosen by the URL query (size, status,
+// delays, slow bodies, planned failures, redirects, echo), HTTP and HTTPS
+// forward proxies, and SOCKS5 proxies backed by the microsocks binary.
+//
+// The servers are real because the behaviour under test is real: connection
+// reuse, CONNECT tunnels, TLS handshakes, slow bodies and per-proxy
+// concurrency only show up faithfully on real sockets. Each proxy dials
+// targets from its own loopback source address (see LoopbackIP), so a
+// Target can count requests in flight per proxy (Target.MaxInFlightFrom).
+//
+// The package does not import "testing": it is used by tests, benchmarks and
+// by `fetch demo`. Constructors return errors; every server has a Close
+// method that stops all of its goroutines and closes all of its connections
+// before it returns, so callers can check for leaks with goleak.
+//
+// All types are safe for concurrent use.
+package fetchtest

@@ -1,0 +1,157 @@
+package fetchtest
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrNoMicrosocks means the microsocks binary (Debian package microsocks)
+// is not on PATH, so StartSOCKS5 cannot run. Tests usually skip on it.
+var ErrNoMicrosocks = errors.New("fetchtest: microsocks not found on PATH")
+
+// errExitedEarly means microsocks exited before accepting connections,
+// usually because its port was taken meanwhile.
+var errExitedEarly = errors.New("fetchtest: microsocks exited")
+
+// StartSOCKS5 runs the real microsocks binary as a SOCKS5 proxy listening on
+// 127.0.0.1 (or opts.Addr) and dialing targets from opts.BindIP, with
+// RFC 1929 user/password authentication when opts.User or opts.Password is
+// set. It returns once the proxy accepts connections. Latency and TLS are
+// not supported. The error wraps ErrNoMicrosocks when the binary is missing.
+// Stats always reports zeros. Call Close to kill the process.
+func StartSOCKS5(opts ProxyOptions) (*Proxy, error) {
+	bin, err := exec.LookPath("microsocks")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoMicrosocks, err)
+	}
+	if opts.TLS || opts.Latency != 0 {
+		return nil, errors.New("fetchtest: SOCKS5 proxy supports neither TLS nor Latency")
+	}
+	bindIP, err := parseBindIP(opts.BindIP)
+	if err != nil {
+		return nil, err
+	}
+	host, port := "127.0.0.1", 0
+	if opts.Addr != "" {
+		h, ps, err := net.SplitHostPort(opts.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("fetchtest: bad Addr %q: %w", opts.Addr, err)
+		}
+		if port, err = strconv.Atoi(ps); err != nil {
+			return nil, fmt.Errorf("fetchtest: bad Addr %q: %w", opts.Addr, err)
+		}
+		if h != "" {
+			host = h
+		}
+	}
+	if port != 0 {
+		return startMicrosocks(bin, host, port, bindIP.String(), opts)
+	}
+	// A free port can be taken between freePort and microsocks' bind: try
+	// a few.
+	const attempts = 5
+	for range attempts {
+		if port, err = freePort(host); err != nil {
+			return nil, err
+		}
+		var proxy *Proxy
+		proxy, err = startMicrosocks(bin, host, port, bindIP.String(), opts)
+		if !errors.Is(err, errExitedEarly) {
+			return proxy, err
+		}
+	}
+	return nil, err
+}
+
+// freePort asks the kernel for a free TCP port on host.
+func freePort(host string) (int, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("fetchtest: find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func startMicrosocks(bin, host string, port int, bindIP string, opts ProxyOptions) (*Proxy, error) {
+	args := []string{"-i", host, "-p", strconv.Itoa(port), "-b", bindIP}
+	if opts.User != "" || opts.Password != "" {
+		args = append(args, "-u", opts.User, "-P", opts.Password)
+	}
+	cmd := exec.Command(bin, args...)
+	out := &cappedBuffer{max: 4096}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("fetchtest: start microsocks: %w", err)
+	}
+	done := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(done)
+	}()
+	kill := func() {
+		_ = cmd.Process.Kill()
+		<-done
+	}
+
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	const tries = 500 // 500 * (up to 100ms dial or 10ms pause): a few seconds at most
+	ready := false
+	for range tries {
+		select {
+		case <-done:
+			return nil, fmt.Errorf("%w: %v: %s", errExitedEarly, waitErr, strings.TrimSpace(out.String()))
+		default:
+		}
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err == nil {
+			_ = c.Close()
+			ready = true
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !ready {
+		kill()
+		return nil, fmt.Errorf("fetchtest: microsocks did not accept on %s: %s", addr, strings.TrimSpace(out.String()))
+	}
+	var once sync.Once
+	return &Proxy{
+		URL:    "socks5://" + addr,
+		Addr:   addr,
+		opts:   opts,
+		close:  func() { once.Do(kill) },
+		stats:  ProxyStats{},
+		bindIP: net.ParseIP(bindIP),
+	}, nil
+}
+
+// cappedBuffer keeps the first max bytes written to it.
+type cappedBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if room := c.max - len(c.b); room > 0 {
+		c.b = append(c.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (c *cappedBuffer) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return string(c.b)
+}

@@ -1,0 +1,204 @@
+package fetch_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/limits"
+	"github.com/fetch-dev/fetch/proxies"
+)
+
+// TestLimits runs slow bodies under each limit and checks, at the targets,
+// that the limit held and was reached.
+func TestLimits(t *testing.T) {
+	t1 := startTarget(t, fetchtest.TargetOptions{})
+	t2 := startTarget(t, fetchtest.TargetOptions{})
+	slow := func(tg *fetchtest.Target, n int) []string {
+		var ls []string
+		for i := range n {
+			ls = append(ls, fmt.Sprintf("%s/s/%d?chunks=2&drip=25ms&size=100", tg.URL, i))
+		}
+		return ls
+	}
+	t.Run("global -c", func(t *testing.T) {
+		t1.ResetStats()
+		cfg := fetch.DefaultConfig()
+		cfg.Concurrency = 3
+		run(t, cfg, slow(t1, 15)...)
+		if got := t1.MaxInFlight(); got != 3 {
+			t.Errorf("max in flight %d, want 3", got)
+		}
+	})
+	t.Run("host concurrency", func(t *testing.T) {
+		t1.ResetStats()
+		t2.ResetStats()
+		cfg := fetch.DefaultConfig()
+		cfg.HostConcurrency = 2
+		_, rep := run(t, cfg, append(slow(t1, 10), slow(t2, 10)...)...)
+		for _, tg := range []*fetchtest.Target{t1, t2} {
+			if got := tg.MaxInFlight(); got != 2 {
+				t.Errorf("%s: max in flight %d, want 2", tg.Addr, got)
+			}
+			if h := rep.Hosts[tg.Addr]; h == nil || h.MaxInFlight != 2 || h.Attempts != 10 {
+				t.Errorf("report host %s: %+v", tg.Addr, h)
+			}
+		}
+	})
+	t.Run("pool shares one budget", func(t *testing.T) {
+		t1.ResetStats()
+		cfg := fetch.DefaultConfig()
+		for i := range 3 {
+			px := startProxy(t, "http", fetchtest.ProxyOptions{BindIP: fetchtest.LoopbackIP(10 + i)})
+			cfg.Proxies = append(cfg.Proxies, proxyOf(t, px.URL, func(p *proxies.Proxy) { p.Pool = "shared"; p.Concurrency = 2 }))
+		}
+		recs, _ := run(t, cfg, slow(t1, 12)...)
+		if got := t1.MaxInFlight(); got != 2 {
+			t.Errorf("pool of 3 proxies with concurrency 2: max in flight %d", got)
+		}
+		if recs[1].Pool != "shared" {
+			t.Errorf("record pool %q", recs[1].Pool)
+		}
+	})
+	rateCase := func(name string, set func(*fetch.Config), n int, minSpan time.Duration) {
+		t.Run(name, func(t *testing.T) {
+			cfg := fetch.DefaultConfig()
+			set(&cfg)
+			var ls []string
+			for i := range n {
+				ls = append(ls, fmt.Sprintf("%s/r/%d", t1.URL, i))
+			}
+			start := time.Now()
+			run(t, cfg, ls...)
+			// A rate limit is a floor on the run's length: n attempts at
+			// 50/s with burst 1 cannot take less than (n-1)/50 s.
+			if el := time.Since(start); el < minSpan {
+				t.Errorf("%d requests in %s, rate allows no less than %s", n, el, minSpan)
+			}
+		})
+	}
+	fifty := limits.Rate{N: 50, Per: time.Second}
+	rateCase("global rate", func(c *fetch.Config) { c.Rate = fifty }, 11, 200*time.Millisecond)
+	rateCase("host rate", func(c *fetch.Config) { c.HostRate = fifty }, 11, 200*time.Millisecond)
+	rateCase("host rate burst 5", func(c *fetch.Config) { c.HostRate = fifty; c.HostBurst = 5 }, 15, 200*time.Millisecond)
+}
+
+func TestRequestOptions(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{TLS: true})
+	cfg := fetch.DefaultConfig()
+	cfg.Method = "POST"
+	cfg.Header = http.Header{"User-Agent": {"fetch-test/1"}, "X-Extra": {"a"}}
+	cfg.RootCAs = tg.CertPool
+	recs, _ := run(t, cfg, tg.URL+"/echo")
+	r := recs[1]
+	if !r.OK {
+		t.Fatalf("%+v", r.Error)
+	}
+	if _, ok := r.Phases["tls"]; !ok {
+		t.Errorf("no tls phase: %v", r.Phases)
+	}
+	dir := t.TempDir()
+	cfg.SaveDir = dir
+	recs, _ = run(t, cfg, tg.URL+"/echo")
+	b, err := os.ReadFile(recs[1].File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(recs[1].File) != dir {
+		t.Errorf("file %s not in %s", recs[1].File, dir)
+	}
+	var echo fetchtest.Echo
+	if err := json.Unmarshal(b, &echo); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	if echo.Method != "POST" || echo.Header.Get("User-Agent") != "fetch-test/1" || echo.Header.Get("X-Extra") != "a" {
+		t.Errorf("target saw %+v", echo)
+	}
+	if int64(len(b)) != recs[1].Bytes {
+		t.Errorf("saved %d bytes, record says %d", len(b), recs[1].Bytes)
+	}
+}
+
+func TestTLSVerification(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{TLS: true})
+	cfg := fetch.DefaultConfig()
+	cfg.Retries = 0
+	recs, _ := run(t, cfg, tg.URL+"/x")
+	if e := recs[1].Error; e == nil || e.Kind != fetch.KindTLS || e.Phase != fetch.PhaseTLS {
+		t.Errorf("untrusted cert: error %+v, want tls/tls", e)
+	}
+	cfg.Insecure = true
+	recs, _ = run(t, cfg, tg.URL+"/x")
+	if !recs[1].OK {
+		t.Errorf("-k: %+v", recs[1].Error)
+	}
+}
+
+func TestBodiesAndRedirects(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	cfg := fetch.DefaultConfig()
+	cfg.MaxBody = 1000
+	cfg.MaxRedirects = 3
+	recs, _ := run(t, cfg,
+		tg.URL+"/big?size=1001",
+		tg.URL+"/big?size=5000&chunks=5&drip=1ms", // no Content-Length
+		tg.URL+"/fits?size=1000",
+		tg.URL+"/redirect?to="+tg.URL+"/fits%3Fsize%3D10",
+		tg.URL+"/loop",
+	)
+	for line, kind := range map[int]string{1: fetch.KindTooLarge, 2: fetch.KindTooLarge, 5: fetch.KindRedirect} {
+		if e := recs[line].Error; e == nil || e.Kind != kind {
+			t.Errorf("line %d: %+v, want %s", line, e, kind)
+		}
+		if recs[line].Attempts != 1 {
+			t.Errorf("line %d: %d attempts; %s is not retried", line, recs[line].Attempts, kind)
+		}
+	}
+	if r := recs[3]; !r.OK || r.Bytes != 1000 {
+		t.Errorf("line 3: %+v", r)
+	}
+	if r := recs[4]; !r.OK || r.Bytes != 10 || r.Status != 200 {
+		t.Errorf("redirect: %+v %+v", r, r.Error)
+	}
+	cfg.MaxRedirects = 0
+	recs, _ = run(t, cfg, tg.URL+"/loop")
+	if r := recs[1]; !r.OK || r.Status != 302 {
+		t.Errorf("--max-redirects 0: %+v", r)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	cfg := fetch.DefaultConfig()
+	cfg.RetryBackoff = time.Millisecond
+	cfg.Timeout = 3 * time.Second
+	start := time.Now()
+	recs, _ := run(t, cfg, tg.URL+"/a?fail=1&status=200&retry-after=1")
+	if r := recs[1]; !r.OK || r.Attempts != 2 {
+		t.Fatalf("%+v", r)
+	}
+	if el := time.Since(start); el < time.Second {
+		t.Errorf("retried after %s; Retry-After said 1s", el)
+	}
+	// A Retry-After longer than what is left fails at once with the status.
+	start = time.Now()
+	recs, _ = run(t, cfg, tg.URL+"/b?fail=1&retry-after=30")
+	if r := recs[1]; r.OK || r.Attempts != 1 || r.Error.Kind != fetch.KindStatus || r.Status != 503 {
+		t.Fatalf("%+v %+v", r, r.Error)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Errorf("took %s; should fail at once", el)
+	}
+	when := time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)
+	recs, _ = run(t, cfg, tg.URL+"/c?fail=1&retry-after="+strings.ReplaceAll(when, " ", "%20"))
+	if r := recs[1]; r.OK || r.Attempts != 1 {
+		t.Errorf("HTTP-date Retry-After an hour away: %+v", r)
+	}
+}

@@ -1,0 +1,353 @@
+package limits_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fetch-dev/fetch/limits"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestCapsHoldUnderLoad hammers a scheduler from many goroutines with random
+// hold times and checks that no budget, pool or host ever exceeds its
+// concurrency, and that every permit comes back.
+func TestCapsHoldUnderLoad(t *testing.T) {
+	for _, pol := range []limits.Policy{limits.LeastInFlight, limits.LeastUsed, limits.RoundRobin, limits.Random} {
+		t.Run(policyName(pol), func(t *testing.T) {
+			// proxies 0,1 alone (caps 1, 3); proxies 2,3,4 share a pool of 2.
+			caps := []int{1, 3, 2}
+			s := limits.NewLocal(limits.Config{
+				Budgets:  []limits.Spec{{Concurrency: 1}, {Concurrency: 3}, {Concurrency: 2}},
+				BudgetOf: []int{0, 1, 2, 2, 2},
+				Host:     limits.Spec{Concurrency: 4},
+				Policy:   pol,
+			})
+			defer s.Close()
+			var budgetIn [3]atomic.Int32
+			var hostIn [2]atomic.Int32
+			var maxBudget [3]atomic.Int32
+			var used [5]atomic.Int32
+			var wg sync.WaitGroup
+			var errs atomic.Int32
+			for g := range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(uint64(g), 1))
+					for range 40 {
+						h := rng.IntN(2)
+						host := []string{"a:80", "b:80"}[h]
+						ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.IntN(3)+1)*time.Millisecond)
+						if rng.IntN(4) > 0 {
+							cancel()
+							ctx, cancel = context.WithCancel(context.Background())
+						}
+						l, err := s.Acquire(ctx, limits.Request{Host: host})
+						if err != nil {
+							cancel()
+							if !errors.Is(err, context.DeadlineExceeded) {
+								errs.Add(1)
+							}
+							continue
+						}
+						used[l.Proxy].Add(1)
+						b := l.Budget
+						if n := budgetIn[b].Add(1); n > int32(caps[b]) {
+							t.Errorf("budget %d: %d in flight, cap %d", b, n, caps[b])
+						} else {
+							for m := maxBudget[b].Load(); n > m && !maxBudget[b].CompareAndSwap(m, n); m = maxBudget[b].Load() {
+							}
+						}
+						if n := hostIn[h].Add(1); n > 4 {
+							t.Errorf("host %s: %d in flight, cap 4", host, n)
+						}
+						time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+						hostIn[h].Add(-1)
+						budgetIn[b].Add(-1)
+						l.Release()
+						l.Release() // a second release must change nothing
+						cancel()
+					}
+				}()
+			}
+			wg.Wait()
+			if errs.Load() > 0 {
+				t.Errorf("%d unexpected errors", errs.Load())
+			}
+			for b, c := range caps {
+				if got := maxBudget[b].Load(); got != int32(c) {
+					t.Errorf("budget %d never reached its cap %d (max %d)", b, c, got)
+				}
+			}
+			for p := range used {
+				if used[p].Load() == 0 {
+					t.Errorf("proxy %d never used", p)
+				}
+			}
+			// Every permit came back: all budgets can be filled at once again.
+			var ls []*limits.Lease
+			for i := range 6 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				l, err := s.Acquire(ctx, limits.Request{Host: fmt.Sprintf("c%d:80", i)})
+				cancel()
+				if err != nil {
+					t.Fatalf("after the run, full capacity is not available: %v", err)
+				}
+				ls = append(ls, l)
+			}
+			for _, l := range ls {
+				l.Release()
+			}
+		})
+	}
+}
+
+func policyName(p limits.Policy) string {
+	return [...]string{"least-inflight", "least-used", "round-robin", "random"}[p]
+}
+
+// TestBusyProxyNeverBlocks: with one proxy full, a request goes to the other
+// at once rather than queueing behind the busy one.
+func TestBusyProxyNeverBlocks(t *testing.T) {
+	s := limits.NewLocal(limits.Config{
+		Budgets:  []limits.Spec{{Concurrency: 1}, {Concurrency: 1}},
+		BudgetOf: []int{0, 1},
+	})
+	defer s.Close()
+	ctx := context.Background()
+	a, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	b, err := s.Acquire(tctx, limits.Request{Host: "h:1"})
+	if err != nil {
+		t.Fatalf("second acquire waited although a proxy was free: %v", err)
+	}
+	if a.Proxy == b.Proxy {
+		t.Fatalf("both leases on proxy %d", a.Proxy)
+	}
+	a.Release()
+	b.Release()
+}
+
+// TestHostAtLimitDoesNotBlockOthers: a waiter for a host at its limit stays
+// queued while a later request for another host is served.
+func TestHostAtLimitDoesNotBlockOthers(t *testing.T) {
+	s := limits.NewLocal(limits.Config{
+		Budgets:  []limits.Spec{{Concurrency: 10}},
+		BudgetOf: []int{0},
+		Host:     limits.Spec{Concurrency: 1},
+	})
+	defer s.Close()
+	ctx := context.Background()
+	first, _ := s.Acquire(ctx, limits.Request{Host: "a:1"})
+	blocked := make(chan *limits.Lease)
+	go func() {
+		l, _ := s.Acquire(ctx, limits.Request{Host: "a:1"})
+		blocked <- l
+	}()
+	time.Sleep(20 * time.Millisecond) // let it queue
+	tctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	other, err := s.Acquire(tctx, limits.Request{Host: "b:1"})
+	if err != nil {
+		t.Fatalf("request for another host waited behind a blocked host: %v", err)
+	}
+	select {
+	case <-blocked:
+		t.Fatal("second lease for host a granted while the first is held")
+	default:
+	}
+	first.Release()
+	l := <-blocked
+	if l.HostInFlight != 1 {
+		t.Errorf("host in flight at grant = %d", l.HostInFlight)
+	}
+	l.Release()
+	other.Release()
+}
+
+// TestAvoidPrefersAnotherProxy: a retry avoids the proxy it already used
+// when another can start now, and still uses it when none can.
+func TestAvoidPrefersAnotherProxy(t *testing.T) {
+	s := limits.NewLocal(limits.Config{
+		Budgets:  []limits.Spec{{Concurrency: 2}, {Concurrency: 2}},
+		BudgetOf: []int{0, 1},
+	})
+	defer s.Close()
+	ctx := context.Background()
+	for _, avoid := range []int{0, 1} {
+		l, _ := s.Acquire(ctx, limits.Request{Host: "h:1", Avoid: []int{avoid}})
+		if l.Proxy == avoid {
+			t.Errorf("avoid %d: got proxy %d", avoid, l.Proxy)
+		}
+		l.Release()
+	}
+	hold, _ := s.Acquire(ctx, limits.Request{Host: "h:1", Avoid: []int{0}}) // proxy 1
+	hold2, _ := s.Acquire(ctx, limits.Request{Host: "h:1", Avoid: []int{0}})
+	l, _ := s.Acquire(ctx, limits.Request{Host: "h:1", Avoid: []int{0}})
+	if l.Proxy != 0 {
+		t.Errorf("with proxy 1 full, got proxy %d, want the avoided 0", l.Proxy)
+	}
+	for _, x := range []*limits.Lease{hold, hold2, l} {
+		x.Release()
+	}
+}
+
+// TestRateBound checks the token-bucket bound on grant times as the
+// scheduler's own clock saw them: in any window W after the first grant,
+// at most burst + W·rate grants.
+func TestRateBound(t *testing.T) {
+	cases := []struct {
+		name  string
+		cfg   limits.Config
+		rate  float64
+		burst int
+	}{
+		{"proxy 100/s burst 3", limits.Config{Budgets: []limits.Spec{{Rate: limits.Rate{N: 100, Per: time.Second}, Burst: 3}}, BudgetOf: []int{0}}, 100, 3},
+		{"pool of two 100/s", limits.Config{Budgets: []limits.Spec{{Rate: limits.Rate{N: 1, Per: 10 * time.Millisecond}, Burst: 1}}, BudgetOf: []int{0, 0}}, 100, 1},
+		{"host 100/s burst 2", limits.Config{Budgets: []limits.Spec{{}}, BudgetOf: []int{0}, Host: limits.Spec{Rate: limits.Rate{N: 100, Per: time.Second}, Burst: 2}}, 100, 2},
+		{"global 100/s", limits.Config{Budgets: []limits.Spec{{}}, BudgetOf: []int{0}, Global: limits.Rate{N: 100, Per: time.Second}}, 100, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var times []time.Time
+			s := limits.NewLocal(tc.cfg)
+			defer s.Close()
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 10 {
+						l, err := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						mu.Lock()
+						times = append(times, time.Now())
+						mu.Unlock()
+						l.Release()
+					}
+				}()
+			}
+			wg.Wait()
+			if len(times) != 40 {
+				t.Fatalf("%d grants", len(times))
+			}
+			// Grants were recorded just after the scheduler's clock read, so
+			// allow 2ms of slack on each window.
+			for i := range times {
+				for j := i; j < len(times); j++ {
+					w := times[j].Sub(times[i])
+					if w < 0 {
+						continue
+					}
+					allowed := float64(tc.burst) + (w.Seconds()+0.002)*tc.rate
+					if n := countBetween(times, times[i], times[j]); float64(n) > allowed+1e-9 {
+						t.Fatalf("%d grants in %s, bound %.1f", n, w, allowed)
+					}
+				}
+			}
+			span := maxTime(times).Sub(minTime(times))
+			if min := time.Duration(float64(40-tc.burst)/tc.rate*float64(time.Second)) - 5*time.Millisecond; span < min {
+				t.Errorf("40 grants in %s, the rate allows no faster than %s", span, min)
+			}
+		})
+	}
+}
+
+func countBetween(ts []time.Time, a, b time.Time) int {
+	n := 0
+	for _, t := range ts {
+		if !t.Before(a) && !t.After(b) {
+			n++
+		}
+	}
+	return n
+}
+
+func minTime(ts []time.Time) time.Time {
+	m := ts[0]
+	for _, t := range ts {
+		if t.Before(m) {
+			m = t
+		}
+	}
+	return m
+}
+
+func maxTime(ts []time.Time) time.Time {
+	m := ts[0]
+	for _, t := range ts {
+		if t.After(m) {
+			m = t
+		}
+	}
+	return m
+}
+
+// TestCancelledWaiterTakesNothing: a waiter whose context ends gets the
+// context's error and leaves the scheduler as it was.
+func TestCancelledWaiterTakesNothing(t *testing.T) {
+	s := limits.NewLocal(limits.Config{Budgets: []limits.Spec{{Concurrency: 1}}, BudgetOf: []int{0}})
+	defer s.Close()
+	hold, _ := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := s.Acquire(ctx, limits.Request{Host: "h:1"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want deadline exceeded", err)
+	}
+	hold.Release()
+	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
+	defer cancel2()
+	l, err := s.Acquire(ctx2, limits.Request{Host: "h:1"})
+	if err != nil {
+		t.Fatalf("permit lost after a cancelled wait: %v", err)
+	}
+	l.Release()
+}
+
+func TestFIFO(t *testing.T) {
+	s := limits.NewLocal(limits.Config{Budgets: []limits.Spec{{Concurrency: 1}}, BudgetOf: []int{0}})
+	defer s.Close()
+	hold, _ := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
+	order := make(chan int, 5)
+	var wg sync.WaitGroup
+	for i := range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			order <- i
+			l.Release()
+		}()
+		time.Sleep(5 * time.Millisecond) // queue them in order
+	}
+	hold.Release()
+	wg.Wait()
+	close(order)
+	want := 0
+	for got := range order {
+		if got != want {
+			t.Fatalf("served %d, want %d (first come, first served)", got, want)
+		}
+		want++
+	}
+}
