@@ -32,8 +32,8 @@ type Request struct {
 	Avoid []int  // proxies already tried for this URL: used only when no other can start
 }
 
-// Lease is one granted attempt. The zero Lease is not useful; leases come
-// from a Scheduler.
+// Lease is one granted attempt. Leases come from a Scheduler; other
+// Scheduler implementations build them with NewLease.
 type Lease struct {
 	Proxy  int // index of the proxy in the scheduler's configuration
 	Budget int // index of the proxy's budget (its own, or its pool's)
@@ -44,21 +44,48 @@ type Lease struct {
 	HostInFlight  int
 
 	once    sync.Once
-	release func()
+	release func(Outcome)
 }
 
-// Release gives back the permits the lease holds. Only the first call has
-// an effect, so it is safe to defer it and also call it early.
-func (l *Lease) Release() {
+// NewLease returns a lease on proxy whose Finish calls release once.
+func NewLease(proxy, budget int, release func(Outcome)) *Lease {
+	return &Lease{Proxy: proxy, Budget: budget, release: release}
+}
+
+// Outcome is what an attempt taught about its proxy and target, reported
+// when its lease is given back.
+type Outcome int
+
+const (
+	// Neutral: nothing learnt (an interrupt, the URL's own deadline, a
+	// failure that cannot be laid at the proxy's door).
+	Neutral Outcome = iota
+	// Success: the proxy carried the attempt and the target answered.
+	Success
+	// ProxyFault: a failure the proxy is to blame for (connect, handshake,
+	// reset, the proxy refusing the request). Repeated, it benches the proxy.
+	ProxyFault
+	// Pushback: the target answered 429 or 503 through this proxy. The
+	// proxy worked, but this proxy-host pair should slow down.
+	Pushback
+)
+
+// Finish gives back the permits the lease holds and reports the attempt's
+// outcome. Only the first call of Finish or Release has an effect, so it is
+// safe to defer Release and also Finish early.
+func (l *Lease) Finish(o Outcome) {
 	if l == nil {
 		return
 	}
 	l.once.Do(func() {
 		if l.release != nil {
-			l.release()
+			l.release(o)
 		}
 	})
 }
+
+// Release is shorthand for Finish(Neutral).
+func (l *Lease) Release() { l.Finish(Neutral) }
 
 // ErrClosed is returned by Acquire on a scheduler that was closed.
 var ErrClosed = errors.New("limits: scheduler closed")

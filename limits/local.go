@@ -49,9 +49,45 @@ type Config struct {
 	Host     Spec   // per target host:port
 	Global   Rate   // all attempts together, burst 1
 	Policy   Policy
+	Health   Health   // benching of failing proxies; the zero value never benches
+	Throttle Throttle // slowing of proxy-host pairs the target pushes back on; the zero value never slows
+
+	// OnHealth, if set, is called (with the scheduler's lock held: it must
+	// not call back into the scheduler) each time a proxy changes state.
+	OnHealth func(HealthEvent)
 
 	// Now returns the current time; nil means time.Now. Tests pass a fake.
 	Now func() time.Time
+}
+
+// Health configures the benching of failing proxies. After MaxFailures
+// consecutive ProxyFault outcomes a proxy is benched for Cooldown; then it is
+// given one attempt at a time (probing) until one succeeds, when it takes a
+// full load again. A probe that fails benches it again for twice as long as
+// the last time, up to MaxCooldown. The doubling starts over once the proxy
+// has carried 10 attempts in a row without a fault.
+type Health struct {
+	MaxFailures int // 0: never bench
+	Cooldown    time.Duration
+	MaxCooldown time.Duration
+}
+
+// Throttle configures the slowing of a proxy-host pair after the target
+// answers 429 or 503 through it, in the spirit of Scrapy's AutoThrottle:
+// each Pushback doubles the pair's spacing between attempt starts (from Base,
+// up to Max); each Success halves it, and under Base/4 the pair is back to
+// full speed. Other proxies and other hosts are not affected.
+type Throttle struct {
+	Base time.Duration // 0: never slow down
+	Max  time.Duration
+}
+
+// HealthEvent is a proxy's change of state.
+type HealthEvent struct {
+	Proxy    int
+	At       time.Time
+	State    string        // "benched", "probing" or "healthy"
+	Cooldown time.Duration // for "benched": how long
 }
 
 // Local is the in-process Scheduler. Waiting attempts are served first come,
@@ -74,6 +110,22 @@ type Local struct {
 	rng      *rand.Rand
 	closed   bool
 	attempts int64
+
+	health   Health
+	throttle Throttle
+	onHealth func(HealthEvent)
+	pairs    map[pairKey]*pairState
+}
+
+// pairKey names a proxy-host pair slowed by pushback.
+type pairKey struct {
+	proxy int
+	host  string
+}
+
+type pairState struct {
+	spacing time.Duration // between attempt starts
+	next    time.Time     // earliest next start
 }
 
 var _ Scheduler = (*Local)(nil)
@@ -82,7 +134,16 @@ type proxyState struct {
 	budget   int
 	inFlight int
 	used     int64 // attempts granted so far
+
+	fails        int       // consecutive ProxyFault outcomes
+	streak       int       // consecutive successes
+	level        int       // benchings since the last long streak: the cooldown doubles with each
+	benchedUntil time.Time // zero unless benched
+	probing      bool      // after a bench: one attempt at a time until one succeeds
+	probeOut     bool      // the probe is in flight
 }
+
+const streakToForgive = 10
 
 type budgetState struct {
 	capacity int // 0: unlimited
@@ -139,11 +200,15 @@ func (l *waitList) remove(w *waiter) {
 // names a budget that does not exist: that is a programming error.
 func NewLocal(cfg Config) *Local {
 	s := &Local{
-		now:    cfg.Now,
-		policy: cfg.Policy,
-		host:   cfg.Host,
-		hosts:  make(map[string]*hostState),
-		rng:    rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		now:      cfg.Now,
+		policy:   cfg.Policy,
+		host:     cfg.Host,
+		hosts:    make(map[string]*hostState),
+		rng:      rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		health:   cfg.Health,
+		throttle: cfg.Throttle,
+		onHealth: cfg.OnHealth,
+		pairs:    make(map[pairKey]*pairState),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -316,9 +381,19 @@ func (s *Local) tryGrant(req Request, now time.Time) (*Lease, time.Duration) {
 	ps.used++
 	h.inFlight++
 	s.attempts++
+	if ps.probing && !ps.probeOut {
+		ps.probeOut = true
+		if !ps.benchedUntil.IsZero() {
+			ps.benchedUntil = time.Time{}
+			s.event(p, now, "probing", 0)
+		}
+	}
+	if pr := s.pairs[pairKey{p, req.Host}]; pr != nil {
+		pr.next = now.Add(pr.spacing)
+	}
 	l := &Lease{Proxy: p, Budget: ps.budget, ProxyInFlight: ps.inFlight, HostInFlight: h.inFlight}
 	host := req.Host
-	l.release = func() { s.release(p, host) }
+	l.release = func(o Outcome) { s.release(p, host, o) }
 	switch s.policy {
 	case RoundRobin:
 		s.rr = p + 1
@@ -326,10 +401,12 @@ func (s *Local) tryGrant(req Request, now time.Time) (*Lease, time.Duration) {
 	return l, 0
 }
 
-func (s *Local) release(p int, host string) {
+func (s *Local) release(p int, host string, o Outcome) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ps := &s.proxies[p]
+	now := s.now()
+	s.learn(p, host, o, now)
 	ps.inFlight--
 	s.budgets[ps.budget].inFlight--
 	if h := s.hosts[host]; h != nil {
@@ -358,7 +435,19 @@ func (s *Local) pick(req Request, now time.Time) (int, time.Duration) {
 		if b.capacity > 0 && b.inFlight >= b.capacity {
 			continue
 		}
-		if w := tokenWait(b.limiter, now); w > 0 {
+		if ps.probing && ps.probeOut {
+			continue // one probe at a time; its release wakes us
+		}
+		w := tokenWait(b.limiter, now)
+		if ps.benchedUntil.After(now) {
+			w = max(w, ps.benchedUntil.Sub(now))
+		}
+		if len(s.pairs) > 0 {
+			if pr := s.pairs[pairKey{i, req.Host}]; pr != nil && pr.next.After(now) {
+				w = max(w, pr.next.Sub(now))
+			}
+		}
+		if w > 0 {
 			if soonest < 0 || w < soonest {
 				soonest = w
 			}
@@ -429,5 +518,89 @@ func tokenWait(lim *rate.Limiter, now time.Time) time.Duration {
 func takeToken(lim *rate.Limiter, now time.Time) {
 	if lim != nil {
 		lim.AllowN(now, 1)
+	}
+}
+
+// learn updates proxy health and pair pushback from an outcome. Call with
+// s.mu held.
+func (s *Local) learn(p int, host string, o Outcome, now time.Time) {
+	ps := &s.proxies[p]
+	if ps.probing && ps.probeOut {
+		ps.probeOut = false
+	}
+	switch o {
+	case Success, Pushback:
+		ps.fails = 0
+		if ps.streak++; ps.streak >= streakToForgive {
+			ps.level = 0
+		}
+		if ps.probing {
+			ps.probing = false
+			// Back to a full load, but not a flood: under least-used its
+			// count starts level with the least used of the others.
+			if lo, ok := s.leastUsed(p); ok && lo > ps.used {
+				ps.used = lo
+			}
+			s.event(p, now, "healthy", 0)
+		}
+	case ProxyFault:
+		ps.streak = 0
+		ps.fails++
+		if s.health.MaxFailures > 0 && (ps.probing || ps.fails >= s.health.MaxFailures) {
+			d := s.health.Cooldown << min(ps.level, 30)
+			if s.health.MaxCooldown > 0 && (d > s.health.MaxCooldown || d <= 0) {
+				d = s.health.MaxCooldown
+			}
+			ps.level++
+			ps.fails = 0
+			ps.probing = true
+			ps.benchedUntil = now.Add(d)
+			s.event(p, now, "benched", d)
+		}
+	}
+	if s.throttle.Base <= 0 {
+		return
+	}
+	k := pairKey{p, host}
+	pr := s.pairs[k]
+	switch {
+	case o == Pushback:
+		if pr == nil {
+			pr = &pairState{}
+			s.pairs[k] = pr
+		}
+		pr.spacing = max(pr.spacing*2, s.throttle.Base)
+		if s.throttle.Max > 0 {
+			pr.spacing = min(pr.spacing, s.throttle.Max)
+		}
+		pr.next = now.Add(pr.spacing)
+	case o == Success && pr != nil:
+		pr.spacing /= 2
+		if pr.spacing < s.throttle.Base/4 {
+			delete(s.pairs, k)
+		}
+	}
+}
+
+// leastUsed returns the fewest attempts of any proxy but p that is not
+// benched.
+func (s *Local) leastUsed(p int) (int64, bool) {
+	var lo int64
+	found := false
+	for i := range s.proxies {
+		q := &s.proxies[i]
+		if i == p || q.probing {
+			continue
+		}
+		if !found || q.used < lo {
+			lo, found = q.used, true
+		}
+	}
+	return lo, found
+}
+
+func (s *Local) event(p int, at time.Time, state string, d time.Duration) {
+	if s.onHealth != nil {
+		s.onHealth(HealthEvent{Proxy: p, At: at, State: state, Cooldown: d})
 	}
 }

@@ -1,0 +1,380 @@
+package cmd
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/proxies"
+	"github.com/spf13/cobra"
+)
+
+// Policies lists the values of --policy.
+var Policies = []string{"least-inflight", "least-used", "round-robin", "random"}
+
+// FetchOptions is everything the fetch command was asked to do. RunE fills
+// Config from the flags; the run function does the work.
+type FetchOptions struct {
+	IO *IOStreams
+
+	Inputs []string // URL files as given; "-" is standard input
+	Config fetch.Config
+
+	ProxyFiles []string
+	ProxyURLs  []string
+	Headers    []string // raw -H values
+	CACert     string
+
+	Output string // "" or "-" is standard output
+	Report string
+	Quiet  bool
+
+	// Distributed mode and --resume: accepted, rejected as not supported yet.
+	Redis     string
+	Namespace string
+	Shard     string
+	LeaseTTL  time.Duration
+	Resume    bool
+}
+
+// NewCmdRoot returns the fetch command with its subcommands.
+func NewCmdRoot(ios *IOStreams) *cobra.Command {
+	root := NewCmdFetch(ios, nil)
+	root.AddCommand(NewCmdDemo(ios, nil))
+	return root
+}
+
+// NewCmdFetch returns the fetch command. runF replaces the run function in
+// tests; nil runs fetchRun.
+func NewCmdFetch(ios *IOStreams, runF func(*FetchOptions) error) *cobra.Command {
+	opts := &FetchOptions{IO: ios, Config: fetch.DefaultConfig()}
+	cfg := &opts.Config
+
+	cmd := &cobra.Command{
+		Use:   "fetch [flags] [URL_FILE ...]",
+		Short: "Fetch lists of URLs through pools of forward proxies",
+		Long: `fetch reads URLs, one a line, from the files given (or standard input), fetches
+each through the proxy that can start it soonest within every limit, and writes one
+JSON record per URL line.`,
+		Args:          cobra.ArbitraryArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Inputs = args
+			if err := opts.complete(cmd); err != nil {
+				return usageError(err)
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return fetchRun(cmd.Context(), opts)
+		},
+	}
+	cmd.CompletionOptions.DisableDefaultCmd = true
+	cmd.SetOut(ios.Out)
+	cmd.SetErr(ios.ErrOut)
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
+
+	f := cmd.Flags()
+	f.SortFlags = false
+
+	// Proxies.
+	f.StringArrayVarP(&opts.ProxyFiles, "proxies", "p", nil, "proxy list `FILE` (repeatable)")
+	f.StringArrayVar(&opts.ProxyURLs, "proxy", nil, "one proxy `URL` (repeatable)")
+	f.StringVar(&cfg.Policy, "policy", cfg.Policy, "`POLICY` to break ties between proxies: least-inflight, least-used, round-robin or random")
+
+	// Limits.
+	f.IntVarP(&cfg.Concurrency, "concurrency", "c", cfg.Concurrency, "`N` jobs in flight at once, all proxies together")
+	f.IntVar(&cfg.ProxyConcurrency, "proxy-concurrency", cfg.ProxyConcurrency, "`N` in flight per proxy or pool")
+	f.Var(rateValue{&cfg.ProxyRate}, "proxy-rate", "attempts started per proxy or pool: N/s, N/m, N/h or N/DURATION")
+	f.IntVar(&cfg.ProxyBurst, "proxy-burst", cfg.ProxyBurst, "`N`: token-bucket burst for --proxy-rate")
+	f.IntVar(&cfg.HostConcurrency, "host-concurrency", cfg.HostConcurrency, "`N` in flight per target host:port (0 unlimited)")
+	f.Var(rateValue{&cfg.HostRate}, "host-rate", "attempts started per target host:port")
+	f.IntVar(&cfg.HostBurst, "host-burst", cfg.HostBurst, "`N`: token-bucket burst for --host-rate")
+	f.Var(rateValue{&cfg.Rate}, "rate", "attempts started, all together (burst 1)")
+
+	// Timeouts and retries.
+	f.DurationVar(&cfg.ConnectTimeout, "connect-timeout", cfg.ConnectTimeout, "`D`: dns + tcp connect + proxy handshake + tls, one attempt")
+	f.DurationVar(&cfg.HeaderTimeout, "header-timeout", cfg.HeaderTimeout, "`D`: request written -> response headers, one attempt")
+	f.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "`D` with no bytes of progress while sending or receiving")
+	f.DurationVarP(&cfg.Timeout, "timeout", "t", cfg.Timeout, "`D` for everything for one URL: permits, attempts, back-off, body")
+	f.IntVar(&cfg.Retries, "retries", cfg.Retries, "`N` extra attempts after the first")
+	f.DurationVar(&cfg.RetryBackoff, "retry-backoff", cfg.RetryBackoff, "`D`: first back-off; doubles with full jitter")
+	f.Var(statusListValue{&cfg.RetryStatus}, "retry-status", "statuses retried, and failed when final")
+	f.DurationVar(&cfg.Grace, "grace", cfg.Grace, "`D`: after an interrupt, how long work in flight may finish")
+
+	// Requests and bodies.
+	f.StringVarP(&cfg.Method, "method", "X", cfg.Method, "request method `M`")
+	f.StringArrayVarP(&opts.Headers, "header", "H", nil, "request `HEADER` \"K: V\" (repeatable; replaces a default of the same name)")
+	f.IntVar(&cfg.MaxRedirects, "max-redirects", cfg.MaxRedirects, "`N` redirects followed (0 does not follow)")
+	f.Var(sizeValue{&cfg.MaxBody}, "max-body", "larger bodies fail with kind too_large (64MiB, 10MB, 512k …)")
+	f.StringVar(&cfg.SaveDir, "save-dir", "", "write the body of each ok record to a file in `DIR`")
+	f.BoolVarP(&cfg.Insecure, "insecure", "k", false, "do not verify target TLS certificates")
+	f.StringVar(&opts.CACert, "cacert", "", "trust the PEM certificates in `FILE` (targets and https proxies)")
+
+	// Output.
+	f.StringVarP(&opts.Output, "output", "o", "", "results, JSON lines, to `FILE` (default standard output)")
+	f.StringVar(&opts.Report, "report", "", "summary, one JSON document, to `FILE`")
+	f.BoolVar(&opts.Resume, "resume", false, "with -o: skip URLs that FILE already finished (not supported yet)")
+	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress bar, no summary, no warnings on stderr")
+
+	// Distributed mode.
+	f.StringVar(&opts.Redis, "redis", "", "share every limit through Redis at `URL` (not supported yet)")
+	f.StringVar(&opts.Namespace, "namespace", "fetch", "Redis key namespace `NAME` (not supported yet)")
+	f.StringVar(&opts.Shard, "shard", "", "take only shard `K/N` of the input lines (not supported yet)")
+	f.DurationVar(&opts.LeaseTTL, "lease-ttl", 10*time.Second, "`D`: how long a permit outlives a dead process (not supported yet)")
+
+	return cmd
+}
+
+// complete checks the flags and finishes building opts.Config: headers,
+// the CA pool and the proxies, whose files are read here.
+func (opts *FetchOptions) complete(cmd *cobra.Command) error {
+	for _, name := range []string{"redis", "namespace", "shard", "lease-ttl", "resume"} {
+		if cmd.Flags().Changed(name) {
+			return fmt.Errorf("--%s: %w", name, ErrNotSupported)
+		}
+	}
+	cfg := &opts.Config
+	stdin := 0
+	for _, in := range opts.Inputs {
+		if in == "-" {
+			stdin++
+		}
+	}
+	if stdin > 1 {
+		return errors.New("standard input (-) can be given only once")
+	}
+	if err := checkConfig(cfg); err != nil {
+		return err
+	}
+	h, err := parseHeaders(opts.Headers)
+	if err != nil {
+		return err
+	}
+	cfg.Header = h
+	if opts.CACert != "" {
+		pool, err := loadCertPool(opts.CACert)
+		if err != nil {
+			return err
+		}
+		cfg.RootCAs = pool
+	}
+	if len(opts.ProxyFiles) > 0 || len(opts.ProxyURLs) > 0 {
+		warn := func(msg string) {
+			if !opts.Quiet {
+				fmt.Fprintf(opts.IO.ErrOut, "fetch: warning: %s\n", msg)
+			}
+		}
+		list, err := proxies.Load(opts.ProxyFiles, opts.ProxyURLs, warn)
+		if err != nil {
+			return err
+		}
+		cfg.Proxies = list
+	}
+	return nil
+}
+
+// checkConfig checks the values the flags set directly.
+func checkConfig(cfg *fetch.Config) error {
+	checks := []struct {
+		bad  bool
+		flag string
+		want string
+	}{
+		{cfg.Concurrency < 1, "--concurrency", "at least 1"},
+		{cfg.ProxyConcurrency < 1, "--proxy-concurrency", "at least 1"},
+		{cfg.ProxyBurst < 1, "--proxy-burst", "at least 1"},
+		{cfg.HostConcurrency < 0, "--host-concurrency", "0 (unlimited) or more"},
+		{cfg.HostBurst < 1, "--host-burst", "at least 1"},
+		{cfg.ConnectTimeout <= 0, "--connect-timeout", "a positive duration"},
+		{cfg.HeaderTimeout <= 0, "--header-timeout", "a positive duration"},
+		{cfg.IdleTimeout <= 0, "--idle-timeout", "a positive duration"},
+		{cfg.Timeout <= 0, "--timeout", "a positive duration"},
+		{cfg.Retries < 0, "--retries", "0 or more"},
+		{cfg.RetryBackoff < 0, "--retry-backoff", "0 or more"},
+		{cfg.Grace < 0, "--grace", "0 or more"},
+		{!isToken(cfg.Method), "--method", "a method name such as GET"},
+		{cfg.MaxRedirects < 0, "--max-redirects", "0 or more"},
+		{cfg.MaxBody < 1, "--max-body", "at least 1 byte"},
+	}
+	for _, c := range checks {
+		if c.bad {
+			return fmt.Errorf("%s: want %s", c.flag, c.want)
+		}
+	}
+	for _, p := range Policies {
+		if cfg.Policy == p {
+			return nil
+		}
+	}
+	return fmt.Errorf("--policy %q: want least-inflight, least-used, round-robin or random", cfg.Policy)
+}
+
+// loadCertPool reads the PEM certificates of file into a new pool.
+func loadCertPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--cacert: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--cacert %s: no PEM certificate in it", file)
+	}
+	return pool, nil
+}
+
+// fetchRun opens every input and output before any request, runs the engine
+// and writes the results, the report and the summary.
+func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
+	ios := opts.IO
+	inputs, closeInputs, err := openInputs(ios, opts.Inputs)
+	if err != nil {
+		return usageError(err)
+	}
+	defer closeInputs()
+
+	if dir := opts.Config.SaveDir; dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return usageErrorf("--save-dir: %w", err)
+		}
+	}
+	out, closeOut, err := createOutput(ios.Out, opts.Output)
+	if err != nil {
+		return usageErrorf("--output: %w", err)
+	}
+	defer func() {
+		if cerr := closeOut(); cerr != nil && err == nil {
+			err = fmt.Errorf("--output: %w", cerr)
+		}
+	}()
+	var reportFile *os.File
+	if opts.Report != "" {
+		if reportFile, err = os.Create(opts.Report); err != nil {
+			return usageErrorf("--report: %w", err)
+		}
+		defer reportFile.Close()
+	}
+
+	eng, err := fetch.New(opts.Config)
+	if err != nil {
+		return usageError(err)
+	}
+	var total func(context.Context) int64
+	if !opts.Quiet && ios.IsStderrTTY() {
+		names := inputNames(opts.Inputs)
+		total = func(ctx context.Context) int64 { return countURLLines(ctx, names) }
+	}
+	report, runErr := runEngine(ctx, ios, eng, inputs, out, opts.Quiet, total)
+	if reportFile != nil && report != nil {
+		if err := writeReport(reportFile, report); err != nil {
+			return fmt.Errorf("--report: %w", err)
+		}
+	}
+	return runResult(report, runErr)
+}
+
+// runEngine runs eng over inputs with the progress bar (when total is not
+// nil), writes the records to out as JSON lines, and prints the summary
+// unless quiet. It returns what Run returned, or the error of the final
+// flush of the records.
+func runEngine(ctx context.Context, ios *IOStreams, eng *fetch.Engine, inputs []fetch.Input, out io.Writer, quiet bool, total func(context.Context) int64) (*fetch.Report, error) {
+	w := fetch.NewJSONLWriter(out)
+	stop := func() {}
+	if total != nil {
+		stop = startProgress(ctx, ios.ErrOut, eng, total)
+	}
+	report, err := eng.Run(ctx, inputs, w)
+	stop()
+	if ferr := w.Flush(); ferr != nil && err == nil {
+		err = fmt.Errorf("writing results: %w", ferr)
+	}
+	if report != nil && !quiet {
+		writeSummary(ios.ErrOut, report)
+	}
+	return report, err
+}
+
+// runResult turns the outcome of a run into the command's error.
+func runResult(report *fetch.Report, err error) error {
+	switch {
+	case err != nil:
+		return err
+	case report != nil && report.Interrupted:
+		return context.Canceled
+	case report != nil && report.Failed > 0:
+		return ErrNotAllOK
+	}
+	return nil
+}
+
+// openInputs opens every input in order, so that an unreadable one is found
+// before any request; "-" and no input at all are standard input.
+func openInputs(ios *IOStreams, names []string) ([]fetch.Input, func(), error) {
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	var inputs []fetch.Input
+	for _, name := range inputNames(names) {
+		if name == "-" {
+			inputs = append(inputs, fetch.Input{Name: "-", R: ios.In})
+			continue
+		}
+		f, err := os.Open(name)
+		if err == nil {
+			var fi os.FileInfo
+			if fi, err = f.Stat(); err == nil && fi.IsDir() {
+				err = fmt.Errorf("%s is a directory", name)
+			}
+			if err != nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("input: %w", err)
+		}
+		files = append(files, f)
+		inputs = append(inputs, fetch.Input{Name: name, R: f})
+	}
+	return inputs, closeAll, nil
+}
+
+// inputNames is the list of inputs, with standard input when there is none.
+func inputNames(names []string) []string {
+	if len(names) == 0 {
+		return []string{"-"}
+	}
+	return names
+}
+
+// createOutput creates the results file, or returns stdout for "" and "-".
+func createOutput(stdout io.Writer, name string) (io.Writer, func() error, error) {
+	if name == "" || name == "-" {
+		return stdout, func() error { return nil }, nil
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, f.Close, nil
+}
+
+// writeReport writes r as one indented JSON document.
+func writeReport(f *os.File, r *fetch.Report) error {
+	enc := json.NewEncoder(f)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,290 @@
+package cmd
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/limits"
+)
+
+// writeFile writes content to name in dir and returns its path.
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func Test_NewCmdFetch(t *testing.T) {
+	dir := t.TempDir()
+	proxyFile := writeFile(t, dir, "proxies.txt", "# two proxies\nhttp://127.0.0.1:8081 concurrency=2\nsocks5://u:p@127.0.0.1:1080\n")
+
+	tests := []struct {
+		name        string
+		args        []string
+		wantInputs  []string
+		wantCfg     func(*fetch.Config) // applied to fetch.DefaultConfig()
+		wantOpts    func(*testing.T, *FetchOptions)
+		wantProxies int
+		wantErr     string
+	}{
+		{
+			name:    "defaults",
+			args:    []string{},
+			wantCfg: func(c *fetch.Config) {},
+		},
+		{
+			name:       "inputs in order",
+			args:       []string{"a.txt", "-", "b.txt"},
+			wantInputs: []string{"a.txt", "-", "b.txt"},
+			wantCfg:    func(c *fetch.Config) {},
+		},
+		{
+			name: "limits",
+			args: []string{"-c", "8", "--proxy-concurrency", "3", "--proxy-rate", "5/2s", "--proxy-burst", "4",
+				"--host-concurrency", "2", "--host-rate", "10/m", "--host-burst", "3", "--rate", "100/s", "--policy", "round-robin"},
+			wantCfg: func(c *fetch.Config) {
+				c.Concurrency, c.ProxyConcurrency, c.ProxyBurst = 8, 3, 4
+				c.ProxyRate = limits.Rate{N: 5, Per: 2 * time.Second}
+				c.HostConcurrency, c.HostBurst = 2, 3
+				c.HostRate = limits.Rate{N: 10, Per: time.Minute}
+				c.Rate = limits.Rate{N: 100, Per: time.Second}
+				c.Policy = "round-robin"
+			},
+		},
+		{
+			name: "timeouts and retries",
+			args: []string{"--connect-timeout", "1s", "--header-timeout", "2s", "--idle-timeout", "3s", "-t", "4s",
+				"--retries", "0", "--retry-backoff", "50ms", "--retry-status", "500, 503,500", "--grace", "0s"},
+			wantCfg: func(c *fetch.Config) {
+				c.ConnectTimeout, c.HeaderTimeout, c.IdleTimeout, c.Timeout = time.Second, 2*time.Second, 3*time.Second, 4*time.Second
+				c.Retries, c.RetryBackoff, c.RetryStatus = 0, 50*time.Millisecond, []int{500, 503}
+				c.Grace = 0
+			},
+		},
+		{
+			name:    "empty retry status list",
+			args:    []string{"--retry-status", ""},
+			wantCfg: func(c *fetch.Config) { c.RetryStatus = []int{} },
+		},
+		{
+			name: "requests and bodies",
+			args: []string{"-X", "HEAD", "-H", "User-Agent: fetch-test", "-H", "x-a: 1", "-H", "X-A:2, 3", "-H", "X-Empty:",
+				"--max-redirects", "0", "--max-body", "10MB", "--save-dir", "bodies", "-k"},
+			wantCfg: func(c *fetch.Config) {
+				c.Method = "HEAD"
+				c.Header = http.Header{"User-Agent": {"fetch-test"}, "X-A": {"1", "2, 3"}, "X-Empty": {""}}
+				c.MaxRedirects, c.MaxBody, c.SaveDir, c.Insecure = 0, 10_000_000, "bodies", true
+			},
+		},
+		{
+			name:    "output",
+			args:    []string{"-o", "out.jsonl", "--report", "report.json", "-q"},
+			wantCfg: func(c *fetch.Config) {},
+			wantOpts: func(t *testing.T, o *FetchOptions) {
+				if o.Output != "out.jsonl" || o.Report != "report.json" || !o.Quiet {
+					t.Errorf("output options = %q %q %v", o.Output, o.Report, o.Quiet)
+				}
+			},
+		},
+		{
+			name:        "proxies from a file and a flag",
+			args:        []string{"-p", proxyFile, "--proxy", "http://127.0.0.9:3128"},
+			wantCfg:     func(c *fetch.Config) {},
+			wantProxies: 3,
+		},
+		{name: "bad rate", args: []string{"--proxy-rate", "fast"}, wantErr: "bad rate"},
+		{name: "bad rate period", args: []string{"--rate", "5/0s"}, wantErr: "bad rate"},
+		{name: "bad size", args: []string{"--max-body", "lots"}, wantErr: "bad size"},
+		{name: "zero size", args: []string{"--max-body", "0"}, wantErr: "--max-body"},
+		{name: "bad status", args: []string{"--retry-status", "429,abc"}, wantErr: "bad status"},
+		{name: "status out of range", args: []string{"--retry-status", "42"}, wantErr: "bad status"},
+		{name: "bad duration", args: []string{"-t", "soon"}, wantErr: "invalid argument"},
+		{name: "zero timeout", args: []string{"--connect-timeout", "0s"}, wantErr: "--connect-timeout"},
+		{name: "zero concurrency", args: []string{"-c", "0"}, wantErr: "--concurrency"},
+		{name: "negative retries", args: []string{"--retries", "-1"}, wantErr: "--retries"},
+		{name: "bad policy", args: []string{"--policy", "fastest"}, wantErr: "--policy"},
+		{name: "bad header", args: []string{"-H", "no colon"}, wantErr: "bad header"},
+		{name: "bad method", args: []string{"-X", "GE T"}, wantErr: "--method"},
+		{name: "unknown flag", args: []string{"--nope"}, wantErr: "unknown flag"},
+		{name: "stdin twice", args: []string{"-", "-"}, wantErr: "only once"},
+		{name: "redis", args: []string{"--redis", "redis://localhost:6379"}, wantErr: "not supported yet"},
+		{name: "shard", args: []string{"--shard", "1/2"}, wantErr: "not supported yet"},
+		{name: "resume", args: []string{"-o", "x", "--resume"}, wantErr: "not supported yet"},
+		{name: "missing cacert", args: []string{"--cacert", filepath.Join(dir, "nope.pem")}, wantErr: "--cacert"},
+		{name: "cacert without certificates", args: []string{"--cacert", proxyFile}, wantErr: "no PEM certificate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, _, _ := Test()
+			var got *FetchOptions
+			cmd := NewCmdFetch(ios, func(o *FetchOptions) error { got = o; return nil })
+			cmd.SetArgs(tt.args)
+			err := cmd.ExecuteContext(context.Background())
+			if tt.wantErr != "" {
+				if err == nil {
+					t.Fatalf("want an error containing %q, got none", tt.wantErr)
+				}
+				if !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("error %q does not contain %q", err, tt.wantErr)
+				}
+				if code := ExitCode(ios, err); code != ExitUsage {
+					t.Errorf("exit code %d, want %d", code, ExitUsage)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if got == nil {
+				t.Fatal("run function not called")
+			}
+			if !reflect.DeepEqual(got.Inputs, tt.wantInputs) && !(len(got.Inputs) == 0 && len(tt.wantInputs) == 0) {
+				t.Errorf("inputs = %q, want %q", got.Inputs, tt.wantInputs)
+			}
+			if len(got.Config.Proxies) != tt.wantProxies {
+				t.Errorf("%d proxies, want %d", len(got.Config.Proxies), tt.wantProxies)
+			}
+			want := fetch.DefaultConfig()
+			want.Header = http.Header{}
+			tt.wantCfg(&want)
+			gotCfg := got.Config
+			gotCfg.Proxies = nil
+			if !reflect.DeepEqual(gotCfg, want) {
+				t.Errorf("config =\n%+v\nwant\n%+v", gotCfg, want)
+			}
+			if tt.wantOpts != nil {
+				tt.wantOpts(t, got)
+			}
+		})
+	}
+}
+
+func TestRun_usageErrors(t *testing.T) {
+	dir := t.TempDir()
+	urls := writeFile(t, dir, "urls.txt", "http://127.0.0.1:1/\n")
+	malformed := writeFile(t, dir, "bad-proxies.txt", "# ok so far\nhttp://127.0.0.1:8081\nhttp://user:s3cret@127.0.0.1:notaport\n")
+	empty := writeFile(t, dir, "empty-proxies.txt", "# nothing here\n\n")
+	unreadable := filepath.Join(dir, "missing.txt")
+
+	tests := []struct {
+		name       string
+		args       []string
+		wantStderr []string
+		notStderr  []string
+	}{
+		{name: "bad rate", args: []string{"--host-rate", "1/fortnight", urls}, wantStderr: []string{"bad rate"}},
+		{name: "bad size", args: []string{"--max-body", "12XB", urls}, wantStderr: []string{"bad size"}},
+		{
+			name:       "malformed proxy file names FILE:LINE, never the password",
+			args:       []string{"-p", malformed, urls},
+			wantStderr: []string{malformed + ":3"},
+			notStderr:  []string{"s3cret"},
+		},
+		{name: "empty proxy file", args: []string{"-p", empty, urls}, wantStderr: []string{empty}},
+		{name: "missing proxy file", args: []string{"-p", filepath.Join(dir, "nope.txt"), urls}, wantStderr: []string{"nope.txt"}},
+		{name: "unreadable input", args: []string{urls, unreadable}, wantStderr: []string{"missing.txt"}},
+		{name: "input is a directory", args: []string{dir}, wantStderr: []string{"directory"}},
+		{name: "output dir missing", args: []string{"-o", filepath.Join(dir, "no", "out.jsonl"), urls}, wantStderr: []string{"--output"}},
+		{name: "report dir missing", args: []string{"--report", filepath.Join(dir, "no", "r.json"), urls}, wantStderr: []string{"--report"}},
+		{name: "distributed mode", args: []string{"--redis", "redis://127.0.0.1:6379", urls}, wantStderr: []string{"not supported yet"}},
+		{name: "demo bad urls", args: []string{"demo", "--urls", "0"}, wantStderr: []string{"--urls"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, stdout, stderr := Test()
+			code := Run(context.Background(), ios, tt.args)
+			if code != ExitUsage {
+				t.Errorf("exit code %d, want %d; stderr:\n%s", code, ExitUsage, stderr)
+			}
+			for _, s := range tt.wantStderr {
+				if !strings.Contains(stderr.String(), s) {
+					t.Errorf("stderr does not contain %q:\n%s", s, stderr)
+				}
+			}
+			for _, s := range tt.notStderr {
+				if strings.Contains(stderr.String(), s) {
+					t.Errorf("stderr contains %q:\n%s", s, stderr)
+				}
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("stdout not empty on a usage error:\n%s", stdout)
+			}
+		})
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"nil", nil, ExitOK},
+		{"not all ok", ErrNotAllOK, ExitNotAllOK},
+		{"usage", usageErrorf("bad"), ExitUsage},
+		{"cancelled", context.Canceled, ExitInterrupted},
+		{"wrapped cancel", &wrapErr{context.Canceled}, ExitInterrupted},
+		{"other", os.ErrClosed, ExitNotAllOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, _, _ := Test()
+			if got := ExitCode(ios, tt.err); got != tt.want {
+				t.Errorf("ExitCode(%v) = %d, want %d", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+type wrapErr struct{ err error }
+
+func (e *wrapErr) Error() string { return "wrapped: " + e.err.Error() }
+func (e *wrapErr) Unwrap() error { return e.err }
+
+func TestCountLines(t *testing.T) {
+	long := strings.Repeat("x", 200<<10)
+	tests := []struct {
+		name string
+		in   string
+		want int64
+	}{
+		{"empty", "", 0},
+		{"one without newline", "http://a/", 1},
+		{"blank and comments", "\n  \n# c\n  # c2\nhttp://a/\r\n\thttp://b/  \n", 2},
+		{"BOM", "\ufeffhttp://a/\n\ufeff\n", 2}, // a BOM later in the file is not stripped
+		{"BOM only", "\ufeff\nhttp://a/", 1},
+		{"long lines counted once", long + "\n" + long + "\nhttp://a/\n", 3},
+		{"long white space", strings.Repeat(" ", 100<<10) + "http://a/\n", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := countLines(context.Background(), strings.NewReader(tt.in))
+			if err != nil || got != tt.want {
+				t.Errorf("countLines = %d, %v; want %d", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDemoFlags(t *testing.T) {
+	ios, _, _, _ := Test()
+	var got *DemoOptions
+	cmd := NewCmdDemo(ios, func(o *DemoOptions) error { got = o; return nil })
+	cmd.SetArgs([]string{"--urls", "50", "-o", "out.jsonl", "-q"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.URLs != 50 || got.Output != "out.jsonl" || !got.Quiet {
+		t.Errorf("options = %+v", got)
+	}
+}

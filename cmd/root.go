@@ -1,0 +1,63 @@
+// Package cmd is the command line of fetch: flags, inputs and outputs, the
+// progress bar, the summary table, the demo, and the mapping of errors to
+// exit codes.
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes, as the command-line contract fixes them.
+const (
+	ExitOK          = 0   // every record ok
+	ExitNotAllOK    = 1   // at least one record not ok, or a failure after the run started
+	ExitUsage       = 2   // usage error, checked before any request
+	ExitInterrupted = 130 // SIGINT or SIGTERM
+)
+
+// Main runs fetch with the process's arguments and streams and returns the
+// exit code. The root context is cancelled on the first SIGINT or SIGTERM;
+// a second one is left to its default action and ends the process at once.
+func Main() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	return Run(ctx, System(), os.Args[1:])
+}
+
+// Run executes the command line args with ios and returns the exit code.
+func Run(ctx context.Context, ios *IOStreams, args []string) int {
+	root := NewCmdRoot(ios)
+	root.SetArgs(args)
+	return ExitCode(ios, root.ExecuteContext(ctx))
+}
+
+// ExitCode maps the error of a command to the exit code, printing on
+// ios.ErrOut what the user needs to know. It is the one place where errors
+// become exit codes.
+func ExitCode(ios *IOStreams, err error) int {
+	var ue *UsageError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintln(ios.ErrOut, "fetch: interrupted")
+		return ExitInterrupted
+	case errors.As(err, &ue):
+		fmt.Fprintf(ios.ErrOut, "fetch: %v\nRun 'fetch --help' for usage.\n", err)
+		return ExitUsage
+	case errors.Is(err, ErrNotAllOK):
+		return ExitNotAllOK
+	default:
+		fmt.Fprintf(ios.ErrOut, "fetch: %v\n", err)
+		return ExitNotAllOK
+	}
+}

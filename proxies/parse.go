@@ -1,0 +1,338 @@
+package proxies
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/fetch-dev/fetch/limits"
+)
+
+// ErrEmpty is wrapped by the error Load returns for a proxy list with no
+// proxy in it: a list that was meant to be used must never silently turn
+// into direct connections.
+var ErrEmpty = errors.New("proxies: no proxy in list")
+
+// maxLineLen is the longest line, in bytes without its line end, that Parse
+// accepts.
+const maxLineLen = 8 << 10
+
+const (
+	maxCount   = 1_000_000 // largest concurrency= or burst=
+	maxPoolLen = 128       // longest pool name, in bytes
+	maxQuote   = 64        // longest line text quoted in a LineError
+)
+
+// LineError is a malformed line in a proxy list, or a malformed --proxy URL
+// (File "--proxy", Line 0).
+//
+// Reason never holds a user name or a password, even when the URL is
+// malformed: Parse quotes no part of a URL, and quotes other text of the
+// line only when it holds no part of any credentials on that line.
+type LineError struct {
+	File   string // the list's name as given, or "--proxy"
+	Line   int    // 1-based physical line number; 0 for a --proxy URL
+	Reason string // what is wrong, safe to print
+	Err    error  // the underlying error, such as ErrBadURL or limits.ErrBadRate; may be nil
+}
+
+func (e *LineError) Error() string {
+	if e.Line <= 0 {
+		return "proxies: " + e.File + ": " + e.Reason
+	}
+	return "proxies: " + e.File + ":" + strconv.Itoa(e.Line) + ": " + e.Reason
+}
+
+func (e *LineError) Unwrap() error { return e.Err }
+
+// fileError is an error about a whole file: "proxies: FILE: what".
+type fileError struct {
+	file string
+	err  error
+}
+
+func (e *fileError) Error() string {
+	return "proxies: " + e.file + ": " + strings.TrimPrefix(e.err.Error(), "proxies: ")
+}
+
+func (e *fileError) Unwrap() error { return e.err }
+
+// Parse reads one proxy list; name is the list's file name as given, used in
+// Proxy.Source and in errors.
+//
+// A line is "URL [key=value ...]", fields separated by white space. Blank
+// lines and lines starting with "#" are skipped, and a field starting with
+// "#" starts a comment that runs to the end of the line. Surrounding white
+// space, CRLF line ends and a UTF-8 byte order mark at the start are
+// accepted. The URL is as for ParseURL. The keys, each at most once, are
+//
+//	concurrency=N  attempts in flight at once through this proxy (or pool), N >= 1
+//	rate=R         attempts started, as for limits.ParseRate; not unlimited
+//	burst=N        token-bucket burst for rate, N >= 1
+//	pool=NAME      share one budget with the other lines of pool NAME
+//	               (printable, no white space, at most 128 bytes)
+//
+// The first malformed line (bad URL, unknown, repeated or malformed key,
+// bad value, a line over 8 KiB, invalid UTF-8 or a NUL byte)
+// stops Parse with a *LineError. A list with no proxy is not an error here
+// (Load reports it); duplicates are kept (Load drops them).
+func Parse(name string, r io.Reader) ([]Proxy, error) {
+	br := bufio.NewReaderSize(r, maxLineLen+2) // room for the line and "\r\n"
+	var ps []Proxy
+	for n := 1; ; n++ {
+		raw, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return nil, &LineError{File: name, Line: n, Reason: fmt.Sprintf("line longer than %d bytes", maxLineLen)}
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, &fileError{file: name, err: err}
+		}
+		if len(raw) == 0 && err != nil {
+			return ps, nil
+		}
+		p, ok, lerr := parseLine(name, n, raw)
+		if lerr != nil {
+			return nil, lerr
+		}
+		if ok {
+			ps = append(ps, p)
+		}
+		if err != nil {
+			return ps, nil
+		}
+	}
+}
+
+// parseLine parses physical line n (with its line end). ok is false for a
+// blank or comment line.
+func parseLine(name string, n int, raw []byte) (p Proxy, ok bool, err error) {
+	fail := func(reason string, err error) (Proxy, bool, error) {
+		return Proxy{}, false, &LineError{File: name, Line: n, Reason: reason, Err: err}
+	}
+	b := raw
+	if len(b) > 0 && b[len(b)-1] == '\n' {
+		b = b[:len(b)-1]
+		if len(b) > 0 && b[len(b)-1] == '\r' {
+			b = b[:len(b)-1]
+		}
+	}
+	if len(b) > maxLineLen {
+		return fail(fmt.Sprintf("line longer than %d bytes", maxLineLen), nil)
+	}
+	if n == 1 {
+		b = trimBOM(b)
+	}
+	if !utf8.Valid(b) {
+		return fail("binary data (invalid UTF-8)", nil)
+	}
+	line := string(b)
+	if strings.IndexByte(line, 0) >= 0 {
+		return fail("binary data (NUL byte)", nil)
+	}
+	fields := strings.Fields(line)
+	for i, f := range fields {
+		if strings.HasPrefix(f, "#") {
+			fields = fields[:i]
+			break
+		}
+	}
+	if len(fields) == 0 {
+		return Proxy{}, false, nil
+	}
+	u, err := ParseURL(fields[0])
+	if err != nil {
+		var ue *urlError
+		if errors.As(err, &ue) {
+			return fail("bad proxy URL: "+ue.reason, err)
+		}
+		return fail("bad proxy URL", err)
+	}
+	p = Proxy{URL: u, ID: Identity(u), Source: name + ":" + strconv.Itoa(n)}
+	q := quoter{secrets: lineSecrets(line, u)}
+	seen := make(map[string]bool)
+	for _, f := range fields[1:] {
+		key, val, found := strings.Cut(f, "=")
+		if !found || key == "" {
+			return fail("want key=value after the URL"+q.quote(": got ", f), nil)
+		}
+		if seen[key] {
+			return fail("repeated key"+q.quote(" ", key), nil)
+		}
+		seen[key] = true
+		switch key {
+		case "concurrency", "burst":
+			v, err := strconv.Atoi(val)
+			if err != nil || v < 1 || v > maxCount {
+				return fail(fmt.Sprintf("bad %s%s: want an integer from 1 to %d", key, q.quote(" ", val), maxCount), nil)
+			}
+			if key == "concurrency" {
+				p.Concurrency = v
+			} else {
+				p.Burst = v
+			}
+		case "rate":
+			r, err := limits.ParseRate(val)
+			if err == nil && r.IsZero() {
+				err = limits.ErrBadRate
+			}
+			if err != nil {
+				// Keep only the sentinel: ParseRate's message quotes the value.
+				return fail("bad rate"+q.quote(" ", val)+": want N/s, N/m, N/h or N/DURATION with N > 0", limits.ErrBadRate)
+			}
+			p.Rate, p.RateSet = r, true
+		case "pool":
+			if !validPool(val) {
+				return fail(fmt.Sprintf("bad pool name: want 1 to %d printable characters without white space", maxPoolLen), nil)
+			}
+			p.Pool = val
+		default:
+			return fail("unknown key"+q.quote(" ", key)+" (want concurrency, rate, burst or pool)", nil)
+		}
+	}
+	return p, true, nil
+}
+
+func trimBOM(b []byte) []byte {
+	const bom = "\ufeff"
+	if len(b) >= len(bom) && string(b[:len(bom)]) == bom {
+		return b[len(bom):]
+	}
+	return b
+}
+
+func validPool(s string) bool {
+	if s == "" || len(s) > maxPoolLen {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// quoter quotes text from a line in a LineError, unless the text could be
+// or hold credentials.
+type quoter struct{ secrets []string }
+
+// quote returns prefix and s quoted, or "" when s is not safe to show: too
+// long, shaped like part of a URL, or holding any of the line's secrets.
+func (q quoter) quote(prefix, s string) string {
+	if s == "" || len(s) > maxQuote || strings.ContainsAny(s, ":@/%") {
+		return ""
+	}
+	for _, sec := range q.secrets {
+		if strings.Contains(s, sec) {
+			return ""
+		}
+	}
+	return prefix + strconv.Quote(s)
+}
+
+// lineSecrets returns every non-empty piece of user information on line:
+// from the parsed URL u, and from any "scheme://USERINFO@" anywhere on the
+// line (the user name, the password and both together, raw and decoded).
+func lineSecrets(line string, u *url.URL) []string {
+	var out []string
+	add := func(ss ...string) {
+		for _, s := range ss {
+			if s != "" {
+				out = append(out, s)
+			}
+			if d, err := url.PathUnescape(s); err == nil && d != s && d != "" {
+				out = append(out, d)
+			}
+		}
+	}
+	if u != nil && u.User != nil {
+		pass, _ := u.User.Password()
+		add(u.User.Username(), pass, u.User.String())
+	}
+	for _, f := range strings.Fields(line) {
+		for rest := f; ; {
+			i := strings.Index(rest, "://")
+			if i < 0 {
+				break
+			}
+			rest = rest[i+3:]
+			at := strings.LastIndexByte(rest, '@')
+			if at < 0 {
+				break
+			}
+			user, pass, _ := strings.Cut(rest[:at], ":")
+			add(rest[:at], user, pass)
+		}
+	}
+	return out
+}
+
+// Load reads the proxy lists files in order, then the --proxy URLs urls
+// (Source "--proxy"), and returns one list in that order without
+// duplicates.
+//
+// A proxy whose identity was seen before is dropped, and warn (if not nil)
+// is called with a message naming its FILE:LINE, the word "duplicate", its
+// identity and where it was first seen. A list with no proxy gives an error
+// wrapping ErrEmpty and naming the file; an unreadable file gives an error
+// naming it (wrapping the *fs.PathError); a malformed line or URL gives a
+// *LineError. No files and no urls give a nil list: direct connections.
+func Load(files, urls []string, warn func(msg string)) ([]Proxy, error) {
+	var all []Proxy
+	for _, name := range files {
+		ps, err := loadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		if len(ps) == 0 {
+			return nil, &fileError{file: name, err: ErrEmpty}
+		}
+		all = append(all, ps...)
+	}
+	for _, raw := range urls {
+		u, err := ParseURL(raw)
+		if err != nil {
+			reason := "bad proxy URL"
+			var ue *urlError
+			if errors.As(err, &ue) {
+				reason += ": " + ue.reason
+			}
+			return nil, &LineError{File: "--proxy", Reason: reason, Err: err}
+		}
+		all = append(all, Proxy{URL: u, ID: Identity(u), Source: "--proxy"})
+	}
+	return dedup(all, warn), nil
+}
+
+func loadFile(name string) ([]Proxy, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("proxies: %w", err) // *fs.PathError names the file
+	}
+	defer f.Close()
+	return Parse(name, f)
+}
+
+// dedup drops every proxy whose identity was seen earlier in ps.
+func dedup(ps []Proxy, warn func(string)) []Proxy {
+	first := make(map[string]string, len(ps)) // identity -> source
+	out := ps[:0:0]
+	for _, p := range ps {
+		if src, ok := first[p.ID]; ok {
+			if warn != nil {
+				warn(fmt.Sprintf("%s: duplicate proxy %s (first at %s), ignored", p.Source, p.ID, src))
+			}
+			continue
+		}
+		first[p.ID] = p.Source
+		out = append(out, p)
+	}
+	return out
+}

@@ -1,0 +1,138 @@
+package proxies
+
+import (
+	"cmp"
+	"encoding/base64"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Redactor removes credentials from text that will be written out: records,
+// reports, logs and error messages. A nil *Redactor is ready to use: it
+// strips user information from URLs but knows no proxy's credentials.
+// A Redactor is safe for concurrent use.
+type Redactor struct {
+	pairs  *strings.Replacer // removes "user:pass@" of each proxy, whatever their length
+	secret *strings.Replacer // replaces each user name, password and Basic token of 3 bytes or more
+}
+
+// minBare is the shortest credential String replaces wherever it appears:
+// replacing shorter ones would mangle ordinary text. Shorter credentials are
+// still removed from URLs and from "user:pass@".
+const minBare = 3
+
+// userinfoRE matches "scheme://userinfo@": everything between "://" and the
+// last "@" before the next "/", white space, quote or backslash. Go prints
+// URLs with their password as "user:xxxxx@"; this removes the user too.
+var userinfoRE = regexp.MustCompile("([A-Za-z][A-Za-z0-9+.-]*://)[^/\\s\"<>`\\\\]*@")
+
+// NewRedactor returns a Redactor for the credentials of ps.
+func NewRedactor(ps []Proxy) *Redactor {
+	var pairs, bare []string
+	for _, p := range ps {
+		if p.URL == nil || p.URL.User == nil {
+			continue
+		}
+		ui := p.URL.User
+		user := ui.Username()
+		pass, hasPass := ui.Password()
+		pairs = append(pairs, ui.String()+"@")
+		if hasPass {
+			pairs = append(pairs, user+":"+pass+"@")
+		}
+		bare = append(bare, encodings(user)...)
+		bare = append(bare, encodings(pass)...)
+		bare = append(bare, base64.StdEncoding.EncodeToString([]byte(user+":"+pass))) // Proxy-Authorization: Basic
+	}
+	r := &Redactor{}
+	if len(pairs) > 0 {
+		r.pairs = replacer(pairs, 1, "")
+	}
+	if rep := replacer(bare, minBare, "***"); rep != nil {
+		r.secret = rep
+	}
+	return r
+}
+
+// encodings returns s as it may appear in text: raw and percent-encoded in
+// the ways net/url encodes.
+func encodings(s string) []string {
+	return []string{
+		s,
+		url.PathEscape(s),
+		url.QueryEscape(s),
+		strings.TrimPrefix(url.UserPassword("", s).String(), ":"),
+		url.User(s).String(),
+	}
+}
+
+// replacer returns a Replacer that replaces each distinct string of olds at
+// least min bytes long with with, longest first; nil if there is none.
+func replacer(olds []string, min int, with string) *strings.Replacer {
+	olds = slices.DeleteFunc(slices.Clone(olds), func(s string) bool { return len(s) < min })
+	if len(olds) == 0 {
+		return nil
+	}
+	slices.SortFunc(olds, func(a, b string) int {
+		return cmp.Or(cmp.Compare(len(b), len(a)), strings.Compare(a, b))
+	})
+	olds = slices.Compact(olds)
+	args := make([]string, 0, 2*len(olds))
+	for _, o := range olds {
+		args = append(args, o, with)
+	}
+	return strings.NewReplacer(args...)
+}
+
+// String returns s with the user information removed from every
+// "scheme://user:pass@" in it, every "user:pass@" of a known proxy removed,
+// and every other occurrence of a known proxy's user name or password (raw
+// or percent-encoded, 3 bytes or more) replaced by "***".
+func (r *Redactor) String(s string) string {
+	if strings.Contains(s, "://") {
+		s = stripUserinfo(s)
+	}
+	if r == nil {
+		return s
+	}
+	if r.pairs != nil {
+		s = r.pairs.Replace(s)
+	}
+	if r.secret != nil {
+		s = r.secret.Replace(s)
+	}
+	return s
+}
+
+func stripUserinfo(s string) string {
+	return userinfoRE.ReplaceAllString(s, "$1")
+}
+
+// RedactURL returns raw with the user information (user name and password)
+// removed, and otherwise as written. When raw does not parse, it removes
+// everything between "://" and the last "@" before the next "/". User
+// information of URLs nested in raw (such as in its query) is removed too.
+func RedactURL(raw string) string {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return raw
+	}
+	head, rest := raw[:i+3], raw[i+3:]
+	stops := "/"
+	if _, err := url.Parse(raw); err == nil {
+		stops = "/?#" // where net/url ends the authority
+	}
+	end := strings.IndexAny(rest, stops)
+	if end < 0 {
+		end = len(rest)
+	}
+	if at := strings.LastIndexByte(rest[:end], '@'); at >= 0 {
+		rest = rest[at+1:]
+	}
+	if strings.Contains(rest, "://") {
+		rest = stripUserinfo(rest)
+	}
+	return head + rest
+}

@@ -1,0 +1,214 @@
+package proxies
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// ErrBadURL is wrapped by every error ParseURL returns, and so by every
+// *LineError about a malformed proxy URL.
+var ErrBadURL = errors.New("proxies: bad proxy URL")
+
+// urlError says what is wrong with a proxy URL. Its reason never quotes the
+// URL: a malformed URL may hold a password anywhere.
+type urlError struct{ reason string }
+
+func (e *urlError) Error() string { return ErrBadURL.Error() + ": " + e.reason }
+func (e *urlError) Unwrap() error { return ErrBadURL }
+
+func badURL(reason string) error { return &urlError{reason: reason} }
+
+// defaultPorts are the ports net/http's Transport dials when a proxy URL
+// has none.
+var defaultPorts = map[string]string{
+	"http":    "80",
+	"https":   "443",
+	"socks5":  "1080",
+	"socks5h": "1080",
+}
+
+// maxHostLen is the longest DNS name.
+const maxHostLen = 253
+
+// ParseURL parses one proxy URL such as "http://user:pass@10.0.0.1:3128".
+//
+// The scheme must be http, https (TLS to the proxy), socks5 or socks5h, in
+// any case; it is stored in lower case. A host is required: a DNS name
+// (letters, digits, '-', '_' and '.'; stored in lower case), an IPv4 address
+// or an IPv6 address in brackets. A missing port is filled in with the one
+// net/http dials (http 80, https 443, socks5 and socks5h 1080), so the
+// returned URL always has one. The path may only be "" or "/" (dropped);
+// a query or a fragment is an error. User information (user, user:pass,
+// percent-encoded) is kept in the returned URL, which must therefore never
+// be printed: use Identity.
+//
+// Errors wrap ErrBadURL and never quote any part of raw.
+func ParseURL(raw string) (*url.URL, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return nil, badURL("empty")
+	}
+	if !strings.Contains(raw, "://") {
+		return nil, badURL("want scheme://host[:port] with scheme http, https, socks5 or socks5h")
+	}
+	if strings.ContainsAny(raw, "#") {
+		return nil, badURL("a proxy URL has no fragment")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, badURL(describeParseError(err))
+	}
+	if _, ok := defaultPorts[u.Scheme]; !ok {
+		return nil, badURL("unsupported scheme (want http, https, socks5 or socks5h)")
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return nil, badURL("missing host")
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		return nil, badURL("a proxy URL has no query")
+	}
+	if u.Path != "" && u.Path != "/" {
+		return nil, badURL("a proxy URL has no path")
+	}
+	host, err := canonicalHost(u.Host)
+	if err != nil {
+		return nil, err
+	}
+	port := u.Port()
+	switch {
+	case strings.HasSuffix(u.Host, ":"):
+		return nil, badURL("empty port")
+	case port == "":
+		port = defaultPorts[u.Scheme]
+	default:
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 {
+			return nil, badURL("port must be 1 to 65535")
+		}
+		port = strconv.Itoa(n) // drop leading zeros
+	}
+	if u.User != nil && u.User.Username() == "" {
+		if _, hasPass := u.User.Password(); !hasPass {
+			u.User = nil // "http://@host": nothing to send
+		}
+	}
+	return &url.URL{
+		Scheme: u.Scheme,
+		User:   u.User,
+		Host:   net.JoinHostPort(host, port),
+	}, nil
+}
+
+// describeParseError turns a net/url error into a reason that quotes none of
+// the input (net/url errors quote the URL, or parts of it, which may be a
+// password).
+func describeParseError(err error) string {
+	var ee url.EscapeError
+	if errors.As(err, &ee) {
+		return "bad percent-encoding"
+	}
+	var he url.InvalidHostError
+	if errors.As(err, &he) {
+		return "invalid character in host"
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "invalid port"):
+		return "invalid port"
+	case strings.Contains(msg, "invalid userinfo"):
+		return "invalid character in the credentials (percent-encode them)"
+	case strings.Contains(msg, "control character"):
+		return "control character in URL"
+	case strings.Contains(msg, "missing ']'"), strings.Contains(msg, "IP-literal"):
+		return "malformed IPv6 address"
+	}
+	return "malformed URL"
+}
+
+// canonicalHost checks the host part of hostport and returns it in
+// canonical form: lower-case name, or the IP address as netip prints it
+// (without brackets; the caller adds them with net.JoinHostPort).
+func canonicalHost(hostport string) (string, error) {
+	if strings.HasPrefix(hostport, "[") {
+		end := strings.LastIndex(hostport, "]")
+		if end < 0 {
+			return "", badURL("malformed IPv6 address")
+		}
+		a, err := netip.ParseAddr(hostport[1:end])
+		if err != nil || !a.Is6() || !validZone(a.Zone()) {
+			return "", badURL("malformed IPv6 address")
+		}
+		return a.String(), nil
+	}
+	host := hostport
+	if i := strings.LastIndexByte(host, ':'); i >= 0 {
+		host = host[:i]
+	}
+	if strings.Contains(host, ":") {
+		return "", badURL("an IPv6 address must be in brackets")
+	}
+	if host == "" {
+		return "", badURL("missing host")
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.String(), nil
+	}
+	if len(host) > maxHostLen {
+		return "", badURL("host name too long")
+	}
+	host = strings.ToLower(host)
+	for i := 0; i < len(host); i++ {
+		c := host[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return "", badURL("invalid character in host (want a DNS name or an IP address)")
+		}
+	}
+	if host[0] == '.' || host[0] == '-' || strings.Contains(host, "..") {
+		return "", badURL("malformed host name")
+	}
+	return host, nil
+}
+
+// validZone reports whether zone, an IPv6 zone, is empty or an interface
+// name or number.
+func validZone(zone string) bool {
+	for i := 0; i < len(zone); i++ {
+		c := zone[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// Identity returns the name of the proxy at u that is safe to print and to
+// use in keys: "scheme://host:port" (host in lower case, an IPv6 address in
+// brackets, the default port filled in), plus "#" and the first 8 hex digits
+// of the SHA-256 of the user name when u has user information (even an
+// empty user name with a password). Proxies reached with different users
+// are different identities; the password never takes part.
+func Identity(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	host := strings.ToLower(u.Hostname())
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.String()
+	}
+	port := u.Port()
+	if port == "" {
+		port = defaultPorts[scheme]
+	} else if n, err := strconv.Atoi(port); err == nil {
+		port = strconv.Itoa(n)
+	}
+	id := scheme + "://" + net.JoinHostPort(host, port)
+	if u.User != nil {
+		sum := sha256.Sum256([]byte(u.User.Username()))
+		id += "#" + hex.EncodeToString(sum[:4])
+	}
+	return id
+}

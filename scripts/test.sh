@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# scripts/test.sh: the one command that sets up a fresh Debian machine and
+# runs every test of fetch: go vet, the race-enabled test suite, and a short
+# run of every fuzz target.
+#
+# Environment:
+#   FUZZTIME   how long each fuzz target runs (default 10s; 0 skips fuzzing)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+FUZZTIME="${FUZZTIME:-10s}"
+
+if ! command -v go >/dev/null 2>&1; then
+	echo "test.sh: go not found on PATH (nor in /usr/local/go/bin); install Go $(sed -n 's/^go //p' go.mod) first" >&2
+	exit 1
+fi
+
+# microsocks backs the SOCKS5 proxies of the loopback tests.
+if ! command -v microsocks >/dev/null 2>&1; then
+	sudo=""
+	if [ "$(id -u)" -ne 0 ]; then
+		sudo="sudo"
+	fi
+	echo "test.sh: installing microsocks" >&2
+	$sudo apt-get update
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y microsocks
+fi
+
+echo "== go vet ./..." >&2
+go vet ./...
+
+echo "== go test -race -count=1 ./..." >&2
+go test -race -count=1 ./...
+
+if [ "$FUZZTIME" != "0" ]; then
+	# Every Fuzz* function of every package, found by grep so new ones are
+	# included without editing this script.
+	{ grep -rlE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(' . || true; } | sort | while read -r file; do
+		pkg="./$(dirname "${file#./}")"
+		grep -oE '^func Fuzz[A-Za-z0-9_]*' "$file" | sed 's/^func //' | while read -r fuzz; do
+			echo "== fuzz $pkg $fuzz ($FUZZTIME)" >&2
+			go test -run '^$' -fuzz "^${fuzz}\$" -fuzztime "$FUZZTIME" "$pkg" </dev/null
+		done
+	done
+fi
+
+echo "test.sh: all tests passed" >&2
