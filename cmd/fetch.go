@@ -90,6 +90,11 @@ JSON record per URL line.`,
 	f.StringVar(&cfg.Policy, "policy", cfg.Policy, "`POLICY` to break ties between proxies: least-inflight, least-used, round-robin or random")
 
 	// Limits.
+	f.IntVar(&cfg.ProxyMaxFailures, "proxy-max-failures", cfg.ProxyMaxFailures, "`N` consecutive failures of a proxy's own that bench it (0 never benches)")
+	f.DurationVar(&cfg.ProxyCooldown, "proxy-cooldown", cfg.ProxyCooldown, "`D` a benched proxy sits out; doubles on each relapse")
+	f.DurationVar(&cfg.ProxyCooldownMax, "proxy-cooldown-max", cfg.ProxyCooldownMax, "`D`: the longest a benched proxy sits out")
+	f.DurationVar(&cfg.ThrottleBase, "pushback-delay", cfg.ThrottleBase, "`D`: after a 429 or 503, space that proxy's attempts to that host this far apart, doubling on each (0 never)")
+	f.DurationVar(&cfg.ThrottleMax, "pushback-max", cfg.ThrottleMax, "`D`: the widest spacing --pushback-delay grows to")
 	f.IntVarP(&cfg.Concurrency, "concurrency", "c", cfg.Concurrency, "`N` jobs in flight at once, all proxies together")
 	f.IntVar(&cfg.ProxyConcurrency, "proxy-concurrency", cfg.ProxyConcurrency, "`N` in flight per proxy or pool")
 	f.Var(rateValue{&cfg.ProxyRate}, "proxy-rate", "attempts started per proxy or pool: N/s, N/m, N/h or N/DURATION")
@@ -200,6 +205,11 @@ func checkConfig(cfg *fetch.Config) error {
 		{cfg.Retries < 0, "--retries", "0 or more"},
 		{cfg.RetryBackoff < 0, "--retry-backoff", "0 or more"},
 		{cfg.Grace < 0, "--grace", "0 or more"},
+		{cfg.ProxyMaxFailures < 0, "--proxy-max-failures", "0 (never) or more"},
+		{cfg.ProxyCooldown <= 0, "--proxy-cooldown", "a positive duration"},
+		{cfg.ProxyCooldownMax < cfg.ProxyCooldown, "--proxy-cooldown-max", "at least --proxy-cooldown"},
+		{cfg.ThrottleBase < 0, "--pushback-delay", "0 (never) or more"},
+		{cfg.ThrottleMax < cfg.ThrottleBase, "--pushback-max", "at least --pushback-delay"},
 		{!isToken(cfg.Method), "--method", "a method name such as GET"},
 		{cfg.MaxRedirects < 0, "--max-redirects", "0 or more"},
 		{cfg.MaxBody < 1, "--max-body", "at least 1 byte"},

@@ -1,6 +1,9 @@
 package fetch
 
 import (
+	"time"
+
+	"github.com/fetch-dev/fetch/limits"
 	"math"
 	"slices"
 	"sync"
@@ -9,14 +12,36 @@ import (
 // collector builds the Report as attempts and records finish. It is safe
 // for concurrent use.
 type collector struct {
-	mu      sync.Mutex
-	rep     Report
-	phases  map[string]map[string]*histogram // proxy -> phase -> durations
-	proxyOf []string
+	mu     sync.Mutex
+	rep    Report
+	phases map[string]map[string]*histogram // proxy -> phase -> durations
+	start  time.Time
 }
 
-func newCollector(routes []*route) *collector {
+// health notes a proxy's change of state.
+func (c *collector) health(proxy string, ev limits.HealthEvent) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.rep.Proxies[proxy]
+	if p == nil {
+		return
+	}
+	sc := StateChange{AtMS: millis(ev.At.Sub(c.start)), State: ev.State}
+	if ev.Cooldown > 0 {
+		sc.CooldownMS = millis(ev.Cooldown)
+	}
+	if len(p.Health) < maxStateChanges {
+		p.Health = append(p.Health, sc)
+	}
+	p.State = ev.State
+}
+
+// maxStateChanges bounds the state changes kept per proxy in a report.
+const maxStateChanges = 1000
+
+func newCollector(routes []*route, start time.Time) *collector {
 	c := &collector{
+		start: start,
 		rep: Report{
 			ByKind:  map[string]int{},
 			ByPhase: map[string]int{},

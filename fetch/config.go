@@ -26,6 +26,11 @@ const (
 	DefaultMaxRedirects     = 10
 	DefaultMaxBody          = 64 << 20
 	DefaultGrace            = 5 * time.Second
+	DefaultMaxFailures      = 5
+	DefaultCooldown         = 30 * time.Second
+	DefaultCooldownMax      = 10 * time.Minute
+	DefaultThrottleBase     = time.Second
+	DefaultThrottleMax      = time.Minute
 )
 
 // DefaultRetryStatus lists the statuses retried by default.
@@ -45,6 +50,23 @@ type Config struct {
 	HostBurst        int
 	Rate             limits.Rate // all attempts together, burst 1
 	Policy           string      // tie-break between proxies: least-inflight (default), least-used, round-robin, random
+
+	// Proxy health: after ProxyMaxFailures consecutive failures that are
+	// the proxy's fault a proxy is benched for ProxyCooldown, doubling on
+	// each relapse up to ProxyCooldownMax. 0 failures: never bench.
+	ProxyMaxFailures int
+	ProxyCooldown    time.Duration
+	ProxyCooldownMax time.Duration
+	// Pushback: a 429 or 503 through a proxy spaces that proxy's attempts
+	// to that host ThrottleBase apart, doubling up to ThrottleMax, halving
+	// on each success. 0: never.
+	ThrottleBase time.Duration
+	ThrottleMax  time.Duration
+
+	// Scheduler, if set, replaces the in-process scheduler built from the
+	// limits above. It must know the proxies in the order of Proxies (one
+	// route, index 0, when Proxies is empty).
+	Scheduler limits.Scheduler
 
 	ConnectTimeout time.Duration // dns + connect + proxy handshake + tls, one attempt
 	HeaderTimeout  time.Duration // request written -> response headers, one attempt
@@ -73,6 +95,11 @@ func DefaultConfig() Config {
 		ProxyBurst:       1,
 		HostBurst:        1,
 		Policy:           "least-inflight",
+		ProxyMaxFailures: DefaultMaxFailures,
+		ProxyCooldown:    DefaultCooldown,
+		ProxyCooldownMax: DefaultCooldownMax,
+		ThrottleBase:     DefaultThrottleBase,
+		ThrottleMax:      DefaultThrottleMax,
 		ConnectTimeout:   DefaultConnectTimeout,
 		HeaderTimeout:    DefaultHeaderTimeout,
 		IdleTimeout:      DefaultIdleTimeout,

@@ -48,6 +48,7 @@ type Engine struct {
 	retry    map[int]bool
 
 	done, ok, failed, inFlight atomic.Int64
+	coll                       atomic.Pointer[collector] // the running Run's
 }
 
 // New checks cfg and builds an Engine with an in-process scheduler.
@@ -88,7 +89,20 @@ func New(cfg Config) (*Engine, error) {
 		}
 		lc.BudgetOf = of
 	}
-	e.sched = limits.NewLocal(lc)
+	lc.Health = limits.Health{MaxFailures: cfg.ProxyMaxFailures, Cooldown: cfg.ProxyCooldown, MaxCooldown: cfg.ProxyCooldownMax}
+	lc.Throttle = limits.Throttle{Base: cfg.ThrottleBase, Max: cfg.ThrottleMax}
+	if len(cfg.Proxies) == 0 {
+		lc.Health = limits.Health{} // direct is never benched
+	}
+	lc.OnHealth = func(ev limits.HealthEvent) {
+		if c := e.coll.Load(); c != nil {
+			c.health(e.routes[ev.Proxy].id, ev)
+		}
+	}
+	e.sched = cfg.Scheduler
+	if e.sched == nil {
+		e.sched = limits.NewLocal(lc)
+	}
 	return e, nil
 }
 
@@ -107,7 +121,9 @@ var ErrInterrupted = errors.New("fetch: interrupted")
 // with an error wrapping ErrInterrupted and context.Canceled.
 func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Report, error) {
 	start := time.Now()
-	coll := newCollector(e.routes)
+	coll := newCollector(e.routes, start)
+	e.coll.Store(coll)
+	defer e.coll.Store(nil)
 
 	// Work in flight outlives ctx by the grace period.
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -133,6 +149,9 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 		defer close(jobs)
 		if err := readInputs(ctx, inputs, jobs); err != nil && !errors.Is(err, context.Canceled) {
 			readErr = err
+		}
+		if d, ok := e.sched.(interface{ Drain() }); ok {
+			d.Drain() // every line is taken: the scheduler may plan the tail
 		}
 	}()
 	var workers sync.WaitGroup
@@ -316,9 +335,9 @@ func (e *Engine) attempt(jobCtx context.Context, j *job, avoid []int, coll *coll
 		res.err = &Error{Phase: PhaseQueue, Kind: kind, Message: e.message(err, jobCtx, jobCtx)}
 		return res
 	}
-	defer lease.Release()
 	res.proxy = lease.Proxy
 	rt := e.routes[lease.Proxy]
+	defer func() { lease.Finish(outcome(rt, res)) }() // runs last: after the body is closed
 
 	attemptCtx, cancel := context.WithCancelCause(jobCtx)
 	defer cancel(nil)
@@ -440,4 +459,31 @@ func retryAfter(v string, now time.Time) (time.Duration, bool) {
 		return max(t.Sub(now), 0), true
 	}
 	return 0, false
+}
+
+// outcome is what an attempt says about its proxy, for health and pushback.
+func outcome(rt *route, res result) limits.Outcome {
+	switch {
+	case res.ok:
+		return limits.Success
+	case res.err == nil:
+		return limits.Neutral
+	case res.err.Kind == KindStatus:
+		if res.status == http.StatusTooManyRequests || res.status == http.StatusServiceUnavailable {
+			return limits.Pushback
+		}
+		return limits.Success // the proxy carried it; the target answered
+	case rt.proxy == nil:
+		return limits.Neutral
+	}
+	switch res.err.Kind {
+	case KindRefused, KindReset, KindProxy, KindDNS:
+		return limits.ProxyFault
+	case KindTimeout, KindTLS:
+		switch res.err.Phase {
+		case PhaseConnect, PhaseProxy, PhaseDNS:
+			return limits.ProxyFault
+		}
+	}
+	return limits.Neutral
 }

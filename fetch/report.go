@@ -23,6 +23,16 @@ type ProxyReport struct {
 	Failed      int                  `json:"failed"`
 	MaxInFlight int                  `json:"max_in_flight"`
 	PhasesMS    map[string]Quantiles `json:"phases_ms"`
+	State       string               `json:"state,omitempty"`  // the last health state, when it ever changed
+	Health      []StateChange        `json:"health,omitempty"` // state changes, in order
+}
+
+// StateChange is a proxy's change of health state, at AtMS after the run
+// started. CooldownMS is how long a benched proxy sits out.
+type StateChange struct {
+	AtMS       float64 `json:"at_ms"`
+	State      string  `json:"state"`
+	CooldownMS float64 `json:"cooldown_ms,omitempty"`
 }
 
 // HostReport is one target host:port's part of a Report.

@@ -115,6 +115,8 @@ type Local struct {
 	throttle Throttle
 	onHealth func(HealthEvent)
 	pairs    map[pairKey]*pairState
+	draining bool  // no request will come but those waiting or in flight
+	members  []int // proxies per budget
 }
 
 // pairKey names a proxy-host pair slowed by pushback.
@@ -141,6 +143,8 @@ type proxyState struct {
 	benchedUntil time.Time // zero unless benched
 	probing      bool      // after a bench: one attempt at a time until one succeeds
 	probeOut     bool      // the probe is in flight
+
+	est time.Duration // moving average of how long a successful attempt holds its lease
 }
 
 const streakToForgive = 10
@@ -221,11 +225,13 @@ func NewLocal(cfg Config) *Local {
 		s.budgets[i] = budgetState{capacity: b.Concurrency, limiter: newLimiter(b)}
 	}
 	s.proxies = make([]proxyState, len(cfg.BudgetOf))
+	s.members = make([]int, len(s.budgets))
 	for i, b := range cfg.BudgetOf {
 		if b < 0 || b >= len(s.budgets) {
 			panic(fmt.Sprintf("limits: proxy %d has budget %d of %d", i, b, len(s.budgets)))
 		}
 		s.proxies[i].budget = b
+		s.members[b]++
 	}
 	return s
 }
@@ -248,7 +254,7 @@ func (s *Local) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		return nil, ErrClosed
 	}
 	if s.waiters.head == nil {
-		if l, _ := s.tryGrant(req, s.now()); l != nil {
+		if l, _ := s.tryGrant(req, s.now(), 0); l != nil {
 			s.mu.Unlock()
 			return l, nil
 		}
@@ -304,14 +310,18 @@ func (s *Local) dispatch() {
 	}
 	now := s.now()
 	var wake time.Duration = -1
+	ahead := 0
 	for w := s.waiters.head; w != nil; {
 		next := w.next
-		l, wait := s.tryGrant(w.req, now)
+		l, wait := s.tryGrant(w.req, now, ahead)
 		if l != nil {
 			s.waiters.remove(w)
 			w.ch <- l
-		} else if wait > 0 && (wake < 0 || wait < wake) {
-			wake = wait
+		} else {
+			ahead++
+			if wait > 0 && (wake < 0 || wait < wake) {
+				wake = wait
+			}
 		}
 		w = next
 	}
@@ -343,8 +353,9 @@ func (s *Local) onTimer() {
 
 // tryGrant takes a lease for req now if every limit allows it. Otherwise it
 // returns how long until a rate token could allow it, or -1 when only a
-// release can. Call with s.mu held.
-func (s *Local) tryGrant(req Request, now time.Time) (*Lease, time.Duration) {
+// release can. ahead is how many requests wait before this one. Call with
+// s.mu held.
+func (s *Local) tryGrant(req Request, now time.Time, ahead int) (*Lease, time.Duration) {
 	h := s.hosts[req.Host]
 	if h != nil && s.host.Concurrency > 0 && h.inFlight >= s.host.Concurrency {
 		return nil, -1
@@ -355,7 +366,7 @@ func (s *Local) tryGrant(req Request, now time.Time) (*Lease, time.Duration) {
 	}
 	wait = max(wait, tokenWait(s.global, now))
 
-	p, pwait := s.pick(req, now)
+	p, pwait := s.pick(req, now, ahead)
 	if p < 0 {
 		if pwait < 0 {
 			return nil, -1
@@ -393,7 +404,7 @@ func (s *Local) tryGrant(req Request, now time.Time) (*Lease, time.Duration) {
 	}
 	l := &Lease{Proxy: p, Budget: ps.budget, ProxyInFlight: ps.inFlight, HostInFlight: h.inFlight}
 	host := req.Host
-	l.release = func(o Outcome) { s.release(p, host, o) }
+	l.release = func(o Outcome) { s.release(p, host, o, now) }
 	switch s.policy {
 	case RoundRobin:
 		s.rr = p + 1
@@ -401,12 +412,19 @@ func (s *Local) tryGrant(req Request, now time.Time) (*Lease, time.Duration) {
 	return l, 0
 }
 
-func (s *Local) release(p int, host string, o Outcome) {
+func (s *Local) release(p int, host string, o Outcome, granted time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ps := &s.proxies[p]
 	now := s.now()
 	s.learn(p, host, o, now)
+	if o == Success {
+		if d := now.Sub(granted); ps.est == 0 {
+			ps.est = d
+		} else {
+			ps.est += (d - ps.est) / 5
+		}
+	}
 	ps.inFlight--
 	s.budgets[ps.budget].inFlight--
 	if h := s.hosts[host]; h != nil {
@@ -420,8 +438,10 @@ func (s *Local) release(p int, host string, o Outcome) {
 
 // pick chooses the proxy for req among those that can start now, or returns
 // -1 and how long until one could (-1: only after a release). Proxies in
-// req.Avoid are chosen only when no other can start now.
-func (s *Local) pick(req Request, now time.Time) (int, time.Duration) {
+// req.Avoid are chosen only when no other can start now. While draining, a
+// proxy is passed over when faster ones would finish this request sooner
+// (see holdBack).
+func (s *Local) pick(req Request, now time.Time, ahead int) (int, time.Duration) {
 	best, bestAvoided, ties := -1, false, 0
 	soonest := time.Duration(-1)
 	n := len(s.proxies)
@@ -452,6 +472,9 @@ func (s *Local) pick(req Request, now time.Time) (int, time.Duration) {
 				soonest = w
 			}
 			continue
+		}
+		if s.draining && s.holdBack(i, ahead, now) {
+			continue // a release of a faster proxy will wake us
 		}
 		avoided := len(req.Avoid) > 0 && slices.Contains(req.Avoid, i)
 		switch {
@@ -603,4 +626,47 @@ func (s *Local) event(p int, at time.Time, state string, d time.Duration) {
 	if s.onHealth != nil {
 		s.onHealth(HealthEvent{Proxy: p, At: at, State: state, Cooldown: d})
 	}
+}
+
+// Drain tells the scheduler that no request will come but those already
+// waiting or in flight: the input has run out. From then on a waiting
+// request is held back from a slow proxy that could start it now when the
+// faster proxies, at the pace they have shown, would finish it and every
+// request ahead of it sooner than the slow one would. Without this the last
+// requests of a run go to whichever proxy is free, and the slowest proxy's
+// latency is added to the end of the run.
+func (s *Local) Drain() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.draining = true
+	s.dispatch()
+}
+
+// holdBack reports whether proxy i should not take a request with ahead
+// requests before it, because the proxies faster than i would finish it
+// sooner. Call with s.mu held.
+func (s *Local) holdBack(i, ahead int, now time.Time) bool {
+	est := s.proxies[i].est
+	if est <= 0 {
+		return false
+	}
+	var rate float64 // requests per second the faster proxies carry
+	fastest := est
+	for q := range s.proxies {
+		qs := &s.proxies[q]
+		if q == i || qs.est <= 0 || qs.est >= est || qs.probing || qs.benchedUntil.After(now) {
+			continue
+		}
+		c := s.budgets[qs.budget].capacity
+		if c <= 0 {
+			c = 1000
+		}
+		rate += float64(c) / float64(s.members[qs.budget]) / qs.est.Seconds()
+		fastest = min(fastest, qs.est)
+	}
+	if rate == 0 {
+		return false
+	}
+	wait := float64(ahead+1)/rate + fastest.Seconds()
+	return wait < est.Seconds()
 }

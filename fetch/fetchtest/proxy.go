@@ -27,6 +27,14 @@ type ProxyOptions struct {
 	TLS      bool          // HTTP proxy served over TLS: an "https" proxy; self-signed cert for 127.0.0.1
 	Latency  time.Duration // wait this long before serving each absolute-form request or answering each CONNECT (HTTP only)
 	Addr     string        // listen address, default "127.0.0.1:0"; set it to restart a proxy on the same port
+
+	// FailEvery, when > 0, makes every FailEvery-th request (absolute-form
+	// or CONNECT, counted together) fail the way a sick proxy does: the
+	// proxy drops the client connection without an answer. 2 fails half.
+	FailEvery int
+	// Down, when set and returning true, makes every request fail that way:
+	// a proxy that flaps can be switched off and on during a test.
+	Down func() bool
 }
 
 // Proxy is a real forward proxy on loopback, started by StartHTTPProxy or
@@ -45,8 +53,9 @@ type Proxy struct {
 	srv       *server
 	transport *http.Transport
 
-	mu    sync.Mutex
-	stats ProxyStats
+	mu     sync.Mutex
+	stats  ProxyStats
+	served int // requests seen, for FailEvery
 }
 
 // ProxyStats counts what an HTTP proxy has served. A SOCKS5 proxy reports
@@ -220,6 +229,9 @@ func (p *Proxy) deny(w http.ResponseWriter) {
 }
 
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
+	if p.sick() {
+		abort()
+	}
 	if r.Method == http.MethodConnect {
 		p.serveConnect(w, r)
 		return
@@ -236,6 +248,20 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 var hopByHop = []string{
 	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// sick decides whether this request is one that FailEvery or Down fails.
+func (p *Proxy) sick() bool {
+	if p.opts.Down != nil && p.opts.Down() {
+		return true
+	}
+	if p.opts.FailEvery <= 0 {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.served++
+	return p.served%p.opts.FailEvery == 0
 }
 
 func removeHopByHop(h http.Header) {

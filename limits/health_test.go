@@ -1,0 +1,218 @@
+package limits_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fetch-dev/fetch/limits"
+)
+
+type events struct {
+	mu  sync.Mutex
+	evs []limits.HealthEvent
+}
+
+func (e *events) add(ev limits.HealthEvent) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.evs = append(e.evs, ev)
+}
+
+func (e *events) states() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var s []string
+	for _, ev := range e.evs {
+		s = append(s, ev.State)
+	}
+	return s
+}
+
+func acquire(t *testing.T, s *limits.Local, host string, within time.Duration) *limits.Lease {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	l, err := s.Acquire(ctx, limits.Request{Host: host})
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	return l
+}
+
+// TestBenchProbeRestore walks a proxy through benched, probing (one attempt
+// at a time), benched again for twice as long, and healthy.
+func TestBenchProbeRestore(t *testing.T) {
+	ev := &events{}
+	const cool = 150 * time.Millisecond
+	s := limits.NewLocal(limits.Config{
+		Budgets:  []limits.Spec{{Concurrency: 2}, {Concurrency: 1}},
+		BudgetOf: []int{0, 1},
+		Health:   limits.Health{MaxFailures: 2, Cooldown: cool, MaxCooldown: time.Second},
+		OnHealth: ev.add,
+	})
+	defer s.Close()
+	// Two faults on proxy 0 bench it.
+	for range 2 {
+		l, err := s.Acquire(context.Background(), limits.Request{Host: "h:1", Avoid: []int{1}})
+		if err != nil || l.Proxy != 0 {
+			t.Fatalf("got %v %v, want proxy 0", l, err)
+		}
+		l.Finish(limits.ProxyFault)
+	}
+	benchedAt := time.Now()
+	if got := ev.states(); len(got) != 1 || got[0] != "benched" {
+		t.Fatalf("events %v, want [benched]", got)
+	}
+	// While benched, everything goes to proxy 1.
+	for range 5 {
+		l := acquire(t, s, "h:1", time.Second)
+		if l.Proxy != 0 && time.Since(benchedAt) < cool {
+			l.Release()
+			continue
+		}
+		if l.Proxy == 0 && time.Since(benchedAt) < cool {
+			t.Fatalf("benched proxy used %s into a %s cooldown", time.Since(benchedAt), cool)
+		}
+		l.Release()
+	}
+	// Hold proxy 1 so the next lease must be the probe on proxy 0.
+	hold := acquire(t, s, "h:1", time.Second)
+	if hold.Proxy != 1 {
+		t.Fatalf("got proxy %d, want 1", hold.Proxy)
+	}
+	probe := acquire(t, s, "h:1", 2*cool+time.Second)
+	if probe.Proxy != 0 || time.Since(benchedAt) < cool {
+		t.Fatalf("probe on proxy %d after %s", probe.Proxy, time.Since(benchedAt))
+	}
+	// One probe at a time: with proxy 1 full and the probe out, a third
+	// request waits although proxy 0's budget has room.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	if l, err := s.Acquire(ctx, limits.Request{Host: "h:1"}); err == nil {
+		t.Fatalf("second lease on a probing proxy: %d", l.Proxy)
+	}
+	cancel()
+	probe.Finish(limits.ProxyFault) // relapse: benched for 2x
+	probe2 := acquire(t, s, "h:1", 4*cool+time.Second)
+	if probe2.Proxy != 0 {
+		t.Fatalf("got %d, want the probe on 0", probe2.Proxy)
+	}
+	probe2.Finish(limits.Success)
+	// Healthy: proxy 0 takes its full budget of 2 again.
+	a := acquire(t, s, "h:1", time.Second)
+	b := acquire(t, s, "h:1", time.Second)
+	if a.Proxy != 0 || b.Proxy != 0 {
+		t.Errorf("after recovery got proxies %d,%d, want 0,0", a.Proxy, b.Proxy)
+	}
+	a.Release()
+	b.Release()
+	hold.Release()
+	want := []string{"benched", "probing", "benched", "probing", "healthy"}
+	got := ev.states()
+	if len(got) != len(want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("events %v, want %v", got, want)
+		}
+	}
+	ev.mu.Lock()
+	first, second := ev.evs[0].Cooldown, ev.evs[2].Cooldown
+	ev.mu.Unlock()
+	if first != cool || second != 2*cool {
+		t.Errorf("cooldowns %s then %s, want %s then %s", first, second, cool, 2*cool)
+	}
+}
+
+// TestAllBenchedWait: when every proxy is benched, an attempt waits for the
+// first to come back instead of failing.
+func TestAllBenchedWait(t *testing.T) {
+	s := limits.NewLocal(limits.Config{
+		Budgets:  []limits.Spec{{Concurrency: 1}},
+		BudgetOf: []int{0},
+		Health:   limits.Health{MaxFailures: 1, Cooldown: 100 * time.Millisecond},
+	})
+	defer s.Close()
+	acquire(t, s, "h:1", time.Second).Finish(limits.ProxyFault)
+	start := time.Now()
+	l := acquire(t, s, "h:1", 2*time.Second)
+	if el := time.Since(start); el < 90*time.Millisecond {
+		t.Errorf("granted after %s, inside the 100ms cooldown", el)
+	}
+	l.Release()
+}
+
+// TestLeastUsedRestoredNotFlooded: a proxy back from the bench starts level
+// with the least used of the others, so least-used does not pour every
+// request into it to "catch up".
+func TestLeastUsedRestoredNotFlooded(t *testing.T) {
+	s := limits.NewLocal(limits.Config{
+		Budgets:  []limits.Spec{{}, {}},
+		BudgetOf: []int{0, 1},
+		Policy:   limits.LeastUsed,
+		Health:   limits.Health{MaxFailures: 1, Cooldown: 30 * time.Millisecond},
+	})
+	defer s.Close()
+	first := acquire(t, s, "h:1", time.Second)
+	other := 1 - first.Proxy
+	first.Finish(limits.ProxyFault)
+	for range 50 {
+		l := acquire(t, s, "h:1", time.Second)
+		if l.Proxy != other {
+			t.Fatalf("benched proxy used")
+		}
+		l.Finish(limits.Success)
+	}
+	time.Sleep(40 * time.Millisecond)
+	// The probe goes to the restored proxy (least used); it succeeds.
+	var counts [2]int
+	for range 20 {
+		l := acquire(t, s, "h:1", time.Second)
+		counts[l.Proxy]++
+		l.Finish(limits.Success)
+	}
+	if counts[first.Proxy] > 12 {
+		t.Errorf("restored proxy took %d of the next 20 attempts: flooded", counts[first.Proxy])
+	}
+}
+
+// TestPushbackSpacesThePair: after a pushback the same proxy-host pair waits
+// at least the spacing; other hosts do not; successes shrink it again.
+func TestPushbackSpacesThePair(t *testing.T) {
+	const base = 100 * time.Millisecond
+	s := limits.NewLocal(limits.Config{
+		Budgets:  []limits.Spec{{}},
+		BudgetOf: []int{0},
+		Throttle: limits.Throttle{Base: base, Max: time.Second},
+	})
+	defer s.Close()
+	acquire(t, s, "slow:1", time.Second).Finish(limits.Pushback)
+	start := time.Now()
+	other := acquire(t, s, "other:1", time.Second)
+	if el := time.Since(start); el > base/2 {
+		t.Errorf("another host waited %s", el)
+	}
+	other.Release()
+	l := acquire(t, s, "slow:1", time.Second)
+	if el := time.Since(start); el < base-5*time.Millisecond {
+		t.Errorf("pushed-back pair started again after %s, spacing %s", el, base)
+	}
+	l.Finish(limits.Pushback) // spacing doubles
+	start = time.Now()
+	l = acquire(t, s, "slow:1", time.Second)
+	if el := time.Since(start); el < 2*base-5*time.Millisecond {
+		t.Errorf("after a second pushback waited %s, want %s", el, 2*base)
+	}
+	// Successes halve it: 200 -> 100 -> 50 -> 25 (< base/4: gone).
+	l.Finish(limits.Success)
+	for range 3 {
+		acquire(t, s, "slow:1", time.Second).Finish(limits.Success)
+	}
+	start = time.Now()
+	acquire(t, s, "slow:1", time.Second).Release()
+	if el := time.Since(start); el > base/2 {
+		t.Errorf("after recovery still waited %s", el)
+	}
+}
