@@ -85,6 +85,10 @@ type Config struct {
 	RootCAs      *x509.CertPool // nil: the system pool; trusted for targets and https proxies
 
 	Grace time.Duration // how long work in flight may finish after the run is interrupted
+
+	// Done, if set, lists the lines that already have a final record (for
+	// --resume): they are skipped without a new record.
+	Done *DoneSet
 }
 
 // DefaultConfig returns the configuration the command line starts from.

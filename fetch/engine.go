@@ -47,6 +47,8 @@ type Engine struct {
 	redactor *proxies.Redactor
 	retry    map[int]bool
 
+	stopNow                    chan struct{} // closed by StopNow
+	stopOnce                   sync.Once
 	done, ok, failed, inFlight atomic.Int64
 	coll                       atomic.Pointer[collector] // the running Run's
 }
@@ -63,7 +65,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, redactor: proxies.NewRedactor(cfg.Proxies), retry: map[int]bool{}}
+	e := &Engine{cfg: cfg, redactor: proxies.NewRedactor(cfg.Proxies), retry: map[int]bool{}, stopNow: make(chan struct{})}
 	for _, s := range cfg.RetryStatus {
 		e.retry[s] = true
 	}
@@ -111,6 +113,11 @@ func (e *Engine) Stats() Stats {
 	return Stats{Done: e.done.Load(), OK: e.ok.Load(), Failed: e.failed.Load(), InFlight: e.inFlight.Load()}
 }
 
+// StopNow ends the grace period of an interrupted Run at once: what is
+// still in flight is recorded as cancelled. It is for a second interrupt;
+// calling it before the Run's context is cancelled has no effect until then.
+func (e *Engine) StopNow() { e.stopOnce.Do(func() { close(e.stopNow) }) }
+
 // ErrInterrupted is wrapped by Run's error when ctx was cancelled.
 var ErrInterrupted = errors.New("fetch: interrupted")
 
@@ -133,9 +140,10 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 		defer t.Stop()
 		select {
 		case <-t.C:
-			cancelWork()
+		case <-e.stopNow:
 		case <-work.Done():
 		}
+		cancelWork()
 	})
 	defer stopGrace()
 
@@ -147,7 +155,7 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 	go func() {
 		defer wg.Done()
 		defer close(jobs)
-		if err := readInputs(ctx, inputs, jobs); err != nil && !errors.Is(err, context.Canceled) {
+		if err := readInputs(ctx, inputs, e.cfg.Done, jobs); err != nil && !errors.Is(err, context.Canceled) {
 			readErr = err
 		}
 		if d, ok := e.sched.(interface{ Drain() }); ok {

@@ -32,16 +32,16 @@ var bom = []byte{0xEF, 0xBB, 0xBF}
 // readInputs streams the URL lines of every input, in order, to jobs. It
 // skips blank and comment lines and stops early, returning ctx.Err(), when
 // ctx is done. Memory does not grow with the length of the inputs.
-func readInputs(ctx context.Context, inputs []Input, jobs chan<- *job) error {
+func readInputs(ctx context.Context, inputs []Input, done *DoneSet, jobs chan<- *job) error {
 	for _, in := range inputs {
-		if err := readInput(ctx, in, jobs); err != nil {
+		if err := readInput(ctx, in, done, jobs); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func readInput(ctx context.Context, in Input, jobs chan<- *job) error {
+func readInput(ctx context.Context, in Input, done *DoneSet, jobs chan<- *job) error {
 	br := bufio.NewReaderSize(in.R, 16<<10)
 	for n := 1; ; n++ {
 		raw, long, err := readLine(br)
@@ -54,7 +54,7 @@ func readInput(ctx context.Context, in Input, jobs chan<- *job) error {
 		if err != nil && len(raw) == 0 && !long {
 			return nil // end of input
 		}
-		if j := parseLine(in.Name, n, raw, long); j != nil {
+		if j := parseLine(in.Name, n, raw, long); j != nil && !done.Has(j.input, j.line, j.shown) {
 			select {
 			case jobs <- j:
 			case <-ctx.Done():
@@ -102,13 +102,13 @@ func parseLine(input string, n int, raw []byte, long bool) *job {
 	}
 	j := &job{input: input, line: n}
 	if long {
-		j.shown = proxies.RedactURL(s) + "..."
+		j.shown = redactLine(s) + "..."
 		j.invalid = fmt.Sprintf("line longer than %d bytes", MaxLineBytes)
 		return j
 	}
 	u, host, why := parseTarget(s)
 	if why != "" {
-		j.shown = proxies.RedactURL(s)
+		j.shown = redactLine(s)
 		j.invalid = why
 		return j
 	}
@@ -117,6 +117,16 @@ func parseLine(input string, n int, raw []byte, long bool) *job {
 	shown.User = nil
 	j.shown = shown.String()
 	return j
+}
+
+// redactLine is s, a line that is not fetched, with the user information
+// of its URL removed, including that of a scheme-relative
+// "//user:pass@host/..." line, which is not fetched either.
+func redactLine(s string) string {
+	if strings.HasPrefix(s, "//") {
+		return strings.TrimPrefix(proxies.RedactURL("x:"+s), "x:")
+	}
+	return proxies.RedactURL(s)
 }
 
 // parseTarget checks that s is an absolute http or https URL and returns it
