@@ -117,6 +117,7 @@ type Local struct {
 	pairs    map[pairKey]*pairState
 	draining bool  // no request will come but those waiting or in flight
 	members  []int // proxies per budget
+	roomy    int   // budgets with a free concurrency slot
 }
 
 // pairKey names a proxy-host pair slowed by pushback.
@@ -224,6 +225,7 @@ func NewLocal(cfg Config) *Local {
 	for i, b := range cfg.Budgets {
 		s.budgets[i] = budgetState{capacity: b.Concurrency, limiter: newLimiter(b)}
 	}
+	s.roomy = len(s.budgets)
 	s.proxies = make([]proxyState, len(cfg.BudgetOf))
 	s.members = make([]int, len(s.budgets))
 	for i, b := range cfg.BudgetOf {
@@ -311,7 +313,7 @@ func (s *Local) dispatch() {
 	now := s.now()
 	var wake time.Duration = -1
 	ahead := 0
-	for w := s.waiters.head; w != nil; {
+	for w := s.waiters.head; w != nil && s.roomy > 0; {
 		next := w.next
 		l, wait := s.tryGrant(w.req, now, ahead)
 		if l != nil {
@@ -366,6 +368,9 @@ func (s *Local) tryGrant(req Request, now time.Time, ahead int) (*Lease, time.Du
 	}
 	wait = max(wait, tokenWait(s.global, now))
 
+	if s.roomy == 0 {
+		return nil, -1
+	}
 	p, pwait := s.pick(req, now, ahead)
 	if p < 0 {
 		if pwait < 0 {
@@ -388,6 +393,9 @@ func (s *Local) tryGrant(req Request, now time.Time, ahead int) (*Lease, time.Du
 	b := &s.budgets[ps.budget]
 	takeToken(b.limiter, now)
 	b.inFlight++
+	if b.inFlight == b.capacity {
+		s.roomy--
+	}
 	ps.inFlight++
 	ps.used++
 	h.inFlight++
@@ -426,7 +434,11 @@ func (s *Local) release(p int, host string, o Outcome, granted time.Time) {
 		}
 	}
 	ps.inFlight--
-	s.budgets[ps.budget].inFlight--
+	b := &s.budgets[ps.budget]
+	if b.inFlight == b.capacity {
+		s.roomy++
+	}
+	b.inFlight--
 	if h := s.hosts[host]; h != nil {
 		h.inFlight--
 		if h.inFlight == 0 && (h.limiter == nil || h.limiter.TokensAt(s.now()) >= float64(h.limiter.Burst())) {

@@ -1,0 +1,56 @@
+package limits_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/fetch-dev/fetch/limits"
+)
+
+// BenchmarkAcquireRelease measures one grant and release with many
+// goroutines contending, for pools of 10 and 1000 proxies whose budgets are
+// smaller than the number of goroutines, so that most acquires wait.
+func BenchmarkAcquireRelease(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		for _, workers := range []int{64, 512} {
+			b.Run(fmt.Sprintf("proxies=%d/workers=%d", n, workers), func(b *testing.B) {
+				cfg := limits.Config{}
+				for i := range n {
+					cfg.Budgets = append(cfg.Budgets, limits.Spec{Concurrency: 2})
+					cfg.BudgetOf = append(cfg.BudgetOf, i)
+				}
+				if 2*n >= workers {
+					// Keep it contended: shrink the budgets to a quarter of the workers.
+					cfg.Budgets = cfg.Budgets[:max(workers/8, 1)]
+					for i := range cfg.BudgetOf {
+						cfg.BudgetOf[i] = i % len(cfg.Budgets)
+					}
+				}
+				s := limits.NewLocal(cfg)
+				defer s.Close()
+				ctx := context.Background()
+				var wg sync.WaitGroup
+				per := b.N/workers + 1
+				b.ResetTimer()
+				for w := range workers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						host := fmt.Sprintf("h%d:80", w%16)
+						for range per {
+							l, err := s.Acquire(ctx, limits.Request{Host: host})
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							l.Finish(limits.Success)
+						}
+					}()
+				}
+				wg.Wait()
+			})
+		}
+	}
+}
