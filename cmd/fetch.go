@@ -35,12 +35,13 @@ type FetchOptions struct {
 	Report string
 	Quiet  bool
 
-	// Distributed mode and --resume: accepted, rejected as not supported yet.
+	Resume bool // with Output: skip what it finished, append the rest
+
+	// Distributed mode: accepted, rejected as not supported yet.
 	Redis     string
 	Namespace string
 	Shard     string
 	LeaseTTL  time.Duration
-	Resume    bool
 }
 
 // NewCmdRoot returns the fetch command with its subcommands.
@@ -126,7 +127,7 @@ JSON record per URL line.`,
 	// Output.
 	f.StringVarP(&opts.Output, "output", "o", "", "results, JSON lines, to `FILE` (default standard output)")
 	f.StringVar(&opts.Report, "report", "", "summary, one JSON document, to `FILE`")
-	f.BoolVar(&opts.Resume, "resume", false, "with -o: skip URLs that FILE already finished (not supported yet)")
+	f.BoolVar(&opts.Resume, "resume", false, "with -o: skip URLs that FILE already finished; append the rest")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress bar, no summary, no warnings on stderr")
 
 	// Distributed mode.
@@ -141,10 +142,13 @@ JSON record per URL line.`,
 // complete checks the flags and finishes building opts.Config: headers,
 // the CA pool and the proxies, whose files are read here.
 func (opts *FetchOptions) complete(cmd *cobra.Command) error {
-	for _, name := range []string{"redis", "namespace", "shard", "lease-ttl", "resume"} {
+	for _, name := range []string{"redis", "namespace", "shard", "lease-ttl"} {
 		if cmd.Flags().Changed(name) {
 			return fmt.Errorf("--%s: %w", name, ErrNotSupported)
 		}
+	}
+	if opts.Resume && (opts.Output == "" || opts.Output == "-") {
+		return errors.New("--resume needs -o FILE: the results of the run to resume")
 	}
 	cfg := &opts.Config
 	stdin := 0
@@ -255,8 +259,16 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 			return usageErrorf("--save-dir: %w", err)
 		}
 	}
-	out, closeOut, err := createOutput(ios.Out, opts.Output)
-	if err != nil {
+	var out io.Writer
+	var closeOut func() error
+	if opts.Resume {
+		var done *fetch.DoneSet
+		out, closeOut, done, err = resumeOutput(ctx, ios, opts.Output, opts.Quiet)
+		if err != nil {
+			return usageError(err)
+		}
+		opts.Config.Done = done
+	} else if out, closeOut, err = createOutput(ios.Out, opts.Output); err != nil {
 		return usageErrorf("--output: %w", err)
 	}
 	defer func() {
@@ -279,9 +291,20 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 	var total func(context.Context) int64
 	if !opts.Quiet && ios.IsStderrTTY() {
 		names := inputNames(opts.Inputs)
-		total = func(ctx context.Context) int64 { return countURLLines(ctx, names) }
+		skip := int64(opts.Config.Done.Len())
+		total = func(ctx context.Context) int64 {
+			n := countURLLines(ctx, names)
+			if n < 0 {
+				return n
+			}
+			return max(n-skip, 0)
+		}
 	}
 	report, runErr := runEngine(ctx, ios, eng, inputs, out, opts.Quiet, total)
+	if opts.Resume && report != nil && !opts.Quiet {
+		fmt.Fprintf(ios.ErrOut, "resumed %s: skipped %d lines it had already finished; the counts above are this run's only\n",
+			opts.Output, opts.Config.Done.Len())
+	}
 	if reportFile != nil && report != nil {
 		if err := writeReport(reportFile, report); err != nil {
 			return fmt.Errorf("--report: %w", err)
@@ -295,7 +318,8 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 // unless quiet. It returns what Run returned, or the error of the final
 // flush of the records.
 func runEngine(ctx context.Context, ios *IOStreams, eng *fetch.Engine, inputs []fetch.Input, out io.Writer, quiet bool, total func(context.Context) int64) (*fetch.Report, error) {
-	w := fetch.NewJSONLWriter(out)
+	w := fetch.NewJSONLWriter(guardWrites(ctx, out))
+	defer onSecondInterrupt(ctx, eng.StopNow)()
 	stop := func() {}
 	if total != nil {
 		stop = startProgress(ctx, ios.ErrOut, eng, total)
@@ -377,6 +401,52 @@ func createOutput(stdout io.Writer, name string) (io.Writer, func() error, error
 		return nil, nil, err
 	}
 	return f, f.Close, nil
+}
+
+// resumeOutput opens the results file of the run that --resume continues:
+// it cuts a torn last line (saying so on stderr unless quiet), reads which
+// lines are finished, and returns the file open for appending. A file that
+// does not exist is created: the run starts fresh. Reading a large file
+// takes seconds; when ctx is cancelled meanwhile it stops with ctx.Err().
+func resumeOutput(ctx context.Context, ios *IOStreams, name string, quiet bool) (io.Writer, func() error, *fetch.DoneSet, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o666)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--output: %w", err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = errors.New("--resume needs a regular file")
+		}
+		return nil, nil, nil, fmt.Errorf("--output %s: %w", name, err)
+	}
+	cut, err := fetch.RepairTail(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, nil, fmt.Errorf("--output %s: %w", name, err)
+	}
+	if cut && !quiet {
+		fmt.Fprintf(ios.ErrOut, "fetch: repaired torn last line of %s\n", name)
+	}
+	done, err := fetch.LoadDone(ctxReader{ctx, f})
+	if err != nil {
+		f.Close()
+		return nil, nil, nil, fmt.Errorf("--resume %s: %w", name, err)
+	}
+	return f, f.Close, done, nil
+}
+
+// ctxReader reads from r until ctx is done, then fails with ctx.Err().
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // writeReport writes r as one indented JSON document.

@@ -97,6 +97,16 @@ func Test_NewCmdFetch(t *testing.T) {
 			},
 		},
 		{
+			name:    "resume",
+			args:    []string{"-o", "out.jsonl", "--resume"},
+			wantCfg: func(c *fetch.Config) {},
+			wantOpts: func(t *testing.T, o *FetchOptions) {
+				if o.Output != "out.jsonl" || !o.Resume {
+					t.Errorf("output options = %q %v", o.Output, o.Resume)
+				}
+			},
+		},
+		{
 			name:        "proxies from a file and a flag",
 			args:        []string{"-p", proxyFile, "--proxy", "http://127.0.0.9:3128"},
 			wantCfg:     func(c *fetch.Config) {},
@@ -119,7 +129,8 @@ func Test_NewCmdFetch(t *testing.T) {
 		{name: "stdin twice", args: []string{"-", "-"}, wantErr: "only once"},
 		{name: "redis", args: []string{"--redis", "redis://localhost:6379"}, wantErr: "not supported yet"},
 		{name: "shard", args: []string{"--shard", "1/2"}, wantErr: "not supported yet"},
-		{name: "resume", args: []string{"-o", "x", "--resume"}, wantErr: "not supported yet"},
+		{name: "resume without -o", args: []string{"--resume"}, wantErr: "--resume needs -o FILE"},
+		{name: "resume to stdout", args: []string{"--resume", "-o", "-"}, wantErr: "--resume needs -o FILE"},
 		{name: "missing cacert", args: []string{"--cacert", filepath.Join(dir, "nope.pem")}, wantErr: "--cacert"},
 		{name: "cacert without certificates", args: []string{"--cacert", proxyFile}, wantErr: "no PEM certificate"},
 	}
@@ -197,6 +208,8 @@ func TestRun_usageErrors(t *testing.T) {
 		{name: "output dir missing", args: []string{"-o", filepath.Join(dir, "no", "out.jsonl"), urls}, wantStderr: []string{"--output"}},
 		{name: "report dir missing", args: []string{"--report", filepath.Join(dir, "no", "r.json"), urls}, wantStderr: []string{"--report"}},
 		{name: "distributed mode", args: []string{"--redis", "redis://127.0.0.1:6379", urls}, wantStderr: []string{"not supported yet"}},
+		{name: "resume without -o", args: []string{"--resume", urls}, wantStderr: []string{"--resume needs -o"}},
+		{name: "resume of a file that is not results", args: []string{"--resume", "-o", urls, urls}, wantStderr: []string{"--resume", "not a record"}},
 		{name: "demo bad urls", args: []string{"demo", "--urls", "0"}, wantStderr: []string{"--urls"}},
 	}
 	for _, tt := range tests {

@@ -21,16 +21,21 @@ const (
 )
 
 // Main runs fetch with the process's arguments and streams and returns the
-// exit code. The root context is cancelled on the first SIGINT or SIGTERM;
-// a second one is left to its default action and ends the process at once.
+// exit code. The first SIGINT or SIGTERM cancels the root context: no new
+// URLs are taken and work in flight gets the grace period (--grace). The
+// second ends the grace period at once, and the third exits at once (see
+// interrupts).
 func Main() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
-	return Run(ctx, System(), os.Args[1:])
+	ios := System()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	in := &interrupts{cancel: cancel, errOut: ios.ErrOut, exit: os.Exit}
+	// The handler stays until the process exits: a signal that comes as
+	// fetch ends, its records written, must not kill it.
+	sigs := make(chan os.Signal, 3)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go in.watch(sigs)
+	return Run(withInterrupts(ctx, in), ios, os.Args[1:])
 }
 
 // Run executes the command line args with ios and returns the exit code.

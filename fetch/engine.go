@@ -115,7 +115,8 @@ func (e *Engine) Stats() Stats {
 
 // StopNow ends the grace period of an interrupted Run at once: what is
 // still in flight is recorded as cancelled. It is for a second interrupt;
-// calling it before the Run's context is cancelled has no effect until then.
+// called before the Run's context is cancelled it takes effect then. It
+// cannot be undone: a later Run of the same Engine gets no grace period.
 func (e *Engine) StopNow() { e.stopOnce.Do(func() { close(e.stopNow) }) }
 
 // ErrInterrupted is wrapped by Run's error when ctx was cancelled.
@@ -150,12 +151,17 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 	jobs := make(chan *job)
 	records := make(chan *Record, e.cfg.Concurrency)
 	var readErr, writeErr error
+	var readAll bool // every input was read to its end
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer close(jobs)
-		if err := readInputs(ctx, inputs, e.cfg.Done, jobs); err != nil && !errors.Is(err, context.Canceled) {
+		err := readInputs(ctx, inputs, e.cfg.Done, jobs)
+		switch {
+		case err == nil:
+			readAll = true
+		case !errors.Is(err, context.Canceled):
 			readErr = err
 		}
 		if d, ok := e.sched.(interface{ Drain() }); ok {
@@ -204,8 +210,12 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 		r.tr.CloseIdleConnections()
 	}
 
-	interrupted := ctx.Err() != nil
-	rep := coll.report(millis(time.Since(start)), interrupted)
+	// Interrupted means something was left: unread input or a cancelled
+	// record. A signal that lands while the last records are flushed
+	// changes nothing.
+	rep := coll.report(millis(time.Since(start)), false)
+	interrupted := ctx.Err() != nil && (!readAll || rep.ByKind[KindCancelled] > 0)
+	rep.Interrupted = interrupted
 	switch {
 	case writeErr != nil:
 		return rep, writeErr

@@ -55,6 +55,9 @@ func readInput(ctx context.Context, in Input, done *DoneSet, jobs chan<- *job) e
 			return nil // end of input
 		}
 		if j := parseLine(in.Name, n, raw, long); j != nil && !done.Has(j.input, j.line, j.shown) {
+			if err := ctx.Err(); err != nil {
+				return err // select below would pick at random when a worker is also free
+			}
 			select {
 			case jobs <- j:
 			case <-ctx.Done():
@@ -159,5 +162,11 @@ func parseTarget(s string) (*url.URL, string, string) {
 			port = "443"
 		}
 	}
-	return u, net.JoinHostPort(strings.ToLower(u.Hostname()), port), ""
+	key := net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+	if _, _, err := net.SplitHostPort(key); err != nil {
+		// net/url lets a stray bracket through ("http://]/"): no request
+		// could be made to such a host.
+		return nil, "", "URL has a bad host"
+	}
+	return u, key, ""
 }

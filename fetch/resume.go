@@ -57,7 +57,12 @@ func LoadDone(r io.Reader) (*DoneSet, error) {
 	}
 	for in, keys := range d.byInput {
 		slices.Sort(keys)
-		d.byInput[in] = slices.Compact(keys)
+		keys = slices.Compact(keys)
+		if cap(keys)-len(keys) > len(keys)/8 {
+			keys = slices.Clone(keys) // give back what append over-allocated
+		}
+		d.byInput[in] = keys
+		d.n += len(keys)
 	}
 	return d, nil
 }
@@ -70,10 +75,10 @@ func doneKey(line int, url string) uint64 {
 
 func (d *DoneSet) add(input string, line int, url string) {
 	d.byInput[input] = append(d.byInput[input], doneKey(line, url))
-	d.n++
 }
 
-// Len returns how many final records were read.
+// Len returns how many lines have a final record (a line with more than
+// one counts once).
 func (d *DoneSet) Len() int {
 	if d == nil {
 		return 0
