@@ -57,8 +57,10 @@ func classify(err error, phase string, attemptCtx, jobCtx context.Context) strin
 	case errors.As(err, &cve), errors.As(err, &ue), errors.As(err, &he), errors.As(err, &cie),
 		errors.As(err, &rhe), errors.As(err, &ae):
 		return KindTLS
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		// A deadline on the connection: the dialer's handshake bound.
+	case errors.Is(err, os.ErrDeadlineExceeded), isTimeout(err):
+		// A deadline on the connection (the dialer's handshake bound), the
+		// dialer's own --connect-timeout, or the transport's TLS handshake
+		// timeout, when one of them fires just before the phase timer.
 		return KindTimeout
 	case phase == PhaseTLS && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)):
 		return KindTLS
@@ -74,6 +76,13 @@ func classify(err error, phase string, attemptCtx, jobCtx context.Context) strin
 		return KindTLS
 	}
 	return KindOther
+}
+
+// isTimeout reports whether err says it is a timeout, as the dialer's and
+// the TLS handshake's do.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // retryable reports whether an attempt that failed with kind may be tried

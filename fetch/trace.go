@@ -47,6 +47,11 @@ type tracker struct {
 	spent     [numPhases]time.Duration
 	seen      [numPhases]bool
 	done      bool
+	// connected is set by GotConn and cleared by GetConn. A request can be
+	// given an idle connection while the dial it started goes on in the
+	// background; that dial's DNS, connect and TLS hooks still come, late,
+	// and must not move the attempt back out of request, headers or body.
+	connected bool
 
 	connectLimit, headerLimit, idleLimit time.Duration
 	connectTimer, headerTimer, idleTimer *time.Timer
@@ -180,19 +185,29 @@ func (t *tracker) clientTrace() *httptrace.ClientTrace {
 			f()
 		}
 	}
+	// setup runs a connection-setup hook, unless the request already has
+	// its connection.
+	setup := func(f func()) {
+		with(func() {
+			if !t.connected {
+				f()
+			}
+		})
+	}
 	return &httptrace.ClientTrace{
 		GetConn: func(string) {
 			with(func() {
+				t.connected = false
 				stop(t.headerTimer)
 				stop(t.idleTimer)
 				t.enter(pConnect)
 				t.arm(&t.connectTimer, t.connectLimit, "--connect-timeout")
 			})
 		},
-		DNSStart: func(httptrace.DNSStartInfo) { with(func() { t.enter(pDNS) }) },
-		DNSDone:  func(httptrace.DNSDoneInfo) { with(func() { t.enter(pConnect) }) },
+		DNSStart: func(httptrace.DNSStartInfo) { setup(func() { t.enter(pDNS) }) },
+		DNSDone:  func(httptrace.DNSDoneInfo) { setup(func() { t.enter(pConnect) }) },
 		ConnectStart: func(string, string) {
-			with(func() {
+			setup(func() {
 				if t.phase != pDNS {
 					t.enter(pConnect)
 				}
@@ -202,7 +217,7 @@ func (t *tracker) clientTrace() *httptrace.ClientTrace {
 			if err != nil {
 				return
 			}
-			with(func() {
+			setup(func() {
 				if t.handshake {
 					t.enter(pProxy)
 				} else {
@@ -210,9 +225,17 @@ func (t *tracker) clientTrace() *httptrace.ClientTrace {
 				}
 			})
 		},
-		TLSHandshakeStart: func() { with(func() { t.enter(pTLS) }) },
+		TLSHandshakeStart: func() { setup(func() { t.enter(pTLS) }) },
 		GotConn: func(info httptrace.GotConnInfo) {
+			// The connection is set up: lift the deadline handshakeDeadline
+			// put on it, or it would cut the body (and the connection's
+			// later reuse) at --connect-timeout after the dial. From here
+			// the idle, header and total timers bound the attempt.
+			if info.Conn != nil {
+				info.Conn.SetDeadline(time.Time{})
+			}
 			with(func() {
+				t.connected = true
 				stop(t.connectTimer)
 				t.enter(pRequest)
 				t.arm(&t.idleTimer, t.idleLimit, "--idle-timeout")
@@ -220,6 +243,9 @@ func (t *tracker) clientTrace() *httptrace.ClientTrace {
 		},
 		WroteRequest: func(httptrace.WroteRequestInfo) {
 			with(func() {
+				if t.phase != pRequest {
+					return // not this request's, or too late to matter
+				}
 				stop(t.idleTimer)
 				t.enter(pHeaders)
 				t.arm(&t.headerTimer, t.headerLimit, "--header-timeout")

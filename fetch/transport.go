@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/fetch-dev/fetch/proxies"
@@ -125,6 +126,31 @@ func checkRedirect(maxRedirects int) func(*http.Request, []*http.Request) error 
 		if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 			return &redirectError{msg: fmt.Sprintf("redirect to unsupported scheme %q", req.URL.Scheme)}
 		}
+		if !sameOrigin(via[0].URL, req.URL) {
+			// net/http drops these only for another host name; curl (and
+			// so fetch) also for another port or scheme.
+			for _, h := range sensitiveHeaders {
+				req.Header.Del(h)
+			}
+		}
 		return nil
 	}
+}
+
+// sensitiveHeaders are never carried to another origin on a redirect.
+var sensitiveHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie", "Cookie2", "Www-Authenticate"}
+
+// sameOrigin reports whether a and b have the same scheme, host and port.
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && portOf(a) == portOf(b)
+}
+
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
 }

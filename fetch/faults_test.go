@@ -1,0 +1,753 @@
+package fetch_test
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/proxies"
+)
+
+// Limits for the fault tests: small, so that the suite stays fast.
+const (
+	faultConnect = 300 * time.Millisecond
+	faultHeader  = 300 * time.Millisecond
+	faultIdle    = 300 * time.Millisecond
+	faultTotal   = 2 * time.Second
+	faultBackoff = 10 * time.Millisecond // first back-off: full jitter, so at most this with --retries 1
+
+	// faultTolerance is how far past its bound a failure may land: timers,
+	// TLS handshakes with fresh keys and goroutine scheduling under -race
+	// on a shared 2-core machine, with several rows running at once. 300ms
+	// is about the slack TestTotalDeadline and TestPhaseTimeouts allow.
+	faultTolerance = 300 * time.Millisecond
+	// faultEarly is how much sooner than its limit a timeout may be
+	// recorded: the record's clock and the timer's start a few
+	// microseconds apart.
+	faultEarly = 5 * time.Millisecond
+
+	faultProxyConcurrency = 4  // per proxy (target faults), or per host (direct)
+	faultRowsAtOnce       = 10 // rows in flight together
+)
+
+// faultConfig is the configuration every fault row starts from.
+func faultConfig(roots *x509.CertPool) fetch.Config {
+	cfg := fetch.DefaultConfig()
+	cfg.ConnectTimeout = faultConnect
+	cfg.HeaderTimeout = faultHeader
+	cfg.IdleTimeout = faultIdle
+	cfg.Timeout = faultTotal
+	cfg.Retries = 1
+	cfg.RetryBackoff = faultBackoff
+	cfg.MaxBody = 1000
+	cfg.MaxRedirects = 3
+	cfg.ProxyConcurrency = faultProxyConcurrency
+	cfg.RootCAs = roots
+	return cfg
+}
+
+// expect is what one row's record must show.
+type expect struct {
+	ok          bool
+	status      int // 0: any
+	phase, kind string
+	attempts    int
+	// The record's elapsed_ms must be at least min and at most
+	// bound + faultTolerance.
+	min, bound time.Duration
+}
+
+// fails is a failure after n attempts, each of which ran into limit (0 for
+// a failure that comes at once): at least n limits, at most n limits and
+// the back-offs between them.
+func fails(phase, kind string, n int, limit time.Duration) expect {
+	e := expect{phase: phase, kind: kind, attempts: n, bound: time.Duration(n) * limit}
+	if limit > 0 {
+		e.min = e.bound - faultEarly
+	}
+	e.bound += time.Duration(n-1) * faultBackoff
+	return e
+}
+
+func (e expect) status_(s int) expect { e.status = s; return e }
+
+// pushedBack is e with the retry held back by the scheduler's pushback: a
+// 429 or 503 spaces the next attempt of the same proxy and host by
+// ThrottleBase.
+func (e expect) pushedBack() expect {
+	base := fetch.DefaultConfig().ThrottleBase
+	e.min = max(e.min, base-faultEarly)
+	e.bound = max(e.bound, base)
+	return e
+}
+
+func succeeds(status, attempts int) expect {
+	return expect{ok: true, status: status, attempts: attempts, bound: time.Duration(attempts-1) * faultBackoff}
+}
+
+// faultEnv is what the rows share: well-behaved targets that misbehave on
+// request, the fault servers, and one working proxy of each kind.
+type faultEnv struct {
+	plain, secure *fetchtest.Target
+	f             *fetchtest.Faults
+	roots         *x509.CertPool
+	httpProxy     *fetchtest.Proxy
+	socksProxy    *fetchtest.Proxy // nil without microsocks
+}
+
+func startFaultEnv(t *testing.T) *faultEnv {
+	t.Helper()
+	env := &faultEnv{
+		plain:  startTarget(t, fetchtest.TargetOptions{}),
+		secure: startTarget(t, fetchtest.TargetOptions{TLS: true}),
+	}
+	f, err := fetchtest.StartFaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	env.f = f
+	env.roots = x509.NewCertPool()
+	env.roots.AppendCertsFromPEM(env.secure.CertPEM)
+	env.roots.AppendCertsFromPEM(f.CertPEM)
+	env.httpProxy = startProxy(t, "http", fetchtest.ProxyOptions{BindIP: fetchtest.LoopbackIP(200)})
+	if p, err := fetchtest.StartSOCKS5(fetchtest.ProxyOptions{BindIP: fetchtest.LoopbackIP(201)}); err == nil {
+		t.Cleanup(p.Close)
+		env.socksProxy = p
+	} else if !errors.Is(err, fetchtest.ErrNoMicrosocks) {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// base is the well-behaved target for scheme.
+func (env *faultEnv) base(scheme string) string {
+	if scheme == "https" {
+		return env.secure.URL
+	}
+	return env.plain.URL
+}
+
+// targetFault is a fault of the target, reached directly or through a
+// working proxy.
+type targetFault struct {
+	name string
+	// url returns the URL to fetch over scheme, "" when the fault does not
+	// exist over it; path is unique to the row.
+	url func(env *faultEnv, scheme, path string) string
+	// want is the record expected over route ("direct", "http", "socks5").
+	want func(route, scheme string) expect
+}
+
+func same(e expect) func(string, string) expect { return func(string, string) expect { return e } }
+
+func targetFaults(env *faultEnv) []targetFault {
+	retryAfterURL := func(status int, ra string) func(*faultEnv, string, string) string {
+		return func(env *faultEnv, scheme, path string) string {
+			return fmt.Sprintf("%s%s?fail=99&failstatus=%d&retry-after=%s", env.base(scheme), path, status, url.QueryEscape(ra))
+		}
+	}
+	past := time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat)
+	future := time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)
+	return []targetFault{
+		{
+			name: "connect hangs",
+			url:  func(env *faultEnv, scheme, _ string) string { return scheme + "://" + env.f.Blackhole + "/x" },
+			want: func(route, scheme string) expect {
+				switch {
+				case route == "direct":
+					return fails("connect", "timeout", 2, faultConnect)
+				case route == "http" && scheme == "http":
+					// The request went to the proxy, which hangs dialing:
+					// the client waits for headers.
+					return fails("headers", "timeout", 2, faultHeader)
+				}
+				// CONNECT or SOCKS connect unanswered.
+				return fails("proxy", "timeout", 2, faultConnect)
+			},
+		},
+		{
+			name: "connect refused",
+			url:  func(env *faultEnv, scheme, _ string) string { return scheme + "://" + env.f.Refused + "/x" },
+			want: func(route, scheme string) expect {
+				switch {
+				case route == "direct":
+					return fails("connect", "refused", 2, 0)
+				case route == "http" && scheme == "http":
+					// The proxy answers 502 Bad Gateway, a retried status.
+					return fails("headers", "status", 2, 0).status_(502)
+				}
+				// CONNECT answered 502, or the SOCKS reply says refused.
+				return fails("proxy", "proxy", 2, 0)
+			},
+		},
+		{
+			name: "silent server",
+			url:  func(env *faultEnv, scheme, _ string) string { return scheme + "://" + env.f.Silent + "/x" },
+			want: func(_, scheme string) expect {
+				if scheme == "https" {
+					return fails("tls", "timeout", 2, faultConnect) // TLS handshake never finishes
+				}
+				return fails("headers", "timeout", 2, faultHeader)
+			},
+		},
+		{
+			name: "bad certificate",
+			url: func(env *faultEnv, scheme, _ string) string {
+				if scheme != "https" {
+					return ""
+				}
+				return env.f.BadCertURL + "/x"
+			},
+			want: same(fails("tls", "tls", 2, 0)),
+		},
+		{
+			name: "headers never come",
+			url:  func(env *faultEnv, scheme, path string) string { return env.base(scheme) + path + "?hang=1" },
+			want: same(fails("headers", "timeout", 2, faultHeader)),
+		},
+		{
+			name: "body stalls",
+			url: func(env *faultEnv, scheme, path string) string {
+				return env.base(scheme) + path + "?size=100&chunks=2&drip=1h"
+			},
+			want: same(fails("body", "timeout", 2, faultIdle)),
+		},
+		{
+			name: "body drips forever",
+			// One byte every third of the idle limit: never idle, so only
+			// the total deadline ends it, on the first attempt.
+			url: func(env *faultEnv, scheme, path string) string {
+				return env.base(scheme) + path + "?size=1000000&chunks=1000000&drip=100ms"
+			},
+			want: same(fails("body", "deadline", 1, faultTotal)),
+		},
+		{
+			name: "reset mid-body",
+			url: func(env *faultEnv, scheme, _ string) string {
+				if scheme == "https" {
+					return env.f.TLSURL + "/reset?size=800"
+				}
+				return env.f.URL + "/reset?size=800"
+			},
+			want: same(fails("body", "reset", 2, 0)),
+		},
+		{
+			name: "503",
+			url:  func(env *faultEnv, scheme, path string) string { return env.base(scheme) + path + "?status=503" },
+			want: same(fails("headers", "status", 2, 0).status_(503).pushedBack()),
+		},
+		{
+			name: "429 Retry-After 1 (fits)",
+			url:  retryAfterURL(429, "1"),
+			want: same(func() expect {
+				e := fails("headers", "status", 2, 0).status_(429).pushedBack()
+				e.min, e.bound = max(e.min, time.Second), max(e.bound, time.Second)
+				return e
+			}()),
+		},
+		{
+			name: "503 Retry-After 30 (does not fit)",
+			url:  retryAfterURL(503, "30"),
+			want: same(fails("headers", "status", 1, 0).status_(503)),
+		},
+		{
+			name: "503 Retry-After date past",
+			url:  retryAfterURL(503, past),
+			want: same(fails("headers", "status", 2, 0).status_(503).pushedBack()),
+		},
+		{
+			name: "429 Retry-After date in an hour",
+			url:  retryAfterURL(429, future),
+			want: same(fails("headers", "status", 1, 0).status_(429)),
+		},
+		{
+			name: "429 once then ok",
+			url: func(env *faultEnv, scheme, path string) string {
+				return env.base(scheme) + path + "?fail=1&failstatus=429&size=10"
+			},
+			want: same(succeeds(200, 2).pushedBack()),
+		},
+		{
+			name: "body over --max-body",
+			url:  func(env *faultEnv, scheme, path string) string { return env.base(scheme) + path + "?size=5000" },
+			want: same(fails("body", "too_large", 1, 0)),
+		},
+		{
+			name: "chunked body over --max-body",
+			url: func(env *faultEnv, scheme, path string) string {
+				return env.base(scheme) + path + "?size=5000&chunks=5"
+			},
+			want: same(fails("body", "too_large", 1, 0)),
+		},
+		{
+			name: "redirect loop",
+			url:  func(env *faultEnv, scheme, _ string) string { return env.base(scheme) + "/loop" },
+			want: same(fails("headers", "redirect", 1, 0)),
+		},
+		{
+			name: "redirect to another scheme",
+			url: func(env *faultEnv, scheme, _ string) string {
+				return env.base(scheme) + "/redirect?to=" + url.QueryEscape("ftp://127.0.0.1/x")
+			},
+			want: same(fails("headers", "redirect", 1, 0)),
+		},
+		{
+			name: "redirect to another host and scheme",
+			url: func(env *faultEnv, scheme, path string) string {
+				other := env.base("https")
+				if scheme == "https" {
+					other = env.base("http")
+				}
+				return env.base(scheme) + "/redirect?to=" + url.QueryEscape(other+path+"?size=10")
+			},
+			want: same(succeeds(200, 1)),
+		},
+	}
+}
+
+// proxyFault is a fault of the proxy itself.
+type proxyFault struct {
+	name string
+	// proxy returns the proxy URL (with any credentials) and the pool that
+	// trusts it; "" to skip.
+	proxy func(t *testing.T, env *faultEnv) (string, *x509.CertPool)
+	want  func(scheme string) expect
+}
+
+func proxyFaults() []proxyFault {
+	plainProxy := func(scheme string, addr func(*faultEnv) string) func(*testing.T, *faultEnv) (string, *x509.CertPool) {
+		return func(t *testing.T, env *faultEnv) (string, *x509.CertPool) {
+			if scheme == "socks5" && env.socksProxy == nil {
+				return "", nil
+			}
+			return scheme + "://" + addr(env), nil
+		}
+	}
+	authProxy := func(user, pass string) func(*testing.T, *faultEnv) (string, *x509.CertPool) {
+		return func(t *testing.T, env *faultEnv) (string, *x509.CertPool) {
+			px := startProxy(t, "http", fetchtest.ProxyOptions{User: "alice", Password: "right-pw"})
+			u, _ := url.Parse(px.URL)
+			if user != "" {
+				u.User = url.UserPassword(user, pass)
+			}
+			return u.String(), nil
+		}
+	}
+	return []proxyFault{
+		{
+			name:  "http proxy refused",
+			proxy: plainProxy("http", func(env *faultEnv) string { return env.f.Refused }),
+			want:  func(string) expect { return fails("connect", "refused", 2, 0) },
+		},
+		{
+			name:  "socks5 proxy refused",
+			proxy: plainProxy("socks5", func(env *faultEnv) string { return env.f.Refused }),
+			want:  func(string) expect { return fails("connect", "refused", 2, 0) },
+		},
+		{
+			name:  "http proxy never answers",
+			proxy: plainProxy("http", func(env *faultEnv) string { return env.f.Silent }),
+			want: func(scheme string) expect {
+				if scheme == "http" {
+					return fails("headers", "timeout", 2, faultHeader)
+				}
+				return fails("proxy", "timeout", 2, faultConnect)
+			},
+		},
+		{
+			name: "socks5 proxy never answers",
+			proxy: func(t *testing.T, env *faultEnv) (string, *x509.CertPool) {
+				return "socks5://" + env.f.Silent, nil
+			},
+			want: func(string) expect { return fails("proxy", "timeout", 2, faultConnect) },
+		},
+		{
+			name:  "407 without credentials",
+			proxy: authProxy("", ""),
+			want:  func(string) expect { return fails("proxy", "proxy", 2, 0) },
+		},
+		{
+			name:  "407 wrong password",
+			proxy: authProxy("alice", "wrong-pw"),
+			want:  func(string) expect { return fails("proxy", "proxy", 2, 0) },
+		},
+		{
+			name:  "403",
+			proxy: plainProxy("http", func(env *faultEnv) string { return env.f.Proxy403 }),
+			want: func(scheme string) expect {
+				if scheme == "http" {
+					// An absolute-form request answered 403 cannot be told
+					// from the target's own 403: a response, ok:true, as
+					// curl reports it.
+					return succeeds(403, 1)
+				}
+				return fails("proxy", "proxy", 2, 0)
+			},
+		},
+		{
+			name:  "closes after CONNECT",
+			proxy: plainProxy("http", func(env *faultEnv) string { return env.f.ProxyClose }),
+			want: func(scheme string) expect {
+				if scheme == "http" {
+					// No CONNECT for http: the proxy closes without an answer.
+					return fails("headers", "reset", 2, 0)
+				}
+				// The tunnel closes in the TLS handshake with the target.
+				return fails("tls", "tls", 2, 0)
+			},
+		},
+		{
+			name: "socks5 wrong password",
+			proxy: func(t *testing.T, env *faultEnv) (string, *x509.CertPool) {
+				if env.socksProxy == nil {
+					return "", nil
+				}
+				px := startProxy(t, "socks5", fetchtest.ProxyOptions{User: "alice", Password: "right-pw"})
+				return strings.Replace(px.URL, "socks5://", "socks5://alice:wrong-pw@", 1), nil
+			},
+			want: func(string) expect { return fails("proxy", "proxy", 2, 0) },
+		},
+		{
+			name: "https proxy untrusted certificate",
+			proxy: func(t *testing.T, env *faultEnv) (string, *x509.CertPool) {
+				px := startProxy(t, "http", fetchtest.ProxyOptions{TLS: true})
+				return px.URL, nil
+			},
+			want: func(string) expect { return fails("proxy", "tls", 2, 0) },
+		},
+	}
+}
+
+// runEngine runs lines through e and returns the records by line and the
+// report.
+func runEngine(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*fetch.Record, *fetch.Report) {
+	t.Helper()
+	w := &memWriter{}
+	rep, err := e.Run(context.Background(), []fetch.Input{{Name: "urls.txt", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byLine := map[int]*fetch.Record{}
+	for _, r := range w.recs {
+		if byLine[r.Line] != nil {
+			t.Fatalf("two records for line %d", r.Line)
+		}
+		byLine[r.Line] = r
+	}
+	return byLine, rep
+}
+
+// checkRecord compares r with want.
+func checkRecord(t *testing.T, r *fetch.Record, want expect) {
+	t.Helper()
+	if r == nil {
+		t.Fatal("no record")
+	}
+	got := func() string {
+		return fmt.Sprintf("ok=%v status=%d attempts=%d elapsed=%.0fms error=%+v", r.OK, r.Status, r.Attempts, r.ElapsedMS, r.Error)
+	}
+	if r.OK != want.ok || want.status != 0 && r.Status != want.status || r.Attempts != want.attempts {
+		t.Errorf("got %s; want ok=%v status=%d attempts=%d", got(), want.ok, want.status, want.attempts)
+	}
+	if want.ok {
+		if r.Error != nil {
+			t.Errorf("got %s; want no error", got())
+		}
+	} else if r.Error == nil || r.Error.Phase != want.phase || r.Error.Kind != want.kind {
+		t.Errorf("got %s; want %s/%s", got(), want.phase, want.kind)
+	}
+	el := time.Duration(r.ElapsedMS * float64(time.Millisecond))
+	if el < want.min || el > want.bound+faultTolerance {
+		t.Errorf("elapsed %s, want %s..%s (bound %s + tolerance %s); %s", el.Round(time.Millisecond), want.min, want.bound+faultTolerance, want.bound, faultTolerance, got())
+	}
+	if len(r.Tries) != r.Attempts-1 {
+		t.Errorf("%d tries for %d attempts", len(r.Tries), r.Attempts)
+	}
+	t.Log(got())
+}
+
+// parallelRows runs each row as a subtest, faultRowsAtOnce at a time. The
+// rows spend their time waiting on timers, so they are run together
+// whatever -parallel says.
+func parallelRows(t *testing.T, names []string, row func(t *testing.T, i int)) {
+	sem := make(chan struct{}, faultRowsAtOnce)
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			t.Run(name, func(t *testing.T) { row(t, i) })
+		}()
+	}
+	wg.Wait()
+}
+
+// TestTargetFaults runs every target fault directly, through an HTTP proxy
+// and through SOCKS5, over http and https, and checks phase, kind, attempts
+// and time. After each row the same engine fetches slow pages through the
+// same route, and the target must see the full per-proxy (direct: per-host)
+// concurrency: no permit leaked.
+func TestTargetFaults(t *testing.T) {
+	env := startFaultEnv(t)
+	type row struct {
+		name, route, scheme string
+		fault               targetFault
+	}
+	var rows []row
+	var names []string
+	for _, f := range targetFaults(env) {
+		for _, route := range []string{"direct", "http", "socks5"} {
+			for _, scheme := range []string{"http", "https"} {
+				rows = append(rows, row{f.name + "/" + route + "/" + scheme, route, scheme, f})
+				names = append(names, rows[len(rows)-1].name)
+			}
+		}
+	}
+	parallelRows(t, names, func(t *testing.T, i int) {
+		rw := rows[i]
+		path := "/" + strings.NewReplacer(" ", "-", "/", "-", "(", "", ")", "").Replace(rw.name)
+		u := rw.fault.url(env, rw.scheme, path)
+		if u == "" {
+			t.Skipf("no %s over %s", rw.fault.name, rw.scheme)
+		}
+		if rw.fault.name == "connect hangs" && !env.f.BlackholeHangs {
+			t.Skip("connects to a full accept queue do not hang here")
+		}
+		cfg := faultConfig(env.roots)
+		switch rw.route {
+		case "direct":
+			cfg.HostConcurrency = faultProxyConcurrency
+		case "http":
+			cfg.Proxies = []proxies.Proxy{proxyOf(t, env.httpProxy.URL, nil)}
+		case "socks5":
+			if env.socksProxy == nil {
+				t.Skip("microsocks not installed")
+			}
+			cfg.Proxies = []proxies.Proxy{proxyOf(t, env.socksProxy.URL, nil)}
+		}
+		e, err := fetch.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, rep := runEngine(t, e, u)
+		checkRecord(t, recs[1], rw.fault.want(rw.route, rw.scheme))
+		if rep.Jobs != 1 {
+			t.Errorf("report counts %d jobs", rep.Jobs)
+		}
+		checkWhole(t, e, rw.route)
+	})
+}
+
+// checkWhole fetches slow pages from a fresh plain-http target through e
+// and checks that the target saw faultProxyConcurrency of them at once.
+func checkWhole(t *testing.T, e *fetch.Engine, route string) {
+	t.Helper()
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	var lines []string
+	for i := range 2 * faultProxyConcurrency {
+		lines = append(lines, fmt.Sprintf("%s/whole/%d?size=100&chunks=2&drip=40ms", tg.URL, i))
+	}
+	recs, _ := runEngine(t, e, lines...)
+	for line, r := range recs {
+		if !r.OK {
+			t.Errorf("after the fault, line %d via %s: %+v", line, route, r.Error)
+		}
+	}
+	if got := tg.MaxInFlight(); got != faultProxyConcurrency {
+		t.Errorf("after the fault, %s reached %d in flight, want %d: limits not whole", route, got, faultProxyConcurrency)
+	}
+}
+
+// TestProxyFaults runs every fault of a proxy with http and https targets.
+// Each engine allows one attempt at a time through its proxy, and runs the
+// fault again afterwards: a permit lost by the first run would leave the
+// second waiting in the queue until its deadline.
+func TestProxyFaults(t *testing.T) {
+	env := startFaultEnv(t)
+	type row struct {
+		name, scheme string
+		fault        proxyFault
+	}
+	var rows []row
+	var names []string
+	for _, f := range proxyFaults() {
+		for _, scheme := range []string{"http", "https"} {
+			rows = append(rows, row{f.name + "/" + scheme, scheme, f})
+			names = append(names, rows[len(rows)-1].name)
+		}
+	}
+	parallelRows(t, names, func(t *testing.T, i int) {
+		rw := rows[i]
+		pu, pool := rw.fault.proxy(t, env)
+		if pu == "" {
+			t.Skip("microsocks not installed")
+		}
+		cfg := faultConfig(env.roots)
+		if pool != nil {
+			cfg.RootCAs = pool
+		}
+		cfg.ProxyConcurrency = 1
+		cfg.Proxies = []proxies.Proxy{proxyOf(t, pu, nil)}
+		e, err := fetch.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := env.base(rw.scheme) + "/p?size=10"
+		want := rw.fault.want(rw.scheme)
+		recs, _ := runEngine(t, e, u)
+		checkRecord(t, recs[1], want)
+		recs, _ = runEngine(t, e, u)
+		t.Run("again", func(t *testing.T) { checkRecord(t, recs[1], want) })
+	})
+}
+
+// TestFaultMix runs 300 lines mixing every fault, invalid lines, blanks and
+// comments at -c 64, directly and through a mix of good and broken proxies,
+// and checks that every line taken gets exactly one record and that the
+// report's counts are the records' counts.
+func TestFaultMix(t *testing.T) {
+	env := startFaultEnv(t)
+	// 429 and 503 make the scheduler space out attempts to their host:
+	// they get a host of their own, so as not to slow the other lines.
+	pushy := startTarget(t, fetchtest.TargetOptions{})
+	faults := targetFaults(env)
+	type planned struct {
+		fault  string
+		phase  string // "": ok
+		kind   string
+		pushed bool // on the host that pushes back: may also end queued
+	}
+	const n = 300
+	var lines []string
+	plan := map[int]planned{}
+	for i := 0; len(lines) < n; i++ {
+		switch i % 25 {
+		case 5:
+			lines = append(lines, "")
+			continue
+		case 11:
+			lines = append(lines, "# comment "+fmt.Sprint(i))
+			continue
+		case 17:
+			lines = append(lines, fmt.Sprintf("ftp://127.0.0.1/%d", i))
+			plan[len(lines)] = planned{fault: "invalid", phase: "input", kind: "invalid"}
+			continue
+		}
+		f := faults[i%len(faults)]
+		scheme := []string{"http", "https"}[(i/len(faults))%2]
+		u := f.url(env, scheme, fmt.Sprintf("/mix/%d", i))
+		if u == "" {
+			scheme = "https"
+			u = f.url(env, scheme, fmt.Sprintf("/mix/%d", i))
+		}
+		if f.name == "connect hangs" && !env.f.BlackholeHangs {
+			continue
+		}
+		want := f.want("direct", scheme)
+		p := planned{fault: f.name + "/" + scheme}
+		if !want.ok {
+			p.phase, p.kind = want.phase, want.kind
+		}
+		if want.status == 429 || want.status == 503 || strings.Contains(f.name, "429") {
+			u = strings.Replace(u, env.base(scheme), pushy.URL, 1)
+			p.pushed = true
+		}
+		lines = append(lines, u)
+		plan[len(lines)] = p
+	}
+
+	check := func(t *testing.T, e *fetch.Engine, strict bool) {
+		start := time.Now()
+		recs, rep := runEngine(t, e, lines...)
+		t.Logf("%d lines, %d records in %s", len(lines), len(recs), time.Since(start).Round(time.Millisecond))
+		if len(recs) != len(plan) {
+			t.Errorf("%d records, want %d (one per line taken)", len(recs), len(plan))
+		}
+		ok, failed := 0, 0
+		byKind, byPhase := map[string]int{}, map[string]int{}
+		for line, r := range recs {
+			p, taken := plan[line]
+			if !taken {
+				t.Errorf("record for line %d, which is blank or a comment", line)
+				continue
+			}
+			if r.OK {
+				ok++
+			} else {
+				failed++
+				if r.Error == nil {
+					t.Errorf("line %d: failed without an error", line)
+					continue
+				}
+				byKind[r.Error.Kind]++
+				byPhase[r.Error.Phase]++
+			}
+			if !strict {
+				continue
+			}
+			gotPhase, gotKind := "", ""
+			if r.Error != nil {
+				gotPhase, gotKind = r.Error.Phase, r.Error.Kind
+			}
+			queued := gotPhase == "queue" && gotKind == "deadline"
+			if (gotPhase != p.phase || gotKind != p.kind) && !(p.pushed && queued) {
+				t.Errorf("line %d (%s): %s/%s, want %s/%s", line, p.fault, gotPhase, gotKind, p.phase, p.kind)
+			}
+		}
+		if rep.Jobs != len(recs) || rep.OK != ok || rep.Failed != failed {
+			t.Errorf("report jobs=%d ok=%d failed=%d; records %d, ok %d, failed %d", rep.Jobs, rep.OK, rep.Failed, len(recs), ok, failed)
+		}
+		if !maps.Equal(rep.ByKind, byKind) {
+			t.Errorf("report by_kind %v; records %v", rep.ByKind, byKind)
+		}
+		if !maps.Equal(rep.ByPhase, byPhase) {
+			t.Errorf("report by_phase %v; records %v", rep.ByPhase, byPhase)
+		}
+		if st := e.Stats(); st.InFlight != 0 || st.Done != int64(len(recs)) {
+			t.Errorf("engine stats after the run: %+v", st)
+		}
+	}
+
+	t.Run("direct", func(t *testing.T) {
+		cfg := faultConfig(env.roots)
+		cfg.Concurrency = 64
+		e, err := fetch.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, e, true)
+	})
+	t.Run("proxies", func(t *testing.T) {
+		cfg := faultConfig(env.roots)
+		cfg.Concurrency = 64
+		cfg.ProxyConcurrency = 16
+		good := []string{env.httpProxy.URL}
+		if env.socksProxy != nil {
+			good = append(good, env.socksProxy.URL)
+		}
+		auth := startProxy(t, "http", fetchtest.ProxyOptions{User: "alice", Password: "right-pw"})
+		bad := []string{"http://" + env.f.Refused, "http://" + env.f.Silent, "http://" + env.f.Proxy403,
+			"http://" + env.f.ProxyClose, strings.Replace(auth.URL, "://", "://alice:wrong-pw@", 1)}
+		for _, u := range append(good, bad...) {
+			cfg.Proxies = append(cfg.Proxies, proxyOf(t, u, nil))
+		}
+		e, err := fetch.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, e, false)
+	})
+}
