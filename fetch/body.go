@@ -27,9 +27,9 @@ func (e *Engine) readBody(j *job, resp *http.Response, body io.Reader) (int64, s
 	if e.cfg.SaveDir != "" {
 		f, err := os.CreateTemp(e.cfg.SaveDir, ".part-*")
 		if err != nil {
-			return 0, "", fmt.Errorf("saving body: %w", err)
+			return 0, "", &saveError{err}
 		}
-		tmp, dst = f, f
+		tmp, dst = f, saveWriter{f}
 		defer func() {
 			if tmp != nil {
 				tmp.Close()
@@ -43,7 +43,7 @@ func (e *Engine) readBody(j *job, resp *http.Response, body io.Reader) (int64, s
 	if limit > 0 {
 		src = io.LimitReader(body, limit+1)
 	}
-	n, err := io.CopyBuffer(struct{ io.Writer }{dst}, src, *bp)
+	n, err := io.CopyBuffer(struct{ io.Writer }{dst}, src, *bp) // struct: no ReadFrom shortcut past the limit
 	if err != nil {
 		return n, "", err
 	}
@@ -55,13 +55,32 @@ func (e *Engine) readBody(j *job, resp *http.Response, body io.Reader) (int64, s
 	}
 	name := filepath.Join(e.cfg.SaveDir, saveName(j))
 	if err := tmp.Close(); err != nil {
-		return n, "", fmt.Errorf("saving body: %w", err)
+		return n, "", &saveError{err}
 	}
 	if err := os.Rename(tmp.Name(), name); err != nil {
-		return n, "", fmt.Errorf("saving body: %w", err)
+		return n, "", &saveError{err}
 	}
 	tmp = nil
 	return n, name, nil
+}
+
+// saveError is a failure to write a body to --save-dir: a local problem
+// (directory gone, disk full) that another attempt would not mend.
+type saveError struct{ err error }
+
+func (e *saveError) Error() string { return "saving body: " + e.err.Error() }
+func (e *saveError) Unwrap() error { return e.err }
+
+// saveWriter marks write errors as saveErrors, so they are not taken for
+// the network's.
+type saveWriter struct{ f *os.File }
+
+func (w saveWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	if err != nil {
+		err = &saveError{err}
+	}
+	return n, err
 }
 
 // saveName is the file name for a URL's body: its host and path made safe

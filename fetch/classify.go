@@ -41,7 +41,10 @@ func classify(err error, phase string, attemptCtx, jobCtx context.Context) strin
 		rhe  tls.RecordHeaderError
 		ae   tls.AlertError
 	)
+	var se *saveError
 	switch {
+	case errors.As(err, &se):
+		return KindOther
 	case errors.Is(err, errTooLarge):
 		return KindTooLarge
 	case errors.As(err, &re):

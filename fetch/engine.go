@@ -278,13 +278,14 @@ type result struct {
 	err        *Error
 	retryAfter time.Duration // from a Retry-After header, or 0
 	hasRetryAf bool
+	final      bool // a failure another attempt would not mend
 }
 
 // retryWait decides whether the URL gets another attempt after res and how
 // long to wait first. A wait that does not fit in what is left of the
 // deadline means no retry: the URL fails now with this attempt's error.
 func (e *Engine) retryWait(ctx context.Context, n int, res result) (time.Duration, bool) {
-	if res.ok || res.err == nil || n > e.cfg.Retries || !retryable(res.err.Kind) || ctx.Err() != nil {
+	if res.ok || res.err == nil || res.final || n > e.cfg.Retries || !retryable(res.err.Kind) || ctx.Err() != nil {
 		return 0, false
 	}
 	wait := fullJitter(e.cfg.RetryBackoff, n)
@@ -409,6 +410,8 @@ func (e *Engine) attempt(jobCtx context.Context, j *job, avoid []int, coll *coll
 	if err != nil {
 		phase := tr.current()
 		res.err = &Error{Phase: phase, Kind: classify(err, phase, attemptCtx, jobCtx), Message: e.message(err, attemptCtx, jobCtx)}
+		var se *saveError
+		res.final = errors.As(err, &se)
 		return res
 	}
 	res.ok, res.file = true, file

@@ -3,6 +3,7 @@ package fetch_test
 import (
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -119,7 +120,6 @@ func TestSaveDirFailures(t *testing.T) {
 		}
 	}
 	cfg := fetch.DefaultConfig()
-	cfg.Retries = 0
 
 	t.Run("missing", func(t *testing.T) {
 		cfg := cfg
@@ -136,20 +136,31 @@ func TestSaveDirFailures(t *testing.T) {
 		recs, _ := run(t, cfg, lines(3, "?size=10")...)
 		check(t, recs, 3, cfg.SaveDir)
 	})
-	t.Run("read-only", func(t *testing.T) {
+	t.Run("read-only or full", func(t *testing.T) {
 		cfg := cfg
 		cfg.SaveDir = t.TempDir()
-		if err := os.Chmod(cfg.SaveDir, 0o555); err != nil {
-			t.Fatal(err)
+		query := "?size=10"
+		if os.Geteuid() == 0 {
+			// Root writes through file modes: fill a disk instead, a
+			// 64 KiB tmpfs, with 100 KiB bodies.
+			if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", cfg.SaveDir).CombinedOutput(); err != nil {
+				t.Fatalf("mount a small tmpfs to fill: %v: %s", err, out)
+			}
+			t.Cleanup(func() { exec.Command("umount", cfg.SaveDir).Run() })
+			query = "?size=102400"
+		} else {
+			if err := os.Chmod(cfg.SaveDir, 0o555); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Chmod(cfg.SaveDir, 0o755) })
 		}
-		t.Cleanup(func() { os.Chmod(cfg.SaveDir, 0o755) })
-		if f, err := os.CreateTemp(cfg.SaveDir, "probe"); err == nil {
-			f.Close()
-			os.Remove(f.Name())
-			t.Skip("a read-only directory is writable here (running as root)")
-		}
-		recs, _ := run(t, cfg, lines(3, "?size=10")...)
+		recs, _ := run(t, cfg, lines(3, query)...)
 		check(t, recs, 3, cfg.SaveDir)
+		for line, r := range recs {
+			if r.Attempts != 1 {
+				t.Errorf("line %d: %d attempts; a local write failure is not retried", line, r.Attempts)
+			}
+		}
 	})
 	t.Run("removed mid-run", func(t *testing.T) {
 		cfg := cfg
