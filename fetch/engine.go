@@ -133,10 +133,14 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 	e.coll.Store(coll)
 	defer e.coll.Store(nil)
 
-	// Work in flight outlives ctx by the grace period.
+	// admit ends on an interrupt (or a failed write): no line is taken and
+	// no attempt starts after it. work ends the grace period later: the
+	// attempts already under way may finish until then.
+	admit, stopAdmit := context.WithCancel(ctx)
+	defer stopAdmit()
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	stopGrace := context.AfterFunc(ctx, func() {
+	stopGrace := context.AfterFunc(admit, func() {
 		t := time.NewTimer(e.cfg.Grace)
 		defer t.Stop()
 		select {
@@ -148,68 +152,86 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 	})
 	defer stopGrace()
 
+	// The reader is not waited for once admitting has stopped: a read from
+	// a pipe or a terminal may block for ever, and is left behind.
 	jobs := make(chan *job)
-	records := make(chan *Record, e.cfg.Concurrency)
-	var readErr, writeErr error
-	var readAll bool // every input was read to its end
-	var wg sync.WaitGroup
-	wg.Add(1)
+	readDone := make(chan error, 1)
 	go func() {
-		defer wg.Done()
 		defer close(jobs)
-		err := readInputs(ctx, inputs, e.cfg.Done, jobs)
-		switch {
-		case err == nil:
-			readAll = true
-		case !errors.Is(err, context.Canceled):
-			readErr = err
-		}
-		if d, ok := e.sched.(interface{ Drain() }); ok {
+		err := readInputs(admit, inputs, e.cfg.Done, jobs)
+		if d, ok := e.sched.(interface{ Drain() }); ok && err == nil {
 			d.Drain() // every line is taken: the scheduler may plan the tail
 		}
+		readDone <- err
 	}()
+
+	records := make(chan *Record, e.cfg.Concurrency)
 	var workers sync.WaitGroup
 	for range e.cfg.Concurrency {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			for j := range jobs {
+			for admit.Err() == nil {
+				var j *job
+				var ok bool
+				select {
+				case j, ok = <-jobs:
+				case <-admit.Done():
+				}
+				if !ok {
+					return
+				}
 				e.inFlight.Add(1)
-				rec := e.runJob(work, j, coll)
+				rec := e.runJob(work, admit, j, coll)
 				e.inFlight.Add(-1)
 				records <- rec
 			}
 		}()
 	}
+	var writeErr error
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
 		flusher, _ := w.(interface{ Flush() error })
 		for rec := range records {
-			coll.record(rec)
-			if writeErr == nil {
-				writeErr = w.Write(rec)
+			if writeErr != nil {
+				continue // nowhere to write: drop what is still coming in
 			}
+			coll.record(rec)
 			if rec.OK {
 				e.ok.Add(1)
 			} else {
 				e.failed.Add(1)
 			}
 			e.done.Add(1)
+			writeErr = w.Write(rec)
 			if flusher != nil && len(records) == 0 && writeErr == nil {
 				writeErr = flusher.Flush()
+			}
+			if writeErr != nil {
+				stopAdmit() // records can no longer be kept: stop fetching
+				cancelWork()
 			}
 		}
 	}()
 	workers.Wait()
 	close(records)
 	<-writerDone
-	wg.Wait()
 	cancelWork() // ends the grace timer
 	for _, r := range e.routes {
 		r.tr.CloseIdleConnections()
 	}
 
+	var readErr error
+	readAll := false
+	select {
+	case readErr = <-readDone:
+		readAll = readErr == nil
+		if errors.Is(readErr, context.Canceled) {
+			readErr = nil
+		}
+	default: // still blocked in a read
+	}
 	// Interrupted means something was left: unread input or a cancelled
 	// record. A signal that lands while the last records are flushed
 	// changes nothing.
@@ -228,8 +250,9 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 }
 
 // runJob fetches one URL line within its total deadline and returns its
-// record.
-func (e *Engine) runJob(ctx context.Context, j *job, coll *collector) *Record {
+// record. Attempts run under ctx (which outlives an interrupt by the grace
+// period); waits for a permit or a retry end when admit does.
+func (e *Engine) runJob(ctx, admit context.Context, j *job, coll *collector) *Record {
 	start := time.Now()
 	rec := &Record{URL: j.shown, Input: j.input, Line: j.line, Phases: map[string]float64{}, Tries: []Try{}}
 	defer func() { rec.ElapsedMS = millis(time.Since(start)) }()
@@ -239,30 +262,31 @@ func (e *Engine) runJob(ctx context.Context, j *job, coll *collector) *Record {
 	}
 	jobCtx, cancel := context.WithTimeoutCause(ctx, e.cfg.Timeout, context.DeadlineExceeded)
 	defer cancel()
+	// waitCtx is jobCtx that also ends when admitting stops.
+	waitCtx, cancelWait := context.WithCancel(jobCtx)
+	defer cancelWait()
+	defer context.AfterFunc(admit, cancelWait)()
 
 	var avoid []int
-	for n := 1; ; n++ {
-		res := e.attempt(jobCtx, j, avoid, coll)
-		rec.Attempts = n
+	for {
+		res := e.attempt(jobCtx, waitCtx, j, avoid, coll)
 		if res.proxy >= 0 {
+			rec.Attempts++
 			avoid = append(avoid, res.proxy)
 		}
-		wait, again := e.retryWait(jobCtx, n, res)
-		if !again {
-			e.fill(rec, res)
-			return rec
+		wait, again := e.retryWait(jobCtx, rec.Attempts, res)
+		if again && admit.Err() == nil && sleep(waitCtx, wait) {
+			rec.Tries = append(rec.Tries, e.try(res))
+			continue
 		}
-		if !sleep(jobCtx, wait) {
-			// Only an interrupt cuts the wait short: the wait fitted in the
-			// deadline. The last attempt stays the final one.
-			e.fill(rec, res)
-			rec.Error = &Error{Phase: PhaseQueue, Kind: KindCancelled, Message: "interrupted while waiting to retry after: " + res.err.Message}
-			if errors.Is(context.Cause(jobCtx), context.DeadlineExceeded) {
-				rec.Error.Kind = KindDeadline
-			}
-			return rec
+		e.fill(rec, res)
+		if again {
+			// An interrupt came before the retry could start: the URL is
+			// not finished, and a resumed run takes it again.
+			rec.OK = false
+			rec.Error = &Error{Phase: PhaseQueue, Kind: KindCancelled, Message: "interrupted before retrying after: " + res.err.Message}
 		}
-		rec.Tries = append(rec.Tries, e.try(res))
+		return rec
 	}
 }
 
@@ -285,7 +309,7 @@ type result struct {
 // long to wait first. A wait that does not fit in what is left of the
 // deadline means no retry: the URL fails now with this attempt's error.
 func (e *Engine) retryWait(ctx context.Context, n int, res result) (time.Duration, bool) {
-	if res.ok || res.err == nil || res.final || n > e.cfg.Retries || !retryable(res.err.Kind) || ctx.Err() != nil {
+	if res.ok || res.err == nil || res.final || res.proxy < 0 || n > e.cfg.Retries || !retryable(res.err.Kind) || ctx.Err() != nil {
 		return 0, false
 	}
 	wait := fullJitter(e.cfg.RetryBackoff, n)
@@ -343,15 +367,18 @@ func (e *Engine) try(res result) Try {
 
 // attempt makes one attempt: it waits for a lease, sends the request through
 // the leased route, reads the body, and gives the lease back only then.
-func (e *Engine) attempt(jobCtx context.Context, j *job, avoid []int, coll *collector) (res result) {
+func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, coll *collector) (res result) {
 	start := time.Now()
 	res.proxy = -1
-	lease, err := e.sched.Acquire(jobCtx, limits.Request{Host: j.host, Avoid: avoid})
+	lease, err := e.sched.Acquire(waitCtx, limits.Request{Host: j.host, Avoid: avoid})
 	if err != nil {
 		res.elapsed = time.Since(start)
 		res.phases = map[string]float64{PhaseQueue: millis(res.elapsed)}
-		kind := classify(err, PhaseQueue, jobCtx, jobCtx)
-		res.err = &Error{Phase: PhaseQueue, Kind: kind, Message: e.message(err, jobCtx, jobCtx)}
+		kind, msg := KindCancelled, "interrupted while waiting for a permit"
+		if jobCtx.Err() != nil || !errors.Is(err, context.Canceled) {
+			kind, msg = classify(err, PhaseQueue, jobCtx, jobCtx), e.message(err, jobCtx, jobCtx)
+		}
+		res.err = &Error{Phase: PhaseQueue, Kind: kind, Message: msg}
 		return res
 	}
 	res.proxy = lease.Proxy
