@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"unicode"
 
 	"github.com/fetch-dev/fetch/proxies"
 )
@@ -44,17 +45,18 @@ func readInputs(ctx context.Context, inputs []Input, done *DoneSet, jobs chan<- 
 func readInput(ctx context.Context, in Input, done *DoneSet, jobs chan<- *job) error {
 	br := bufio.NewReaderSize(in.R, 16<<10)
 	for n := 1; ; n++ {
-		raw, long, err := readLine(br)
+		raw, long, first, err := readLine(br)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("fetch: reading %s line %d: %w", in.Name, n, err)
 		}
-		if n == 1 {
-			raw = bytes.TrimPrefix(raw, bom)
+		if n == 1 && bytes.HasPrefix(raw, bom) {
+			raw = raw[len(bom):]
+			first = firstNonSpace(raw)
 		}
 		if err != nil && len(raw) == 0 && !long {
 			return nil // end of input
 		}
-		if j := parseLine(in.Name, n, raw, long); j != nil && !done.Has(j.input, j.line, j.shown) {
+		if j := parseLine(in.Name, n, raw, long, first); j != nil && !done.Has(j.input, j.line, j.shown) {
 			if err := ctx.Err(); err != nil {
 				return err // select below would pick at random when a worker is also free
 			}
@@ -71,12 +73,17 @@ func readInput(ctx context.Context, in Input, done *DoneSet, jobs chan<- *job) e
 }
 
 // readLine reads one physical line without its line end. A line longer
-// than MaxLineBytes is read to its end but only its start is returned, with
-// long set.
-func readLine(br *bufio.Reader) (line []byte, long bool, err error) {
+// than MaxLineBytes is read to its end but only its start is kept, with long
+// set; first is its first byte that is not white space (-1 for none), so
+// that a long comment or blank line is still known as one.
+func readLine(br *bufio.Reader) (line []byte, long bool, first int, err error) {
 	var buf []byte
+	first = -1
 	for {
 		chunk, err := br.ReadSlice('\n')
+		if first < 0 {
+			first = firstNonSpace(chunk)
+		}
 		if len(buf)+len(chunk) <= MaxLineBytes+2 { // room for CRLF
 			buf = append(buf, chunk...)
 		} else {
@@ -92,20 +99,31 @@ func readLine(br *bufio.Reader) (line []byte, long bool, err error) {
 		buf = bytes.TrimSuffix(buf, []byte("\r"))
 		if len(buf) > MaxLineBytes {
 			long = true
+			buf = buf[:256]
 		}
-		return buf, long, err
+		return buf, long, first, err
 	}
 }
 
+// firstNonSpace returns the first byte of b that is not white space (as
+// strings.TrimSpace sees it), or -1.
+func firstNonSpace(b []byte) int {
+	if t := bytes.TrimLeftFunc(b, unicode.IsSpace); len(t) > 0 {
+		return int(t[0])
+	}
+	return -1
+}
+
 // parseLine turns one line into a job, or nil for a blank or comment line.
-func parseLine(input string, n int, raw []byte, long bool) *job {
-	s := strings.TrimSpace(string(raw))
-	if !long && (s == "" || strings.HasPrefix(s, "#")) {
+// first is the line's first byte that is not white space, -1 for none.
+func parseLine(input string, n int, raw []byte, long bool, first int) *job {
+	if first < 0 || first == '#' {
 		return nil
 	}
+	s := strings.TrimSpace(string(raw))
 	j := &job{input: input, line: n}
 	if long {
-		j.shown = redactLine(s) + "..."
+		j.shown = longShown(s)
 		j.invalid = fmt.Sprintf("line longer than %d bytes", MaxLineBytes)
 		return j
 	}
@@ -120,6 +138,23 @@ func parseLine(input string, n int, raw []byte, long bool) *job {
 	shown.User = nil
 	j.shown = shown.String()
 	return j
+}
+
+// longShown is what a record shows of the kept start of a long line: the
+// start with credentials removed when its authority ends inside it, and
+// only the scheme when it does not, since user information cut short cannot
+// be told from a host.
+func longShown(s string) string {
+	start := -1 // where the authority begins
+	if i := strings.Index(s, "://"); i >= 0 {
+		start = i + 3
+	} else if strings.HasPrefix(s, "//") {
+		start = 2
+	}
+	if start < 0 || strings.ContainsAny(s[start:], "/?#") {
+		return redactLine(s) + "..."
+	}
+	return s[:start] + "..."
 }
 
 // redactLine is s, a line that is not fetched, with the user information

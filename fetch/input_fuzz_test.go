@@ -67,7 +67,8 @@ func takenLines(data []byte) []int {
 			l = bytes.TrimPrefix(l, bom)
 		}
 		s := strings.TrimSpace(string(l))
-		if long || s != "" && !strings.HasPrefix(s, "#") {
+		_ = long // a long comment or blank line is still skipped
+		if s != "" && !strings.HasPrefix(s, "#") {
 			taken = append(taken, i+1)
 		}
 	}
@@ -276,6 +277,7 @@ func TestBadInput(t *testing.T) {
 			[]want{{1, true}, {2, true}, {3, true}, {4, false}, {5, true}}},
 		{"control characters in a URL", strings.NewReader(ok + "\x00x\n" + tg.URL + "/a\x7fb\n"), []want{{1, true}, {2, true}}},
 		{"line over 8 KiB", strings.NewReader(tg.URL + "/" + strings.Repeat("x", MaxLineBytes) + "\n" + ok + "\n"), []want{{1, true}, {2, false}}},
+		{"comment and blank lines over 8 KiB", strings.NewReader("# " + strings.Repeat("c", MaxLineBytes) + "\n" + strings.Repeat(" ", MaxLineBytes+5) + "\n" + ok + "\n"), []want{{3, false}}},
 		{"line of exactly 8 KiB", strings.NewReader(tg.URL + "/" + strings.Repeat("x", MaxLineBytes-len(tg.URL)-1) + "\r\n"), []want{{1, false}}},
 		{"10 MiB line without a line end", &endless{prefix: ok, n: 10 << 20}, []want{{1, true}}},
 		{"not absolute", strings.NewReader("//example.com/x\n/x\nexample.com\nhttp:/x\nhttp:x\n"),
@@ -324,5 +326,23 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("target got %d requests, want %d: invalid lines must send none", got, valid)
 			}
 		})
+	}
+}
+
+// TestLongLineCredentials: a line over 8 KiB whose user information runs
+// past the part a record keeps never shows any of it.
+func TestLongLineCredentials(t *testing.T) {
+	for _, line := range []string{
+		"https://user:" + strings.Repeat("S", 400) + "@example.com/p?q=" + strings.Repeat("a", MaxLineBytes),
+		"https://user:pw@example.com/p?q=" + strings.Repeat("a", MaxLineBytes),
+		"//user:" + strings.Repeat("S", 300) + "@example.com/" + strings.Repeat("a", MaxLineBytes),
+	} {
+		jobs := jobsOf(t, []byte(line+"\n"))
+		if len(jobs) != 1 || jobs[0].invalid == "" {
+			t.Fatalf("jobs %+v", jobs)
+		}
+		if s := jobs[0].shown; strings.Contains(s, "user") || strings.Contains(s, "SSS") || strings.Contains(s, "pw") {
+			t.Errorf("record shows %q", s)
+		}
 	}
 }
