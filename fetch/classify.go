@@ -52,6 +52,9 @@ func classify(err error, phase string, attemptCtx, jobCtx context.Context) strin
 	case errors.As(err, &pse):
 		return KindProxy
 	case errors.As(err, &ptls):
+		if errors.Is(err, os.ErrDeadlineExceeded) || isTimeout(err) {
+			return KindTimeout // the handshake's deadline, not a TLS failure
+		}
 		return KindTLS
 	case errors.As(err, &dnse):
 		return KindDNS

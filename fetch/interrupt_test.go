@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
 	"github.com/fetch-dev/fetch/limits"
+	"github.com/fetch-dev/fetch/proxies"
+	"go.uber.org/goleak"
 )
 
 // TestInterruptWithBlockedInput: an input that blocks in Read (a pipe or a
@@ -146,4 +149,64 @@ func TestQueueFailureIsNoAttempt(t *testing.T) {
 	if a := rep.Proxies["direct"].Attempts; a != 1 {
 		t.Errorf("report counts %d attempts, want 1", a)
 	}
+}
+
+// TestSilentHTTPSProxyLeaksNothing: a TLS handshake with an https proxy
+// that never answers ends at --connect-timeout even though net/http goes on
+// dialling in the background after the attempt gave up.
+func TestSilentHTTPSProxyLeaksNothing(t *testing.T) {
+	f, err := fetchtest.StartFaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	cfg := fetch.DefaultConfig()
+	cfg.ConnectTimeout = 200 * time.Millisecond
+	cfg.Retries = 0
+	cfg.ProxyMaxFailures = 0
+	cfg.Concurrency = 4
+	cfg.Proxies = []proxies.Proxy{proxyOf(t, "https://"+f.Silent, nil)}
+	var lines []string
+	for i := range 8 {
+		lines = append(lines, fmt.Sprintf("https://127.0.0.1:1/%d", i))
+	}
+	e, err := fetch.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// When the last record arrives, and again past another connect
+	// timeout, no TLS handshake may still be waiting on the proxy: Run's
+	// own clean-up at its end must not be what ends them.
+	w := &stackCheckWriter{t: t, after: len(lines), wait: 3 * cfg.ConnectTimeout}
+	if _, err := e.Run(context.Background(), []fetch.Input{{Name: "u", R: strings.NewReader(strings.Join(lines, "\n"))}}, w); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range w.recs {
+		if r.Error == nil || r.Error.Phase != fetch.PhaseProxy || r.Error.Kind != fetch.KindTimeout {
+			t.Errorf("record error %+v, want proxy/timeout", r.Error)
+		}
+	}
+}
+
+// stackCheckWriter, at its after-th record, waits and then fails the test
+// if any goroutine is still in a TLS handshake.
+type stackCheckWriter struct {
+	memWriter
+	t     *testing.T
+	after int
+	wait  time.Duration
+}
+
+func (w *stackCheckWriter) Write(r *fetch.Record) error {
+	w.memWriter.Write(r)
+	if len(w.recs) == w.after {
+		time.Sleep(w.wait)
+		buf := make([]byte, 4<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		if n := strings.Count(stacks, "crypto/tls.(*Conn).HandshakeContext"); n > 0 {
+			w.t.Errorf("%d TLS handshakes with the silent proxy still open after the attempts ended", n)
+		}
+	}
+	return nil
 }

@@ -63,7 +63,7 @@ func newRoute(cfg *Config, p *proxies.Proxy) *route {
 			// HTTP proxy over it.
 			u.Scheme = "http"
 			proxyTLS := &tls.Config{RootCAs: cfg.RootCAs, ServerName: p.URL.Hostname()}
-			tr.DialContext = handshakeDeadline(tlsDial(dialer, proxyTLS), cfg.ConnectTimeout)
+			tr.DialContext = handshakeDeadline(tlsDial(dialer, proxyTLS, cfg.ConnectTimeout), cfg.ConnectTimeout)
 		}
 		tr.Proxy = http.ProxyURL(&u)
 	}
@@ -89,11 +89,19 @@ func handshakeDeadline(dial dialFunc, limit time.Duration) dialFunc {
 	}
 }
 
-func tlsDial(d *net.Dialer, cfg *tls.Config) dialFunc {
+// tlsDial dials an https proxy and does the TLS handshake with it, within
+// limit from the start of the dial: net/http finishes dials in the
+// background with a context that may never end, so the connection's own
+// deadline is what bounds a proxy that never answers.
+func tlsDial(d *net.Dialer, cfg *tls.Config, limit time.Duration) dialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		start := time.Now()
 		c, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
+		}
+		if limit > 0 {
+			c.SetDeadline(start.Add(limit))
 		}
 		tc := tls.Client(c, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
