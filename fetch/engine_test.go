@@ -329,3 +329,25 @@ func TestRetryGoesToAnotherProxy(t *testing.T) {
 
 var _ = bytes.NewReader
 var _ = limits.Rate{}
+
+// TestReusedConnectionHasNoSetupPhases: a request on a kept-alive
+// connection records no dns, connect or tls phase.
+func TestReusedConnectionHasNoSetupPhases(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{TLS: true})
+	cfg := fetch.DefaultConfig()
+	cfg.Concurrency = 1
+	cfg.RootCAs = tg.CertPool
+	recs, _ := run(t, cfg, tg.URL+"/1", tg.URL+"/2", tg.URL+"/3")
+	for _, p := range []string{"connect", "tls"} {
+		if _, ok := recs[1].Phases[p]; !ok {
+			t.Errorf("first request: no %s phase in %v", p, recs[1].Phases)
+		}
+	}
+	for line := 2; line <= 3; line++ {
+		for _, p := range []string{"dns", "connect", "tls", "proxy"} {
+			if v, ok := recs[line].Phases[p]; ok {
+				t.Errorf("line %d on a reused connection has %s=%v: %v", line, p, v, recs[line].Phases)
+			}
+		}
+	}
+}

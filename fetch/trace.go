@@ -237,6 +237,11 @@ func (t *tracker) clientTrace() *httptrace.ClientTrace {
 			with(func() {
 				t.connected = true
 				stop(t.connectTimer)
+				if info.Reused && t.phase == pConnect && !t.done {
+					// A kept-alive connection: no connect happened, and
+					// none is recorded (the contract omits it).
+					t.phase, t.since = pRequest, time.Now()
+				}
 				t.enter(pRequest)
 				t.arm(&t.idleTimer, t.idleLimit, "--idle-timeout")
 			})
