@@ -2,6 +2,7 @@ package limits_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -214,5 +215,91 @@ func TestPushbackSpacesThePair(t *testing.T) {
 	acquire(t, s, "slow:1", time.Second).Release()
 	if el := time.Since(start); el > base/2 {
 		t.Errorf("after recovery still waited %s", el)
+	}
+}
+
+// TestStaleOutcomesAreOldNews: attempts in flight when a proxy is benched
+// or a pair pushed back do not, finishing later, bench it again, double the
+// pushback or undo it.
+func TestStaleOutcomesAreOldNews(t *testing.T) {
+	ev := &events{}
+	const base = 200 * time.Millisecond
+	s := limits.NewLocal(limits.Config{
+		Budgets:  []limits.Spec{{Concurrency: 8}},
+		BudgetOf: []int{0},
+		Health:   limits.Health{MaxFailures: 1, Cooldown: time.Minute, MaxCooldown: time.Hour},
+		Throttle: limits.Throttle{Base: base, Max: time.Minute},
+		OnHealth: ev.add,
+	})
+	defer s.Close()
+	var ls []*limits.Lease
+	for range 8 {
+		ls = append(ls, acquire(t, s, "h:1", time.Second))
+	}
+	for _, l := range ls {
+		l.Finish(limits.ProxyFault)
+	}
+	if got := ev.states(); len(got) != 1 {
+		t.Fatalf("8 attempts failing together gave events %v, want one bench", got)
+	}
+	if d := ev.evs[0].Cooldown; d != time.Minute {
+		t.Errorf("cooldown %s, want the first %s", d, time.Minute)
+	}
+
+	s2 := limits.NewLocal(limits.Config{
+		Budgets:  []limits.Spec{{Concurrency: 8}},
+		BudgetOf: []int{0},
+		Throttle: limits.Throttle{Base: base, Max: time.Minute},
+	})
+	defer s2.Close()
+	ls = ls[:0]
+	for range 6 {
+		ls = append(ls, acquire(t, s2, "h:1", time.Second))
+	}
+	// Three 503s from attempts that were all in flight together: one pushback.
+	for _, l := range ls[:3] {
+		l.Finish(limits.Pushback)
+	}
+	// Three successes of attempts started before it: they do not undo it.
+	for _, l := range ls[3:] {
+		l.Finish(limits.Success)
+	}
+	start := time.Now()
+	l := acquire(t, s2, "h:1", time.Second)
+	el := time.Since(start)
+	if el < base-50*time.Millisecond {
+		t.Errorf("next start after %s: the pushback was undone by stale successes", el)
+	}
+	if el > 2*base {
+		t.Errorf("next start after %s: stale pushbacks doubled the spacing of %s", el, base)
+	}
+	l.Release()
+}
+
+// TestStateDoesNotGrowWithHosts: host and pair state for hosts seen once is
+// forgotten once it says nothing any more.
+func TestStateDoesNotGrowWithHosts(t *testing.T) {
+	s := limits.NewLocal(limits.Config{
+		Budgets:  []limits.Spec{{}},
+		BudgetOf: []int{0},
+		Host:     limits.Spec{Rate: limits.Rate{N: 1000, Per: time.Second}, Burst: 1},
+		Throttle: limits.Throttle{Base: time.Millisecond, Max: 5 * time.Millisecond},
+	})
+	defer s.Close()
+	for i := range 10000 {
+		l := acquire(t, s, fmt.Sprintf("h%d:80", i), time.Second)
+		if i%2 == 0 {
+			l.Finish(limits.Pushback)
+		} else {
+			l.Release()
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // buckets refill, pushbacks age
+	for i := range 5000 {
+		acquire(t, s, fmt.Sprintf("again%d:80", i%50), time.Second).Release()
+	}
+	hosts, pairs := s.Tracked()
+	if hosts > 100 || pairs > 100 {
+		t.Errorf("after 10000 one-off hosts the scheduler keeps %d hosts and %d pairs", hosts, pairs)
 	}
 }

@@ -127,8 +127,9 @@ type pairKey struct {
 }
 
 type pairState struct {
-	spacing time.Duration // between attempt starts
-	next    time.Time     // earliest next start
+	spacing  time.Duration // between attempt starts
+	next     time.Time     // earliest next start
+	pushedAt time.Time     // the last pushback that counted
 }
 
 var _ Scheduler = (*Local)(nil)
@@ -400,19 +401,23 @@ func (s *Local) tryGrant(req Request, now time.Time, ahead int) (*Lease, time.Du
 	ps.used++
 	h.inFlight++
 	s.attempts++
-	if ps.probing && !ps.probeOut {
+	probe := ps.probing && !ps.probeOut
+	if probe {
 		ps.probeOut = true
 		if !ps.benchedUntil.IsZero() {
 			ps.benchedUntil = time.Time{}
 			s.event(p, now, "probing", 0)
 		}
 	}
+	if s.attempts%sweepEvery == 0 {
+		s.sweep(now)
+	}
 	if pr := s.pairs[pairKey{p, req.Host}]; pr != nil {
 		pr.next = now.Add(pr.spacing)
 	}
 	l := &Lease{Proxy: p, Budget: ps.budget, ProxyInFlight: ps.inFlight, HostInFlight: h.inFlight}
 	host := req.Host
-	l.release = func(o Outcome) { s.release(p, host, o, now) }
+	l.release = func(o Outcome) { s.release(p, host, o, now, probe) }
 	switch s.policy {
 	case RoundRobin:
 		s.rr = p + 1
@@ -420,12 +425,12 @@ func (s *Local) tryGrant(req Request, now time.Time, ahead int) (*Lease, time.Du
 	return l, 0
 }
 
-func (s *Local) release(p int, host string, o Outcome, granted time.Time) {
+func (s *Local) release(p int, host string, o Outcome, granted time.Time, probe bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ps := &s.proxies[p]
 	now := s.now()
-	s.learn(p, host, o, now)
+	s.learn(p, host, o, now, granted, probe)
 	if o == Success {
 		if d := now.Sub(granted); ps.est == 0 {
 			ps.est = d
@@ -556,21 +561,25 @@ func takeToken(lim *rate.Limiter, now time.Time) {
 	}
 }
 
-// learn updates proxy health and pair pushback from an outcome. Call with
-// s.mu held.
-func (s *Local) learn(p int, host string, o Outcome, now time.Time) {
+// learn updates proxy health and pair pushback from the outcome of an
+// attempt granted at granted; probe says whether it was the one attempt a
+// probing proxy was allowed. Outcomes of attempts that began before the last
+// change of state (a bench, a pushback) are old news and change nothing of
+// it: otherwise the attempts in flight when a proxy is benched would each
+// count as a failed probe, and those in flight at a pushback would each
+// double it or, succeeding, undo it. Call with s.mu held.
+func (s *Local) learn(p int, host string, o Outcome, now, granted time.Time, probe bool) {
 	ps := &s.proxies[p]
-	if ps.probing && ps.probeOut {
-		ps.probeOut = false
-	}
-	switch o {
-	case Success, Pushback:
+	switch {
+	case ps.probing && !probe:
+		// Started before the bench: no verdict on the proxy now.
+	case o == Success || o == Pushback:
 		ps.fails = 0
 		if ps.streak++; ps.streak >= streakToForgive {
 			ps.level = 0
 		}
 		if ps.probing {
-			ps.probing = false
+			ps.probing, ps.probeOut = false, false
 			// Back to a full load, but not a flood: under least-used its
 			// count starts level with the least used of the others.
 			if lo, ok := s.leastUsed(p); ok && lo > ps.used {
@@ -578,7 +587,7 @@ func (s *Local) learn(p int, host string, o Outcome, now time.Time) {
 			}
 			s.event(p, now, "healthy", 0)
 		}
-	case ProxyFault:
+	case o == ProxyFault:
 		ps.streak = 0
 		ps.fails++
 		if s.health.MaxFailures > 0 && (ps.probing || ps.fails >= s.health.MaxFailures) {
@@ -588,18 +597,21 @@ func (s *Local) learn(p int, host string, o Outcome, now time.Time) {
 			}
 			ps.level++
 			ps.fails = 0
-			ps.probing = true
+			ps.probing, ps.probeOut = true, false
 			ps.benchedUntil = now.Add(d)
 			s.event(p, now, "benched", d)
 		}
+	default: // a probe with no verdict: another may go
+		ps.probeOut = false
 	}
 	if s.throttle.Base <= 0 {
 		return
 	}
 	k := pairKey{p, host}
 	pr := s.pairs[k]
+	fresh := pr == nil || granted.After(pr.pushedAt)
 	switch {
-	case o == Pushback:
+	case o == Pushback && fresh:
 		if pr == nil {
 			pr = &pairState{}
 			s.pairs[k] = pr
@@ -608,14 +620,37 @@ func (s *Local) learn(p int, host string, o Outcome, now time.Time) {
 		if s.throttle.Max > 0 {
 			pr.spacing = min(pr.spacing, s.throttle.Max)
 		}
+		pr.pushedAt = now
 		pr.next = now.Add(pr.spacing)
-	case o == Success && pr != nil:
+	case o == Success && pr != nil && fresh:
 		pr.spacing /= 2
 		if pr.spacing < s.throttle.Base/4 {
 			delete(s.pairs, k)
 		}
 	}
 }
+
+// sweep forgets state that says nothing any more, so that memory does not
+// grow with the number of hosts seen: idle hosts whose token bucket is full
+// again, and proxy-host pairs left alone for longer than the widest
+// pushback. Call with s.mu held.
+func (s *Local) sweep(now time.Time) {
+	for host, h := range s.hosts {
+		if h.inFlight == 0 && (h.limiter == nil || h.limiter.TokensAt(now) >= float64(h.limiter.Burst())) {
+			delete(s.hosts, host)
+		}
+	}
+	forget := max(s.throttle.Max, s.throttle.Base)
+	for k, pr := range s.pairs {
+		if now.Sub(pr.next) > forget {
+			delete(s.pairs, k)
+		}
+	}
+}
+
+// sweepEvery is how many grants pass between sweeps: a sweep costs as much
+// as the maps are large, so it is done rarely enough to be cheap per grant.
+const sweepEvery = 4096
 
 // leastUsed returns the fewest attempts of any proxy but p that is not
 // benched.
@@ -681,4 +716,13 @@ func (s *Local) holdBack(i, ahead int, now time.Time) bool {
 	}
 	wait := float64(ahead+1)/rate + fastest.Seconds()
 	return wait < est.Seconds()
+}
+
+// Tracked returns how many hosts and proxy-host pairs the scheduler keeps
+// state for: for diagnostics, and for tests that memory does not grow with
+// the number of hosts.
+func (s *Local) Tracked() (hosts, pairs int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.hosts), len(s.pairs)
 }
