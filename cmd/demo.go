@@ -69,8 +69,15 @@ func demoRun(ctx context.Context, opts *DemoOptions) (err error) {
 	ios := opts.IO
 	out, closeOut := io.Writer(io.Discard), func() error { return nil }
 	if opts.Output != "" {
-		if out, closeOut, err = createOutput(ios.Out, opts.Output); err != nil {
+		var truncate func() error
+		if out, closeOut, truncate, err = createOutput(ios.Out, opts.Output); err != nil {
 			return usageErrorf("--output: %w", err)
+		}
+		if truncate != nil {
+			if err := truncate(); err != nil {
+				closeOut()
+				return usageErrorf("--output: %w", err)
+			}
 		}
 	}
 	defer func() {

@@ -254,13 +254,18 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 	}
 	defer closeInputs()
 
-	if dir := opts.Config.SaveDir; dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return usageErrorf("--save-dir: %w", err)
+	// Every output is checked before any is emptied or made, so that a
+	// usage error leaves the files as they were.
+	var reportFile *os.File
+	if opts.Report != "" {
+		if reportFile, err = os.OpenFile(opts.Report, os.O_WRONLY|os.O_CREATE, 0o666); err != nil {
+			return usageErrorf("--report: %w", err)
 		}
+		defer reportFile.Close()
 	}
 	var out io.Writer
 	var closeOut func() error
+	var truncOut func() error
 	if opts.Resume {
 		var done *fetch.DoneSet
 		out, closeOut, done, err = resumeOutput(ctx, ios, opts.Output, opts.Quiet)
@@ -268,7 +273,7 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 			return usageError(err)
 		}
 		opts.Config.Done = done
-	} else if out, closeOut, err = createOutput(ios.Out, opts.Output); err != nil {
+	} else if out, closeOut, truncOut, err = createOutput(ios.Out, opts.Output); err != nil {
 		return usageErrorf("--output: %w", err)
 	}
 	defer func() {
@@ -276,17 +281,24 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 			err = fmt.Errorf("--output: %w", cerr)
 		}
 	}()
-	var reportFile *os.File
-	if opts.Report != "" {
-		if reportFile, err = os.Create(opts.Report); err != nil {
-			return usageErrorf("--report: %w", err)
-		}
-		defer reportFile.Close()
-	}
-
 	eng, err := fetch.New(opts.Config)
 	if err != nil {
 		return usageError(err)
+	}
+	if dir := opts.Config.SaveDir; dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return usageErrorf("--save-dir: %w", err)
+		}
+	}
+	if truncOut != nil {
+		if err := truncOut(); err != nil {
+			return usageErrorf("--output: %w", err)
+		}
+	}
+	if reportFile != nil {
+		if err := reportFile.Truncate(0); err != nil {
+			return usageErrorf("--report: %w", err)
+		}
 	}
 	var total func(context.Context) int64
 	if !opts.Quiet && ios.IsStderrTTY() {
@@ -391,16 +403,24 @@ func inputNames(names []string) []string {
 	return names
 }
 
-// createOutput creates the results file, or returns stdout for "" and "-".
-func createOutput(stdout io.Writer, name string) (io.Writer, func() error, error) {
+// createOutput opens the results file without emptying it yet (truncate
+// does, once every other check has passed), or returns stdout for "" and
+// "-" with a nil truncate.
+func createOutput(stdout io.Writer, name string) (w io.Writer, closeFn, truncate func() error, err error) {
 	if name == "" || name == "-" {
-		return stdout, func() error { return nil }, nil
+		return stdout, func() error { return nil }, nil, nil
 	}
-	f, err := os.Create(name)
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE, 0o666)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return f, f.Close, nil
+	truncate = func() error {
+		if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
+			return nil // a pipe or a device: nothing to empty
+		}
+		return f.Truncate(0)
+	}
+	return f, f.Close, truncate, nil
 }
 
 // resumeOutput opens the results file of the run that --resume continues:

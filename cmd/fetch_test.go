@@ -186,6 +186,9 @@ func TestRun_usageErrors(t *testing.T) {
 	malformed := writeFile(t, dir, "bad-proxies.txt", "# ok so far\nhttp://127.0.0.1:8081\nhttp://user:s3cret@127.0.0.1:notaport\n")
 	empty := writeFile(t, dir, "empty-proxies.txt", "# nothing here\n\n")
 	unreadable := filepath.Join(dir, "missing.txt")
+	// Outputs of an earlier run: a usage error must leave them as they are.
+	keep := writeFile(t, dir, "keep.jsonl", "{\"url\":\"earlier\"}\n")
+	keepReport := writeFile(t, dir, "keep-report.json", "{\"jobs\":1}\n")
 
 	tests := []struct {
 		name       string
@@ -211,6 +214,8 @@ func TestRun_usageErrors(t *testing.T) {
 		{name: "resume without -o", args: []string{"--resume", urls}, wantStderr: []string{"--resume needs -o"}},
 		{name: "resume of a file that is not results", args: []string{"--resume", "-o", urls, urls}, wantStderr: []string{"--resume", "not a record"}},
 		{name: "demo bad urls", args: []string{"demo", "--urls", "0"}, wantStderr: []string{"--urls"}},
+		{name: "bad report keeps the output", args: []string{"-o", keep, "--save-dir", filepath.Join(dir, "saved"), "--report", filepath.Join(dir, "no", "r.json"), urls}, wantStderr: []string{"--report"}},
+		{name: "bad proxy keeps the output", args: []string{"-o", keep, "--report", keepReport, "-p", malformed, urls}, wantStderr: []string{malformed + ":3"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -231,6 +236,14 @@ func TestRun_usageErrors(t *testing.T) {
 			}
 			if stdout.Len() != 0 {
 				t.Errorf("stdout not empty on a usage error:\n%s", stdout)
+			}
+			for f, want := range map[string]string{keep: "{\"url\":\"earlier\"}\n", keepReport: "{\"jobs\":1}\n"} {
+				if b, err := os.ReadFile(f); err != nil || string(b) != want {
+					t.Errorf("%s changed by a usage error: %q %v", f, b, err)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(dir, "saved")); err == nil {
+				t.Errorf("--save-dir created although the run never started")
 			}
 		})
 	}

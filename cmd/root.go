@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -57,12 +58,22 @@ func ExitCode(ios *IOStreams, err error) int {
 		fmt.Fprintln(ios.ErrOut, "fetch: interrupted")
 		return ExitInterrupted
 	case errors.As(err, &ue):
-		fmt.Fprintf(ios.ErrOut, "fetch: %v\nRun 'fetch --help' for usage.\n", err)
+		fmt.Fprintf(ios.ErrOut, "%s\nRun 'fetch --help' for usage.\n", message(err))
 		return ExitUsage
 	case errors.Is(err, ErrNotAllOK):
 		return ExitNotAllOK
 	default:
-		fmt.Fprintf(ios.ErrOut, "fetch: %v\n", err)
+		fmt.Fprintln(ios.ErrOut, message(err))
 		return ExitNotAllOK
 	}
+}
+
+// message is err's text with the program's name in front, once: errors of
+// the engine's packages already start with "fetch: ".
+func message(err error) string {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "fetch: ") {
+		return msg
+	}
+	return "fetch: " + msg
 }
