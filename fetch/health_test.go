@@ -2,7 +2,6 @@ package fetch_test
 
 import (
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,8 +11,8 @@ import (
 )
 
 // TestPoliciesHoldLimitsWhileProxiesFlap runs slow bodies through three
-// proxies, one of which goes down and up every 60ms and one of which fails
-// every third request, under each policy. No proxy may ever have more in
+// proxies, one of which goes down twice and one of which fails every third
+// request, under each policy. No proxy may ever have more in
 // flight at the target than its budget, every line gets one record, and the
 // flapping proxy is benched and restored (the report lists its states).
 func TestPoliciesHoldLimitsWhileProxiesFlap(t *testing.T) {
@@ -22,23 +21,14 @@ func TestPoliciesHoldLimitsWhileProxiesFlap(t *testing.T) {
 	for pi, policy := range []string{"least-inflight", "least-used", "round-robin", "random"} {
 		t.Run(policy, func(t *testing.T) {
 			tg.ResetStats()
-			var down atomic.Bool
-			stop := make(chan struct{})
-			flapped := make(chan struct{})
-			go func() {
-				defer close(flapped)
-				tk := time.NewTicker(60 * time.Millisecond)
-				defer tk.Stop()
-				for i := 0; i < 200; i++ { // bounded
-					select {
-					case <-stop:
-						return
-					case <-tk.C:
-						down.Store(!down.Load())
-					}
-				}
-			}()
-			defer func() { close(stop); <-flapped }()
+			// The flapping proxy is down from 50ms to 200ms and from 350ms
+			// to 450ms into the run, and up otherwise.
+			begin := time.Now()
+			down := func() bool {
+				t := time.Since(begin)
+				return t >= 50*time.Millisecond && t < 200*time.Millisecond ||
+					t >= 350*time.Millisecond && t < 450*time.Millisecond
+			}
 			cfg := fetch.DefaultConfig()
 			cfg.Policy = policy
 			cfg.Concurrency = 16
@@ -54,7 +44,7 @@ func TestPoliciesHoldLimitsWhileProxiesFlap(t *testing.T) {
 				opts := fetchtest.ProxyOptions{BindIP: ip}
 				switch i {
 				case 0:
-					opts.Down = down.Load
+					opts.Down = down
 				case 1:
 					opts.FailEvery = 3
 				}
@@ -62,7 +52,7 @@ func TestPoliciesHoldLimitsWhileProxiesFlap(t *testing.T) {
 				cfg.Proxies = append(cfg.Proxies, proxyOf(t, px.URL, func(p *proxies.Proxy) { p.Concurrency = c }))
 			}
 			var lines []string
-			for i := range 120 {
+			for i := range 300 { // about 800ms: past both outages
 				lines = append(lines, fmt.Sprintf("%s/%s/%d?chunks=2&drip=10ms&size=64", tg.URL, policy, i))
 			}
 			recs, rep := run(t, cfg, lines...)
@@ -94,5 +84,42 @@ func TestPoliciesHoldLimitsWhileProxiesFlap(t *testing.T) {
 				t.Errorf("flapping proxy's states %+v: want benched and healthy again", flap.Health)
 			}
 		})
+	}
+}
+
+// TestPushbackSlowsTheRun: a target that answers 503 to everything through
+// one proxy narrows that proxy's window to it, then spaces its attempts:
+// the retries cannot all go at once.
+func TestPushbackSlowsTheRun(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	px := startProxy(t, "http", fetchtest.ProxyOptions{BindIP: fetchtest.LoopbackIP(60)})
+	cfg := fetch.DefaultConfig()
+	cfg.Proxies = []proxies.Proxy{proxyOf(t, px.URL, func(p *proxies.Proxy) { p.Concurrency = 4 })}
+	cfg.Retries = 2
+	cfg.RetryBackoff = time.Millisecond
+	cfg.ThrottleBase = 50 * time.Millisecond
+	cfg.ThrottleMax = 100 * time.Millisecond
+	var lines []string
+	for i := range 4 {
+		lines = append(lines, fmt.Sprintf("%s/busy/%d?status=503", tg.URL, i))
+	}
+	start := time.Now()
+	recs, _ := run(t, cfg, lines...)
+	// Without pushback the 12 attempts take milliseconds. With it: 4 in
+	// flight, then 2, then 1, then starts spaced 50ms, then 100ms (the
+	// most): at least 300ms in all.
+	if el := time.Since(start); el < 300*time.Millisecond {
+		t.Errorf("12 attempts answered 503 took %s: pushback did not slow the pair", el)
+	}
+	for _, r := range recs {
+		if r.Error == nil || r.Error.Kind != fetch.KindStatus || r.Attempts != 3 {
+			t.Errorf("record %+v error %+v", r, r.Error)
+		}
+	}
+	cfg.ThrottleBase = 0 // off: nothing slows the retries
+	start = time.Now()
+	run(t, cfg, lines...)
+	if el := time.Since(start); el > 300*time.Millisecond {
+		t.Errorf("with --pushback-delay 0 the run took %s", el)
 	}
 }

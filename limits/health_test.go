@@ -179,43 +179,81 @@ func TestLeastUsedRestoredNotFlooded(t *testing.T) {
 	}
 }
 
-// TestPushbackSpacesThePair: after a pushback the same proxy-host pair waits
-// at least the spacing; other hosts do not; successes shrink it again.
-func TestPushbackSpacesThePair(t *testing.T) {
+// TestPushbackSlowsThePair walks a proxy-host pair down its window (half
+// the proxy's load, then halving), into spacing, and back: other hosts are
+// never held up.
+func TestPushbackSlowsThePair(t *testing.T) {
 	const base = 100 * time.Millisecond
 	s := limits.NewLocal(limits.Config{
-		Budgets:  []limits.Spec{{}},
+		Budgets:  []limits.Spec{{Concurrency: 8}},
 		BudgetOf: []int{0},
 		Throttle: limits.Throttle{Base: base, Max: time.Second},
 	})
 	defer s.Close()
-	acquire(t, s, "slow:1", time.Second).Finish(limits.Pushback)
-	start := time.Now()
-	other := acquire(t, s, "other:1", time.Second)
-	if el := time.Since(start); el > base/2 {
-		t.Errorf("another host waited %s", el)
+	blocked := func(host string) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+		defer cancel()
+		l, err := s.Acquire(ctx, limits.Request{Host: host})
+		if err != nil {
+			return true
+		}
+		l.Release()
+		return false
 	}
-	other.Release()
+	hold := func(n int) []*limits.Lease {
+		var ls []*limits.Lease
+		for range n {
+			ls = append(ls, acquire(t, s, "slow:1", time.Second))
+		}
+		return ls
+	}
+	finish := func(ls []*limits.Lease, o limits.Outcome) {
+		for _, l := range ls {
+			l.Finish(o)
+		}
+	}
+	// 8 in flight; one 503: the pair may have 4 in flight from now on.
+	ls := hold(8)
+	ls[0].Finish(limits.Pushback)
+	finish(ls[1:], limits.Success) // begun before the pushback: no news
+	ls = hold(4)
+	if !blocked("slow:1") {
+		t.Fatal("a 5th attempt started in a window of 4")
+	}
+	if blocked("other:1") {
+		t.Fatal("another host was held up by the pushed-back pair")
+	}
+	ls[0].Finish(limits.Pushback) // window 2
+	finish(ls[1:], limits.Success)
+	ls = hold(2)
+	if !blocked("slow:1") {
+		t.Fatal("a 3rd attempt started in a window of 2")
+	}
+	ls[0].Finish(limits.Pushback) // window 1
+	ls[1].Release()
 	l := acquire(t, s, "slow:1", time.Second)
-	if el := time.Since(start); el < base-5*time.Millisecond {
-		t.Errorf("pushed-back pair started again after %s, spacing %s", el, base)
-	}
-	l.Finish(limits.Pushback) // spacing doubles
-	start = time.Now()
+	l.Finish(limits.Pushback) // spacing base
+	start := time.Now()
 	l = acquire(t, s, "slow:1", time.Second)
-	if el := time.Since(start); el < 2*base-5*time.Millisecond {
-		t.Errorf("after a second pushback waited %s, want %s", el, 2*base)
+	if el := time.Since(start); el < base-5*time.Millisecond {
+		t.Errorf("with the window at 1, a pushback spaced starts by %s, want %s", el, base)
 	}
-	// Successes halve it: 200 -> 100 -> 50 -> 25 (< base/4: gone).
-	l.Finish(limits.Success)
-	for range 3 {
-		acquire(t, s, "slow:1", time.Second).Finish(limits.Success)
-	}
+	l.Finish(limits.Pushback) // spacing 2·base
 	start = time.Now()
-	acquire(t, s, "slow:1", time.Second).Release()
-	if el := time.Since(start); el > base/2 {
-		t.Errorf("after recovery still waited %s", el)
+	l = acquire(t, s, "slow:1", 2*time.Second)
+	if el := time.Since(start); el < 2*base-5*time.Millisecond {
+		t.Errorf("after another pushback waited %s, want %s", el, 2*base)
 	}
+	// Successes undo it step by step: the spacing, then the window, until
+	// the pair is forgotten and 8 run at once again.
+	l.Finish(limits.Success)
+	for range 20 {
+		acquire(t, s, "slow:1", 2*time.Second).Finish(limits.Success)
+	}
+	if _, pairs := s.Tracked(); pairs != 0 {
+		t.Errorf("%d pairs still slowed after 21 successes", pairs)
+	}
+	finish(hold(8), limits.Success)
 }
 
 // TestStaleOutcomesAreOldNews: attempts in flight when a proxy is benched
@@ -256,7 +294,8 @@ func TestStaleOutcomesAreOldNews(t *testing.T) {
 	for range 6 {
 		ls = append(ls, acquire(t, s2, "h:1", time.Second))
 	}
-	// Three 503s from attempts that were all in flight together: one pushback.
+	// Three 503s from attempts that were all in flight together: one
+	// pushback, a window of 3.
 	for _, l := range ls[:3] {
 		l.Finish(limits.Pushback)
 	}
@@ -264,16 +303,19 @@ func TestStaleOutcomesAreOldNews(t *testing.T) {
 	for _, l := range ls[3:] {
 		l.Finish(limits.Success)
 	}
-	start := time.Now()
-	l := acquire(t, s2, "h:1", time.Second)
-	el := time.Since(start)
-	if el < base-50*time.Millisecond {
-		t.Errorf("next start after %s: the pushback was undone by stale successes", el)
+	ls = ls[:0]
+	for range 3 {
+		ls = append(ls, acquire(t, s2, "h:1", time.Second))
 	}
-	if el > 2*base {
-		t.Errorf("next start after %s: stale pushbacks doubled the spacing of %s", el, base)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if l, err := s2.Acquire(ctx, limits.Request{Host: "h:1"}); err == nil {
+		l.Release()
+		t.Errorf("a 4th attempt started: the window is not 3 (stale pushbacks or successes counted)")
 	}
-	l.Release()
+	for _, l := range ls {
+		l.Release()
+	}
 }
 
 // TestStateDoesNotGrowWithHosts: host and pair state for hosts seen once is

@@ -73,10 +73,16 @@ type Health struct {
 }
 
 // Throttle configures the slowing of a proxy-host pair after the target
-// answers 429 or 503 through it, in the spirit of Scrapy's AutoThrottle:
-// each Pushback doubles the pair's spacing between attempt starts (from Base,
-// up to Max); each Success halves it, and under Base/4 the pair is back to
-// full speed. Other proxies and other hosts are not affected.
+// answers 429 or 503 through it, in the spirit of Scrapy's AutoThrottle and
+// of TCP's congestion window. The first pushback caps the pair's attempts in
+// flight at half of what the proxy had in flight; each further pushback
+// halves that window again, and once it is down to one, spaces the pair's
+// attempt starts Base apart, doubling up to Max. Each success of an attempt
+// begun after the last pushback undoes one step: it halves the spacing
+// (gone below Base/4), then widens the window by one; a window as wide as
+// the proxy's attempts in flight at the first pushback means the pair is
+// back to full speed. Other proxies and
+// other hosts are not affected.
 type Throttle struct {
 	Base time.Duration // 0: never slow down
 	Max  time.Duration
@@ -127,7 +133,10 @@ type pairKey struct {
 }
 
 type pairState struct {
-	spacing  time.Duration // between attempt starts
+	window   int           // attempts in flight allowed; at least 1
+	full     int           // the proxy's attempts in flight when first pushed back: the window to get back to
+	inFlight int           // attempts in flight granted since the pair was slowed
+	spacing  time.Duration // between attempt starts, once window is 1
 	next     time.Time     // earliest next start
 	pushedAt time.Time     // the last pushback that counted
 }
@@ -412,12 +421,14 @@ func (s *Local) tryGrant(req Request, now time.Time, ahead int) (*Lease, time.Du
 	if s.attempts%sweepEvery == 0 {
 		s.sweep(now)
 	}
-	if pr := s.pairs[pairKey{p, req.Host}]; pr != nil {
+	pr := s.pairs[pairKey{p, req.Host}]
+	if pr != nil {
 		pr.next = now.Add(pr.spacing)
+		pr.inFlight++
 	}
 	l := &Lease{Proxy: p, Budget: ps.budget, ProxyInFlight: ps.inFlight, HostInFlight: h.inFlight}
 	host := req.Host
-	l.release = func(o Outcome) { s.release(p, host, o, now, probe) }
+	l.release = func(o Outcome) { s.release(p, host, o, now, probe, pr) }
 	switch s.policy {
 	case RoundRobin:
 		s.rr = p + 1
@@ -425,11 +436,14 @@ func (s *Local) tryGrant(req Request, now time.Time, ahead int) (*Lease, time.Du
 	return l, 0
 }
 
-func (s *Local) release(p int, host string, o Outcome, granted time.Time, probe bool) {
+func (s *Local) release(p int, host string, o Outcome, granted time.Time, probe bool, pr *pairState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ps := &s.proxies[p]
 	now := s.now()
+	if pr != nil {
+		pr.inFlight-- // even when pr has been forgotten since: it is then unused
+	}
 	s.learn(p, host, o, now, granted, probe)
 	if o == Success {
 		if d := now.Sub(granted); ps.est == 0 {
@@ -480,8 +494,13 @@ func (s *Local) pick(req Request, now time.Time, ahead int) (int, time.Duration)
 			w = max(w, ps.benchedUntil.Sub(now))
 		}
 		if len(s.pairs) > 0 {
-			if pr := s.pairs[pairKey{i, req.Host}]; pr != nil && pr.next.After(now) {
-				w = max(w, pr.next.Sub(now))
+			if pr := s.pairs[pairKey{i, req.Host}]; pr != nil {
+				if pr.inFlight >= pr.window {
+					continue // a release of this pair will wake us
+				}
+				if pr.next.After(now) {
+					w = max(w, pr.next.Sub(now))
+				}
 			}
 		}
 		if w > 0 {
@@ -613,18 +632,28 @@ func (s *Local) learn(p int, host string, o Outcome, now, granted time.Time, pro
 	switch {
 	case o == Pushback && fresh:
 		if pr == nil {
-			pr = &pairState{}
+			// The proxy's attempts in flight, this one included, stand in
+			// for the pair's: the window starts at half of them.
+			pr = &pairState{window: max(ps.inFlight/2, 1), full: max(ps.inFlight, 2)}
 			s.pairs[k] = pr
-		}
-		pr.spacing = max(pr.spacing*2, s.throttle.Base)
-		if s.throttle.Max > 0 {
-			pr.spacing = min(pr.spacing, s.throttle.Max)
+		} else if pr.window > 1 {
+			pr.window = max(pr.window/2, 1)
+		} else {
+			pr.spacing = max(pr.spacing*2, s.throttle.Base)
+			if s.throttle.Max > 0 {
+				pr.spacing = min(pr.spacing, s.throttle.Max)
+			}
 		}
 		pr.pushedAt = now
 		pr.next = now.Add(pr.spacing)
 	case o == Success && pr != nil && fresh:
-		pr.spacing /= 2
-		if pr.spacing < s.throttle.Base/4 {
+		if pr.spacing > 0 {
+			if pr.spacing /= 2; pr.spacing < s.throttle.Base/4 {
+				pr.spacing = 0
+			}
+			break
+		}
+		if pr.window++; pr.window >= pr.full {
 			delete(s.pairs, k)
 		}
 	}
@@ -642,7 +671,7 @@ func (s *Local) sweep(now time.Time) {
 	}
 	forget := max(s.throttle.Max, s.throttle.Base)
 	for k, pr := range s.pairs {
-		if now.Sub(pr.next) > forget {
+		if pr.inFlight <= 0 && now.Sub(pr.next) > forget {
 			delete(s.pairs, k)
 		}
 	}
