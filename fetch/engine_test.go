@@ -81,13 +81,22 @@ func proxyOf(t *testing.T, raw string, mod func(*proxies.Proxy)) proxies.Proxy {
 	return p
 }
 
-// run runs the engine over the lines and returns the records by line.
+// run runs a new engine for cfg over the lines and returns the records by
+// line and the report.
 func run(t *testing.T, cfg fetch.Config, lines ...string) (map[int]*fetch.Record, *fetch.Report) {
 	t.Helper()
 	e, err := fetch.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runEngine(t, e, lines...)
+}
+
+// runEngine runs lines through e and returns the records by line and the
+// report, failing the test unless each line has at most one record and the
+// report counts every record.
+func runEngine(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*fetch.Record, *fetch.Report) {
+	t.Helper()
 	w := &memWriter{}
 	rep, err := e.Run(context.Background(), []fetch.Input{{Name: "urls.txt", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
 	if err != nil {

@@ -1,7 +1,6 @@
 package fetch_test
 
 import (
-	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -417,25 +416,6 @@ func proxyFaults() []proxyFault {
 			want: func(string) expect { return fails("proxy", "tls", 2, 0) },
 		},
 	}
-}
-
-// runEngine runs lines through e and returns the records by line and the
-// report.
-func runEngine(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*fetch.Record, *fetch.Report) {
-	t.Helper()
-	w := &memWriter{}
-	rep, err := e.Run(context.Background(), []fetch.Input{{Name: "urls.txt", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	byLine := map[int]*fetch.Record{}
-	for _, r := range w.recs {
-		if byLine[r.Line] != nil {
-			t.Fatalf("two records for line %d", r.Line)
-		}
-		byLine[r.Line] = r
-	}
-	return byLine, rep
 }
 
 // checkRecord compares r with want.

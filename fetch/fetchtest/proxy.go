@@ -250,6 +250,21 @@ var hopByHop = []string{
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
+// count adds one to the counters total and now of p.stats, raises most to
+// now, and returns the function that takes now back down.
+func (p *Proxy) count(total, now, most *int) func() {
+	p.mu.Lock()
+	*total++
+	*now++
+	*most = max(*most, *now)
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		*now--
+		p.mu.Unlock()
+	}
+}
+
 // sick decides whether this request is one that FailEvery or Down fails.
 func (p *Proxy) sick() bool {
 	if p.opts.Down != nil && p.opts.Down() {
@@ -286,16 +301,7 @@ func (p *Proxy) serveForward(w http.ResponseWriter, r *http.Request) {
 		p.deny(w)
 		return
 	}
-	p.mu.Lock()
-	p.stats.Requests++
-	p.stats.InFlight++
-	p.stats.MaxInFlight = max(p.stats.MaxInFlight, p.stats.InFlight)
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		p.stats.InFlight--
-		p.mu.Unlock()
-	}()
+	defer p.count(&p.stats.Requests, &p.stats.InFlight, &p.stats.MaxInFlight)()
 
 	out := r.Clone(ctx)
 	out.RequestURI = ""
@@ -379,16 +385,7 @@ func (p *Proxy) serveConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	p.mu.Lock()
-	p.stats.Connects++
-	p.stats.Tunnels++
-	p.stats.MaxTunnels = max(p.stats.MaxTunnels, p.stats.Tunnels)
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		p.stats.Tunnels--
-		p.mu.Unlock()
-	}()
+	defer p.count(&p.stats.Connects, &p.stats.Tunnels, &p.stats.MaxTunnels)()
 
 	if _, err := io.WriteString(conn, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
