@@ -23,27 +23,32 @@ type selfSigned struct {
 }
 
 func newSelfSigned() (*selfSigned, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("fetchtest: generate key: %w", err)
-	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
 		return nil, fmt.Errorf("fetchtest: serial: %w", err)
 	}
 	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{Organization: []string{"fetchtest"}, CommonName: "fetchtest loopback"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * 365 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		DNSNames:              []string{"localhost"},
+	return selfSign(&x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{Organization: []string{"fetchtest"}, CommonName: "fetchtest loopback"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * 365 * time.Hour),
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		DNSNames:     []string{"localhost"},
+	})
+}
+
+// selfSign makes a new key and a self-signed CA server certificate from
+// tmpl, which sets the names and validity.
+func selfSign(tmpl *x509.Certificate) (*selfSigned, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("fetchtest: generate key: %w", err)
 	}
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	tmpl.BasicConstraintsValid = true
+	tmpl.IsCA = true
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return nil, fmt.Errorf("fetchtest: create certificate: %w", err)

@@ -2,9 +2,6 @@ package fetchtest
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -360,29 +357,12 @@ func (s *silent) close() {
 // newBadCert makes a certificate no client accepts: self-signed, expired
 // and for another host name.
 func newBadCert() (*selfSigned, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("fetchtest: generate key: %w", err)
-	}
 	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{Organization: []string{"fetchtest"}, CommonName: "wrong.invalid"},
-		NotBefore:             now.Add(-48 * time.Hour),
-		NotAfter:              now.Add(-24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		DNSNames:              []string{"wrong.invalid"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, fmt.Errorf("fetchtest: create certificate: %w", err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("fetchtest: parse certificate: %w", err)
-	}
-	return &selfSigned{cert: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}}, nil
+	return selfSign(&x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{Organization: []string{"fetchtest"}, CommonName: "wrong.invalid"},
+		NotBefore:    now.Add(-48 * time.Hour),
+		NotAfter:     now.Add(-24 * time.Hour),
+		DNSNames:     []string{"wrong.invalid"},
+	})
 }
