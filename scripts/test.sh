@@ -40,7 +40,7 @@ if [ "$FUZZTIME" != "0" ]; then
 		pkg="./$(dirname "${file#./}")"
 		grep -oE '^func Fuzz[A-Za-z0-9_]*' "$file" | sed 's/^func //' | while read -r fuzz; do
 			echo "== fuzz $pkg $fuzz ($FUZZTIME)" >&2
-			go test -run '^$' -fuzz "^${fuzz}\$" -fuzztime "$FUZZTIME" "$pkg" </dev/null
+			go test -run '^$' -fuzz "^${fuzz}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime 2s "$pkg" </dev/null
 		done
 	done
 fi
