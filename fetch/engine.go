@@ -119,6 +119,10 @@ func (e *Engine) Stats() Stats {
 // cannot be undone: a later Run of the same Engine gets no grace period.
 func (e *Engine) StopNow() { e.stopOnce.Do(func() { close(e.stopNow) }) }
 
+// UserAgent is the User-Agent header fetch sends unless -H gives another;
+// with it the default Accept is */*, as curl sends.
+const UserAgent = "fetch/0.1"
+
 // ErrInterrupted is wrapped by Run's error when ctx was cancelled.
 var ErrInterrupted = errors.New("fetch: interrupted")
 
@@ -404,7 +408,9 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 		res.err = &Error{Phase: PhaseRequest, Kind: KindOther, Message: e.redactor.String(err.Error())}
 		return res
 	}
-	for k, vs := range e.cfg.Header {
+	req.Header.Set("User-Agent", UserAgent)
+	req.Header.Set("Accept", "*/*")
+	for k, vs := range e.cfg.Header { // -H replaces a default of the same name, as in curl
 		req.Header[k] = slices.Clone(vs)
 	}
 	if hs := e.cfg.Header.Get("Host"); hs != "" {

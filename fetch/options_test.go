@@ -118,8 +118,21 @@ func TestRequestOptions(t *testing.T) {
 	if err := json.Unmarshal(b, &echo); err != nil {
 		t.Fatalf("%v: %s", err, b)
 	}
-	if echo.Method != "POST" || echo.Header.Get("User-Agent") != "fetch-test/1" || echo.Header.Get("X-Extra") != "a" {
+	if echo.Method != "POST" || echo.Header.Get("User-Agent") != "fetch-test/1" || echo.Header.Get("X-Extra") != "a" || echo.Header.Get("Accept") != "*/*" {
 		t.Errorf("target saw %+v", echo)
+	}
+	// Without -H, the defaults.
+	cfg.Header = nil
+	recs, _ = run(t, cfg, tg.URL+"/echo")
+	b, err = os.ReadFile(recs[1].File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &echo); err != nil {
+		t.Fatal(err)
+	}
+	if ua := echo.Header.Get("User-Agent"); ua != fetch.UserAgent {
+		t.Errorf("default User-Agent %q, want %q", ua, fetch.UserAgent)
 	}
 	if int64(len(b)) != recs[1].Bytes {
 		t.Errorf("saved %d bytes, record says %d", len(b), recs[1].Bytes)
