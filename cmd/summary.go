@@ -49,7 +49,7 @@ func writeSummary(w io.Writer, r *fetch.Report) {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "per proxy; phases are p50/p95 in ms")
-		head := append([]string{"proxy", "pool", "attempts", "ok", "failed", "max in flight"}, summaryPhases...)
+		head := append([]string{"proxy", "pool", "health", "attempts", "ok", "failed", "max in flight"}, summaryPhases...)
 		fmt.Fprintln(tw, strings.Join(head, "\t"))
 		for _, id := range sortedKeys(r.Proxies) {
 			p := r.Proxies[id]
@@ -57,7 +57,7 @@ func writeSummary(w io.Writer, r *fetch.Report) {
 			if pool == "" {
 				pool = "-"
 			}
-			row := []string{id, pool, strconv.Itoa(p.Attempts), strconv.Itoa(p.OK), strconv.Itoa(p.Failed), strconv.Itoa(p.MaxInFlight)}
+			row := []string{id, pool, healthCell(p), strconv.Itoa(p.Attempts), strconv.Itoa(p.OK), strconv.Itoa(p.Failed), strconv.Itoa(p.MaxInFlight)}
 			for _, ph := range summaryPhases {
 				row = append(row, quantileCell(p.PhasesMS, ph))
 			}
@@ -76,6 +76,21 @@ func writeSummary(w io.Writer, r *fetch.Report) {
 		}
 		tw.Flush()
 	}
+}
+
+// healthCell is a proxy's health at the end of the run and how often it was
+// benched: "-" when it never changed state.
+func healthCell(p *fetch.ProxyReport) string {
+	if p.State == "" {
+		return "-"
+	}
+	benched := 0
+	for _, sc := range p.Health {
+		if sc.State == "benched" {
+			benched++
+		}
+	}
+	return fmt.Sprintf("%s, benched %d×", p.State, benched)
 }
 
 // quantileCell formats one phase's p50/p95, or "-" when it never happened.

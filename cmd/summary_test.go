@@ -50,6 +50,12 @@ func sampleReport() *fetch.Report {
 			},
 			"socks5://127.0.0.2:1080#5e884898": {
 				Attempts: 250, OK: 244, Failed: 6, MaxInFlight: 8,
+				State: "healthy",
+				Health: []fetch.StateChange{
+					{AtMS: 1200, State: "benched", CooldownMS: 30000},
+					{AtMS: 31200, State: "probing"},
+					{AtMS: 31250, State: "healthy"},
+				},
 				PhasesMS: map[string]fetch.Quantiles{
 					"queue":   {P50: 1, P95: 20},
 					"connect": {P50: 0.3, P95: 0.9},
