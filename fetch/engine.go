@@ -307,6 +307,7 @@ type result struct {
 	retryAfter time.Duration // from a Retry-After header, or 0
 	hasRetryAf bool
 	final      bool // a failure another attempt would not mend
+	targetSide bool // the proxy answered that it could not reach the target
 }
 
 // retryWait decides whether the URL gets another attempt after res and how
@@ -421,6 +422,7 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	if err != nil {
 		phase := tr.current()
 		res.err = &Error{Phase: phase, Kind: classify(err, phase, attemptCtx, jobCtx), Message: e.message(err, attemptCtx, jobCtx)}
+		res.targetSide = targetSide(err)
 		return res
 	}
 	tr.gotHeaders()
@@ -527,12 +529,16 @@ func outcome(rt *route, res result) limits.Outcome {
 			return limits.Pushback
 		}
 		return limits.Success // the proxy carried it; the target answered
-	case rt.proxy == nil:
+	case rt.proxy == nil, res.targetSide:
 		return limits.Neutral
 	}
 	switch res.err.Kind {
-	case KindRefused, KindReset, KindProxy, KindDNS:
+	case KindRefused, KindProxy, KindDNS:
 		return limits.ProxyFault
+	case KindReset:
+		if res.err.Phase != PhaseBody { // a body cut short may be the target's doing
+			return limits.ProxyFault
+		}
 	case KindTimeout, KindTLS:
 		switch res.err.Phase {
 		case PhaseConnect, PhaseProxy, PhaseDNS:
@@ -540,4 +546,25 @@ func outcome(rt *route, res result) limits.Outcome {
 		}
 	}
 	return limits.Neutral
+}
+
+// targetSide reports whether err is a proxy saying that it could not reach
+// the target: a CONNECT answered 5xx (502 Bad Gateway, 504), or a SOCKS
+// reply that the target's host or network is unreachable or refused. That
+// is news about the target, and must not bench a proxy that did its job.
+func targetSide(err error) bool {
+	var pse *proxyStatusError
+	if errors.As(err, &pse) {
+		return pse.code >= 500
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "socks connect") {
+		return false
+	}
+	for _, reply := range []string{"network unreachable", "host unreachable", "connection refused", "TTL expired"} {
+		if strings.HasSuffix(msg, "unknown error "+reply) {
+			return true
+		}
+	}
+	return false
 }

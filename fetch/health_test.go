@@ -123,3 +123,43 @@ func TestPushbackSlowsTheRun(t *testing.T) {
 		t.Errorf("with --pushback-delay 0 the run took %s", el)
 	}
 }
+
+// TestDeadTargetDoesNotBenchProxy: a proxy that answers that it cannot
+// reach the target (CONNECT 502, SOCKS "connection refused") did its job:
+// however often it happens, the proxy stays in service for other URLs.
+func TestDeadTargetDoesNotBenchProxy(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	for _, kind := range []string{"http", "socks5"} {
+		t.Run(kind, func(t *testing.T) {
+			px := startProxy(t, kind, fetchtest.ProxyOptions{})
+			cfg := fetch.DefaultConfig()
+			cfg.Concurrency = 1
+			cfg.Retries = 0
+			cfg.ProxyMaxFailures = 2
+			cfg.ProxyCooldown = time.Minute
+			cfg.Timeout = 2 * time.Second
+			cfg.Proxies = []proxies.Proxy{proxyOf(t, px.URL, nil)}
+			var lines []string
+			for i := range 5 {
+				lines = append(lines, fmt.Sprintf("https://127.0.0.1:1/dead/%d", i))
+			}
+			for i := range 3 {
+				lines = append(lines, fmt.Sprintf("%s/alive/%d", tg.URL, i))
+			}
+			recs, rep := run(t, cfg, lines...)
+			for line := 1; line <= 5; line++ {
+				if e := recs[line].Error; e == nil || e.Phase != fetch.PhaseProxy {
+					t.Errorf("dead target line %d: %+v, want a proxy-phase failure", line, e)
+				}
+			}
+			for line := 6; line <= 8; line++ {
+				if !recs[line].OK {
+					t.Errorf("line %d after the dead target: %+v", line, recs[line].Error)
+				}
+			}
+			if h := rep.Proxies[cfg.Proxies[0].ID].Health; len(h) != 0 {
+				t.Errorf("proxy changed state %+v because a target was down", h)
+			}
+		})
+	}
+}

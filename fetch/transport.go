@@ -24,7 +24,10 @@ type route struct {
 }
 
 // proxyStatusError is a proxy's refusal of a CONNECT.
-type proxyStatusError struct{ status string }
+type proxyStatusError struct {
+	code   int
+	status string
+}
 
 func (e *proxyStatusError) Error() string { return "proxy refused CONNECT: " + e.status }
 
@@ -32,10 +35,19 @@ func newRoute(cfg *Config, p *proxies.Proxy) *route {
 	r := &route{id: "direct"}
 	targetTLS := &tls.Config{InsecureSkipVerify: cfg.Insecure, RootCAs: cfg.RootCAs}
 	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
-	perHost := max(cfg.ProxyConcurrency, 4)
-	if p != nil && p.Concurrency > 0 {
-		perHost = p.Concurrency
+	// Idle connections kept per host: as many as may be in flight through
+	// this route, so that a steady run reuses them instead of dialling.
+	perHost := cfg.Concurrency // direct: -c, or the host limit when lower
+	if cfg.HostConcurrency > 0 {
+		perHost = min(perHost, cfg.HostConcurrency)
 	}
+	if p != nil {
+		perHost = cfg.ProxyConcurrency
+		if p.Concurrency > 0 {
+			perHost = p.Concurrency
+		}
+	}
+	perHost = max(perHost, 2)
 	tr := &http.Transport{
 		DialContext:           handshakeDeadline(dialer.DialContext, cfg.ConnectTimeout),
 		TLSClientConfig:       targetTLS,
@@ -48,7 +60,7 @@ func newRoute(cfg *Config, p *proxies.Proxy) *route {
 		ExpectContinueTimeout: time.Second,
 		OnProxyConnectResponse: func(_ context.Context, _ *url.URL, _ *http.Request, res *http.Response) error {
 			if res.StatusCode != http.StatusOK {
-				return &proxyStatusError{status: res.Status}
+				return &proxyStatusError{code: res.StatusCode, status: res.Status}
 			}
 			return nil
 		},
