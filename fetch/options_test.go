@@ -215,3 +215,148 @@ func TestRetryAfter(t *testing.T) {
 		t.Errorf("HTTP-date Retry-After an hour away: %+v", r)
 	}
 }
+
+// TestRetryGetsWhatIsLeft: each attempt gets only what is left of -t, never
+// a fresh budget. With -t 500ms and a 300ms header timeout the first attempt
+// times out at 300ms and the second is cut by the deadline at 500ms.
+func TestRetryGetsWhatIsLeft(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	cfg := fetch.DefaultConfig()
+	cfg.Timeout = 500 * time.Millisecond
+	cfg.HeaderTimeout = 300 * time.Millisecond
+	cfg.Retries = 3
+	cfg.RetryBackoff = time.Millisecond
+	start := time.Now()
+	recs, _ := run(t, cfg, tg.URL+"/slow?delay=10s")
+	r := recs[1]
+	if r.Attempts != 2 || r.Error == nil || r.Error.Kind != fetch.KindDeadline || r.Error.Phase != fetch.PhaseHeaders {
+		t.Fatalf("attempts %d, error %+v; want 2 attempts ending headers/deadline", r.Attempts, r.Error)
+	}
+	if r.Tries[0].Error == nil || r.Tries[0].Error.Kind != fetch.KindTimeout {
+		t.Errorf("first attempt %+v, want a header timeout", r.Tries[0].Error)
+	}
+	// Tolerance: 300ms past the 500ms deadline, for -race on 2 cores.
+	if el := time.Since(start); el > 800*time.Millisecond {
+		t.Errorf("took %s with -t 500ms", el)
+	}
+}
+
+// TestBackoffDelaysRetries: with a large --retry-backoff the retries of a
+// URL that always fails are spread out; with none they are not. Full
+// jitter makes one wait anywhere in [0, ceiling], so the test takes the
+// total over several URLs: 6 URLs x 2 retries each averaging at least a
+// quarter of 200ms and 400ms could all be short only by a chance below
+// 10^-9.
+func TestBackoffDelaysRetries(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	cfg := fetch.DefaultConfig()
+	cfg.Retries = 2
+	cfg.RetryStatus = []int{500}
+	cfg.ThrottleBase = 0
+	var lines []string
+	for i := range 6 {
+		lines = append(lines, fmt.Sprintf("%s/b/%d?status=500", tg.URL, i))
+	}
+	cfg.RetryBackoff = 200 * time.Millisecond
+	recs, _ := run(t, cfg, lines...)
+	var waited float64
+	for _, r := range recs {
+		if r.Attempts != 3 {
+			t.Fatalf("record %+v", r)
+		}
+		work := 0.0 // time in attempts; the rest of the record's time is back-off
+		for _, tr := range r.Tries {
+			work += tr.ElapsedMS
+		}
+		for _, ms := range r.Phases {
+			work += ms
+		}
+		waited += r.ElapsedMS - work
+	}
+	// The expected total wait is 6 x (100 + 200) = 1800ms.
+	t.Logf("waited %.0fms in all", waited)
+	if waited < 300 {
+		t.Errorf("6 URLs waited %.0fms in all between attempts, expected about 1800", waited)
+	}
+	cfg.RetryBackoff = 0
+	start := time.Now()
+	run(t, cfg, lines...)
+	if el := time.Since(start); el > 300*time.Millisecond {
+		t.Errorf("with no back-off the retries took %s", el)
+	}
+}
+
+// TestPolicyReachesScheduler: the policies choose differently. One slow
+// URL holds one proxy while five quick ones follow one by one:
+// least-inflight sends them all to the idle one, least-used alternates
+// once the counts are level.
+func TestPolicyReachesScheduler(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	var ps []proxies.Proxy
+	for i, c := range []int{8, 2} {
+		px := startProxy(t, "http", fetchtest.ProxyOptions{BindIP: fetchtest.LoopbackIP(70 + i)})
+		ps = append(ps, proxyOf(t, px.URL, func(p *proxies.Proxy) { p.Concurrency = c }))
+	}
+	lines := []string{tg.URL + "/hold?chunks=2&drip=200ms"}
+	for i := range 5 {
+		lines = append(lines, fmt.Sprintf("%s/quick/%d", tg.URL, i))
+	}
+	for _, tc := range []struct {
+		policy string
+		a, b   int // attempts on A and B
+	}{{"least-inflight", 1, 5}, {"least-used", 3, 3}} {
+		t.Run(tc.policy, func(t *testing.T) {
+			cfg := fetch.DefaultConfig()
+			cfg.Concurrency = 2
+			cfg.Policy = tc.policy
+			cfg.Proxies = ps
+			_, rep := run(t, cfg, lines...)
+			// Which proxy the slow URL lands on is a race between the two
+			// workers; the split is the policy's either way.
+			a, b := rep.Proxies[ps[0].ID].Attempts, rep.Proxies[ps[1].ID].Attempts
+			if min(a, b) != min(tc.a, tc.b) || max(a, b) != max(tc.a, tc.b) {
+				t.Errorf("attempts %d and %d, want %d and %d", a, b, tc.a, tc.b)
+			}
+		})
+	}
+}
+
+// TestProxyRateEveryAttempt: --proxy-rate holds through the engine, and an
+// attempt that fails takes a token too: 4 URLs x 3 attempts at 20/s cannot
+// take less than 11/20 s.
+func TestProxyRateEveryAttempt(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	px := startProxy(t, "http", fetchtest.ProxyOptions{})
+	cfg := fetch.DefaultConfig()
+	cfg.Proxies = []proxies.Proxy{proxyOf(t, px.URL, nil)}
+	cfg.ProxyRate = limits.Rate{N: 20, Per: time.Second}
+	cfg.Retries = 2
+	cfg.RetryBackoff = time.Millisecond
+	cfg.ThrottleBase = 0
+	var lines []string
+	for i := range 4 {
+		lines = append(lines, fmt.Sprintf("%s/r/%d?status=503", tg.URL, i))
+	}
+	start := time.Now()
+	recs, rep := run(t, cfg, lines...)
+	if el := time.Since(start); el < 540*time.Millisecond {
+		t.Errorf("12 attempts at 20/s in %s", el)
+	}
+	if a := rep.Proxies[cfg.Proxies[0].ID].Attempts; a != 12 || len(recs) != 4 {
+		t.Errorf("%d attempts, %d records", a, len(recs))
+	}
+}
+
+// TestDNSPhase: a host name is resolved and the time recorded as dns.
+func TestDNSPhase(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	_, port, _ := strings.Cut(strings.TrimPrefix(tg.URL, "http://"), ":")
+	recs, _ := run(t, fetch.DefaultConfig(), "http://localhost:"+port+"/n")
+	r := recs[1]
+	if !r.OK {
+		t.Fatalf("%+v", r.Error)
+	}
+	if _, ok := r.Phases["dns"]; !ok {
+		t.Errorf("no dns phase for a host name: %v", r.Phases)
+	}
+}

@@ -351,3 +351,79 @@ func TestFIFO(t *testing.T) {
 		want++
 	}
 }
+
+// TestLeastInFlightIsByFill: least-inflight compares how full budgets are,
+// not raw counts: capacity 8 with 2 in flight beats capacity 2 with 1.
+func TestLeastInFlightIsByFill(t *testing.T) {
+	s := limits.NewLocal(limits.Config{
+		Budgets:  []limits.Spec{{Concurrency: 8}, {Concurrency: 2}},
+		BudgetOf: []int{0, 1},
+	})
+	defer s.Close()
+	ctx := context.Background()
+	var held []*limits.Lease
+	for _, avoid := range []int{1, 1, 0} { // two on the big one, one on the small
+		l, err := s.Acquire(ctx, limits.Request{Host: "h:1", Avoid: []int{avoid}})
+		if err != nil || l.Proxy == avoid {
+			t.Fatalf("setup: %v %v", l, err)
+		}
+		held = append(held, l)
+	}
+	l, _ := s.Acquire(ctx, limits.Request{Host: "h:1"})
+	if l.Proxy != 0 {
+		t.Errorf("got proxy %d: 2/8 full should beat 1/2 full", l.Proxy)
+	}
+	l.Release()
+	for _, h := range held {
+		h.Release()
+	}
+}
+
+// TestDrainHoldsBackSlowProxy: once the input has run out, a request waits
+// for the fast proxy rather than start on one that would finish it later.
+// Before Drain, the slow proxy takes it at once.
+func TestDrainHoldsBackSlowProxy(t *testing.T) {
+	s := limits.NewLocal(limits.Config{
+		Budgets:  []limits.Spec{{Concurrency: 1}, {Concurrency: 1}},
+		BudgetOf: []int{0, 1},
+	})
+	defer s.Close()
+	ctx := context.Background()
+	// Teach it the latencies: proxy 0 holds a lease 5ms, proxy 1 100ms.
+	for _, hold := range []struct {
+		p int
+		d time.Duration
+	}{{0, 5 * time.Millisecond}, {1, 100 * time.Millisecond}} {
+		l, _ := s.Acquire(ctx, limits.Request{Host: "h:1", Avoid: []int{1 - hold.p}})
+		time.Sleep(hold.d)
+		l.Finish(limits.Success)
+	}
+	fast, _ := s.Acquire(ctx, limits.Request{Host: "h:1", Avoid: []int{1}})
+	if fast.Proxy != 0 {
+		t.Fatalf("setup got proxy %d", fast.Proxy)
+	}
+	try := func() *limits.Lease {
+		c, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+		defer cancel()
+		l, _ := s.Acquire(c, limits.Request{Host: "h:1"})
+		return l
+	}
+	if l := try(); l == nil || l.Proxy != 1 {
+		t.Fatalf("before Drain: got %v, want the free slow proxy at once", l)
+	} else {
+		l.Release()
+	}
+	s.Drain()
+	if l := try(); l != nil {
+		t.Fatalf("after Drain: got proxy %d at once; the fast one would finish sooner", l.Proxy)
+	}
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		fast.Finish(limits.Success)
+	}()
+	l, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
+	if err != nil || l.Proxy != 0 {
+		t.Fatalf("got %v %v, want the fast proxy once it is free", l, err)
+	}
+	l.Release()
+}

@@ -1,0 +1,93 @@
+package fetch
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestFullJitter: the n-th back-off is uniform in [0, base·2^(n-1)]: never
+// above it, and spread over it (1000 draws all under half the ceiling
+// would happen with probability 2^-1000).
+func TestFullJitter(t *testing.T) {
+	base := 100 * time.Millisecond
+	for n := 1; n <= 4; n++ {
+		ceil := base << (n - 1)
+		var hi time.Duration
+		for range 1000 {
+			d := fullJitter(base, n)
+			if d < 0 || d > ceil {
+				t.Fatalf("n=%d: back-off %s outside [0, %s]", n, d, ceil)
+			}
+			hi = max(hi, d)
+		}
+		if hi < ceil/2 {
+			t.Errorf("n=%d: 1000 back-offs all under %s: not doubling with full jitter up to %s", n, ceil/2, ceil)
+		}
+	}
+	if d := fullJitter(0, 3); d != 0 {
+		t.Errorf("no back-off configured: %s", d)
+	}
+}
+
+// TestHistogramQuantiles checks p50 and p95 against exact ones, within the
+// histogram's 2% buckets.
+func TestHistogramQuantiles(t *testing.T) {
+	var h histogram
+	for i := 1; i <= 1000; i++ {
+		h.add(float64(i)) // 1..1000 ms
+	}
+	for _, tc := range []struct {
+		q, want float64
+	}{{0.50, 500}, {0.95, 950}, {1, 1000}} {
+		if got := h.quantile(tc.q); math.Abs(got-tc.want)/tc.want > 0.02 {
+			t.Errorf("q%.2f = %.2f, want %.0f within 2%%", tc.q, got, tc.want)
+		}
+	}
+	var z histogram
+	z.add(0)
+	z.add(0)
+	if got := z.quantile(0.5); got != 0 {
+		t.Errorf("zeros: p50 %v", got)
+	}
+}
+
+// recordingWriter keeps each write made to it.
+type recordingWriter struct{ writes [][]byte }
+
+func (w *recordingWriter) Write(p []byte) (int, error) {
+	w.writes = append(w.writes, bytes.Clone(p))
+	return len(p), nil
+}
+
+// TestJSONLWriterWholeLines: every write that reaches the file ends at a
+// line end, even when a record does not fit in what is left of the buffer
+// or is larger than the buffer.
+func TestJSONLWriterWholeLines(t *testing.T) {
+	rw := &recordingWriter{}
+	w := NewJSONLWriter(rw)
+	for i := range 300 {
+		size := 300 + i*7
+		if i%50 == 49 {
+			size = 100 << 10 // larger than the 64 KiB buffer
+		}
+		if err := w.Write(&Record{URL: "http://a/" + strings.Repeat("x", size), Line: i + 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	for i, b := range rw.writes {
+		if len(b) == 0 || b[len(b)-1] != '\n' {
+			t.Fatalf("write %d of %d bytes does not end a line", i, len(b))
+		}
+		lines += bytes.Count(b, []byte("\n"))
+	}
+	if lines != 300 {
+		t.Errorf("%d lines written, want 300", lines)
+	}
+}
