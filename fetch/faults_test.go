@@ -2,7 +2,6 @@ package fetch_test
 
 import (
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -110,11 +109,14 @@ func startFaultEnv(t *testing.T) *faultEnv {
 	env.roots.AppendCertsFromPEM(env.secure.CertPEM)
 	env.roots.AppendCertsFromPEM(f.CertPEM)
 	env.httpProxy = startProxy(t, "http", fetchtest.ProxyOptions{BindIP: fetchtest.LoopbackIP(200)})
-	if p, err := fetchtest.StartSOCKS5(fetchtest.ProxyOptions{BindIP: fetchtest.LoopbackIP(201)}); err == nil {
-		t.Cleanup(p.Close)
-		env.socksProxy = p
-	} else if !errors.Is(err, fetchtest.ErrNoMicrosocks) {
-		t.Fatal(err)
+	p, err := fetchtest.StartSOCKS5(fetchtest.ProxyOptions{BindIP: fetchtest.LoopbackIP(201)})
+	if err != nil {
+		t.Fatalf("%v (scripts/test.sh installs microsocks)", err)
+	}
+	t.Cleanup(p.Close)
+	env.socksProxy = p
+	if !f.BlackholeHangs {
+		t.Fatal("a connect to a full accept queue does not hang here: the connect-timeout rows cannot be run")
 	}
 	return env
 }
@@ -317,9 +319,6 @@ type proxyFault struct {
 func proxyFaults() []proxyFault {
 	plainProxy := func(scheme string, addr func(*faultEnv) string) func(*testing.T, *faultEnv) (string, *x509.CertPool) {
 		return func(t *testing.T, env *faultEnv) (string, *x509.CertPool) {
-			if scheme == "socks5" && env.socksProxy == nil {
-				return "", nil
-			}
 			return scheme + "://" + addr(env), nil
 		}
 	}
@@ -399,9 +398,6 @@ func proxyFaults() []proxyFault {
 		{
 			name: "socks5 wrong password",
 			proxy: func(t *testing.T, env *faultEnv) (string, *x509.CertPool) {
-				if env.socksProxy == nil {
-					return "", nil
-				}
 				px := startProxy(t, "socks5", fetchtest.ProxyOptions{User: "alice", Password: "right-pw"})
 				return strings.Replace(px.URL, "socks5://", "socks5://alice:wrong-pw@", 1), nil
 			},
@@ -481,6 +477,9 @@ func TestTargetFaults(t *testing.T) {
 	for _, f := range targetFaults(env) {
 		for _, route := range []string{"direct", "http", "socks5"} {
 			for _, scheme := range []string{"http", "https"} {
+				if f.url(env, scheme, "/") == "" {
+					continue // this fault has no form over this scheme
+				}
 				rows = append(rows, row{f.name + "/" + route + "/" + scheme, route, scheme, f})
 				names = append(names, rows[len(rows)-1].name)
 			}
@@ -490,12 +489,6 @@ func TestTargetFaults(t *testing.T) {
 		rw := rows[i]
 		path := "/" + strings.NewReplacer(" ", "-", "/", "-", "(", "", ")", "").Replace(rw.name)
 		u := rw.fault.url(env, rw.scheme, path)
-		if u == "" {
-			t.Skipf("no %s over %s", rw.fault.name, rw.scheme)
-		}
-		if rw.fault.name == "connect hangs" && !env.f.BlackholeHangs {
-			t.Skip("connects to a full accept queue do not hang here")
-		}
 		cfg := faultConfig(env.roots)
 		switch rw.route {
 		case "direct":
@@ -503,9 +496,6 @@ func TestTargetFaults(t *testing.T) {
 		case "http":
 			cfg.Proxies = []proxies.Proxy{proxyOf(t, env.httpProxy.URL, nil)}
 		case "socks5":
-			if env.socksProxy == nil {
-				t.Skip("microsocks not installed")
-			}
 			cfg.Proxies = []proxies.Proxy{proxyOf(t, env.socksProxy.URL, nil)}
 		}
 		e, err := fetch.New(cfg)
@@ -562,9 +552,6 @@ func TestProxyFaults(t *testing.T) {
 	parallelRows(t, names, func(t *testing.T, i int) {
 		rw := rows[i]
 		pu, pool := rw.fault.proxy(t, env)
-		if pu == "" {
-			t.Skip("microsocks not installed")
-		}
 		cfg := faultConfig(env.roots)
 		if pool != nil {
 			cfg.RootCAs = pool
@@ -706,10 +693,7 @@ func TestFaultMix(t *testing.T) {
 		cfg := faultConfig(env.roots)
 		cfg.Concurrency = 64
 		cfg.ProxyConcurrency = 16
-		good := []string{env.httpProxy.URL}
-		if env.socksProxy != nil {
-			good = append(good, env.socksProxy.URL)
-		}
+		good := []string{env.httpProxy.URL, env.socksProxy.URL}
 		auth := startProxy(t, "http", fetchtest.ProxyOptions{User: "alice", Password: "right-pw"})
 		bad := []string{"http://" + env.f.Refused, "http://" + env.f.Silent, "http://" + env.f.Proxy403,
 			"http://" + env.f.ProxyClose, strings.Replace(auth.URL, "://", "://alice:wrong-pw@", 1)}

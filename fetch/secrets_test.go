@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -93,9 +92,6 @@ func TestSecrets(t *testing.T) {
 			roots := x509.NewCertPool()
 			roots.AppendCertsFromPEM(secure.CertPEM)
 			if c.kind != "" {
-				if _, err := exec.LookPath("microsocks"); c.kind == "socks5" && err != nil {
-					t.Skip(err)
-				}
 				px := startProxy(t, c.kind, fetchtest.ProxyOptions{User: proxyUser, Password: proxyPass, TLS: c.tls})
 				roots.AppendCertsFromPEM(px.CertPEM)
 				cfg.Proxies = []proxies.Proxy{proxyOf(t, withCreds(px.URL, proxyUser, c.password), nil)}
