@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"time"
 
@@ -255,13 +256,32 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 	defer closeInputs()
 
 	// Every output is checked before any is emptied or made, so that a
-	// usage error leaves the files as they were.
+	// usage error leaves the files as they were: files it had to create to
+	// check them are removed again.
+	var created []string
+	started := false
+	defer func() {
+		if !started {
+			for _, name := range created {
+				os.Remove(name)
+			}
+		}
+	}()
+	isNew := func(name string) {
+		if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+			created = append(created, name)
+		}
+	}
 	var reportFile *os.File
 	if opts.Report != "" {
+		isNew(opts.Report)
 		if reportFile, err = os.OpenFile(opts.Report, os.O_WRONLY|os.O_CREATE, 0o666); err != nil {
 			return usageErrorf("--report: %w", err)
 		}
 		defer reportFile.Close()
+	}
+	if opts.Output != "" && opts.Output != "-" {
+		isNew(opts.Output)
 	}
 	var out io.Writer
 	var closeOut func() error
@@ -312,6 +332,7 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 			return max(n-skip, 0)
 		}
 	}
+	started = true
 	report, runErr := runEngine(ctx, ios, eng, inputs, out, opts.Quiet, total)
 	if opts.Resume && report != nil && !opts.Quiet {
 		fmt.Fprintf(ios.ErrOut, "resumed %s: skipped %d lines it had already finished; the counts above are this run's only\n",

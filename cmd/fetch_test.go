@@ -215,6 +215,7 @@ func TestRun_usageErrors(t *testing.T) {
 		{name: "resume of a file that is not results", args: []string{"--resume", "-o", urls, urls}, wantStderr: []string{"--resume", "not a record"}},
 		{name: "demo bad urls", args: []string{"demo", "--urls", "0"}, wantStderr: []string{"--urls"}},
 		{name: "bad report keeps the output", args: []string{"-o", keep, "--save-dir", filepath.Join(dir, "saved"), "--report", filepath.Join(dir, "no", "r.json"), urls}, wantStderr: []string{"--report"}},
+		{name: "bad output makes no report", args: []string{"--report", filepath.Join(dir, "new-report.json"), "-o", filepath.Join(dir, "no", "out.jsonl"), urls}, wantStderr: []string{"--output"}},
 		{name: "bad proxy keeps the output", args: []string{"-o", keep, "--report", keepReport, "-p", malformed, urls}, wantStderr: []string{malformed + ":3"}},
 	}
 	for _, tt := range tests {
@@ -241,6 +242,9 @@ func TestRun_usageErrors(t *testing.T) {
 				if b, err := os.ReadFile(f); err != nil || string(b) != want {
 					t.Errorf("%s changed by a usage error: %q %v", f, b, err)
 				}
+			}
+			if _, err := os.Stat(filepath.Join(dir, "new-report.json")); err == nil {
+				t.Errorf("a usage error left a new report file behind")
 			}
 			if _, err := os.Stat(filepath.Join(dir, "saved")); err == nil {
 				t.Errorf("--save-dir created although the run never started")
