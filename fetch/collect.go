@@ -58,7 +58,7 @@ func newCollector(routes []*route, start time.Time) *collector {
 }
 
 // attempt counts one finished attempt.
-func (c *collector) attempt(proxy, host string, ok bool, proxyInFlight, hostInFlight int, phases map[string]float64) {
+func (c *collector) attempt(proxy, host string, ok bool, proxyInFlight, hostInFlight int, phases PhaseTimes) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.rep.Proxies[proxy]

@@ -258,7 +258,7 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 // period); waits for a permit or a retry end when admit does.
 func (e *Engine) runJob(ctx, admit context.Context, j *job, coll *collector) *Record {
 	start := time.Now()
-	rec := &Record{URL: j.shown, Input: j.input, Line: j.line, Phases: map[string]float64{}, Tries: []Try{}}
+	rec := &Record{URL: j.shown, Input: j.input, Line: j.line, Phases: PhaseTimes{}, Tries: []Try{}}
 	defer func() { rec.ElapsedMS = millis(time.Since(start)) }()
 	if j.invalid != "" {
 		rec.Error = &Error{Phase: PhaseInput, Kind: KindInvalid, Message: j.invalid}
@@ -302,7 +302,7 @@ type result struct {
 	bytes      int64
 	file       string
 	elapsed    time.Duration
-	phases     map[string]float64
+	phases     PhaseTimes
 	err        *Error
 	retryAfter time.Duration // from a Retry-After header, or 0
 	hasRetryAf bool
@@ -378,7 +378,7 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	lease, err := e.sched.Acquire(waitCtx, limits.Request{Host: j.host, Avoid: avoid})
 	if err != nil {
 		res.elapsed = time.Since(start)
-		res.phases = map[string]float64{PhaseQueue: millis(res.elapsed)}
+		res.phases = PhaseTimes{PhaseQueue: millis(res.elapsed)}
 		kind, msg := KindCancelled, "interrupted while waiting for a permit"
 		if jobCtx.Err() != nil || !errors.Is(err, context.Canceled) {
 			kind, msg = classify(err, PhaseQueue, jobCtx, jobCtx), e.message(err, jobCtx, jobCtx)

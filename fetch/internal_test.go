@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -89,5 +90,26 @@ func TestJSONLWriterWholeLines(t *testing.T) {
 	}
 	if lines != 300 {
 		t.Errorf("%d lines written, want 300", lines)
+	}
+}
+
+// TestPhaseTimesJSON: phases are written in the order the work passes
+// through them, and read back as they were.
+func TestPhaseTimesJSON(t *testing.T) {
+	p := PhaseTimes{"body": 3.4, "queue": 1.2, "tls": 10.25, "connect": 1, "headers": 50.3, "x-other": 2}
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"queue":1.2,"connect":1,"tls":10.25,"headers":50.3,"body":3.4,"x-other":2}`
+	if string(b) != want {
+		t.Errorf("got %s, want %s", b, want)
+	}
+	var back PhaseTimes
+	if err := json.Unmarshal(b, &back); err != nil || len(back) != len(p) || back["tls"] != 10.25 {
+		t.Errorf("read back %v, %v", back, err)
+	}
+	if b, _ := json.Marshal(PhaseTimes(nil)); string(b) != "{}" {
+		t.Errorf("nil phases: %s", b)
 	}
 }

@@ -1,5 +1,10 @@
 package fetch
 
+import (
+	"slices"
+	"strconv"
+)
+
 // Phase names, in the order work passes through them.
 const (
 	PhaseInput   = "input"
@@ -37,30 +42,30 @@ const (
 // Record is the one result line written for each URL line taken for work.
 // Field order is the order of the JSON output.
 type Record struct {
-	URL       string             `json:"url"`
-	Input     string             `json:"input"`
-	Line      int                `json:"line"`
-	OK        bool               `json:"ok"`
-	Status    int                `json:"status"`
-	Proxy     string             `json:"proxy,omitempty"`
-	Pool      string             `json:"pool,omitempty"`
-	Attempts  int                `json:"attempts"`
-	Bytes     int64              `json:"bytes"`
-	ElapsedMS float64            `json:"elapsed_ms"`
-	Phases    map[string]float64 `json:"phases"`
-	Error     *Error             `json:"error"`
-	Tries     []Try              `json:"tries"`
-	File      string             `json:"file,omitempty"`
+	URL       string     `json:"url"`
+	Input     string     `json:"input"`
+	Line      int        `json:"line"`
+	OK        bool       `json:"ok"`
+	Status    int        `json:"status"`
+	Proxy     string     `json:"proxy,omitempty"`
+	Pool      string     `json:"pool,omitempty"`
+	Attempts  int        `json:"attempts"`
+	Bytes     int64      `json:"bytes"`
+	ElapsedMS float64    `json:"elapsed_ms"`
+	Phases    PhaseTimes `json:"phases"`
+	Error     *Error     `json:"error"`
+	Tries     []Try      `json:"tries"`
+	File      string     `json:"file,omitempty"`
 }
 
 // Try is an earlier attempt of a record.
 type Try struct {
-	Proxy     string             `json:"proxy,omitempty"`
-	Pool      string             `json:"pool,omitempty"`
-	Status    int                `json:"status"`
-	ElapsedMS float64            `json:"elapsed_ms"`
-	Phases    map[string]float64 `json:"phases"`
-	Error     *Error             `json:"error"`
+	Proxy     string     `json:"proxy,omitempty"`
+	Pool      string     `json:"pool,omitempty"`
+	Status    int        `json:"status"`
+	ElapsedMS float64    `json:"elapsed_ms"`
+	Phases    PhaseTimes `json:"phases"`
+	Error     *Error     `json:"error"`
 }
 
 // Error says where and how an attempt or a record failed.
@@ -71,3 +76,41 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Phase + ": " + e.Kind + ": " + e.Message }
+
+// PhaseTimes are the milliseconds an attempt spent in each phase that
+// happened. As JSON its keys come in the order of Phases, the order the work
+// passes through them, so that records read left to right.
+type PhaseTimes map[string]float64
+
+// MarshalJSON writes the phases in the order of Phases, then any other key
+// sorted.
+func (p PhaseTimes) MarshalJSON() ([]byte, error) {
+	if p == nil {
+		return []byte("{}"), nil
+	}
+	b := []byte{'{'}
+	write := func(k string, v float64) {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, k)
+		b = append(b, ':')
+		b = strconv.AppendFloat(b, v, 'f', -1, 64)
+	}
+	for _, k := range Phases {
+		if v, ok := p[k]; ok {
+			write(k, v)
+		}
+	}
+	var rest []string
+	for k := range p {
+		if !slices.Contains(Phases, k) {
+			rest = append(rest, k)
+		}
+	}
+	slices.Sort(rest)
+	for _, k := range rest {
+		write(k, p[k])
+	}
+	return append(b, '}'), nil
+}

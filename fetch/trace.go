@@ -108,7 +108,7 @@ func (t *tracker) current() string {
 
 // finish stops the clocks and timers and returns the phase the attempt
 // ended in and the milliseconds spent in each phase that happened.
-func (t *tracker) finish() (string, map[string]float64) {
+func (t *tracker) finish() (string, PhaseTimes) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	last := t.phase
@@ -119,7 +119,7 @@ func (t *tracker) finish() (string, map[string]float64) {
 		stop(t.headerTimer)
 		stop(t.idleTimer)
 	}
-	ms := make(map[string]float64, 6)
+	ms := make(PhaseTimes, 6)
 	for i, d := range t.spent {
 		if t.seen[i] {
 			ms[Phases[i]] = millis(d)
