@@ -22,10 +22,6 @@ func urlLines(base string, n int) io.Reader {
 	return strings.NewReader(b.String())
 }
 
-type discard struct{}
-
-func (discard) Write(*fetch.Record) error { return nil }
-
 // BenchmarkPerURL measures the engine's cost per URL on loopback: one
 // op is one URL fetched with a 512-byte body, with records encoded as JSON.
 func BenchmarkPerURL(b *testing.B) {

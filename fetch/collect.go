@@ -1,12 +1,12 @@
 package fetch
 
 import (
-	"time"
-
-	"github.com/fetch-dev/fetch/limits"
 	"math"
 	"slices"
 	"sync"
+	"time"
+
+	"github.com/fetch-dev/fetch/limits"
 )
 
 // collector builds the Report as attempts and records finish. It is safe

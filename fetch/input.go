@@ -203,10 +203,13 @@ func parseTarget(s string) (*url.URL, string, string) {
 		// could be made to such a host.
 		return nil, "", "URL has a bad host"
 	}
-	if _, err := url.Parse(u.String()); err != nil {
-		// Nor does it always read back what it wrote (an IPv6 zone with
-		// bytes that are not UTF-8): the request is made from that text.
-		return nil, "", "URL has a bad host"
+	if strings.Contains(u.Host, "%") {
+		// Nor does it always read back what it wrote for an IPv6 zone
+		// (bytes that are not UTF-8), and the request is made from that
+		// text. Only zones can do it, so only they pay for a second parse.
+		if _, err := url.Parse(u.String()); err != nil {
+			return nil, "", "URL has a bad host"
+		}
 	}
 	return u, key, ""
 }

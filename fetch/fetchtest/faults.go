@@ -114,7 +114,7 @@ func StartFaults() (*Faults, error) {
 		return nil, err
 	}
 	f.closers = append(f.closers, func() { plain.close(nil) })
-	f.URL = "http://" + plain.addrString()
+	f.URL = plain.url()
 	plain.start()
 
 	good, err := newSelfSigned()
@@ -127,7 +127,7 @@ func StartFaults() (*Faults, error) {
 		return nil, err
 	}
 	f.closers = append(f.closers, func() { secure.close(nil) })
-	f.TLSURL = "https://" + secure.addrString()
+	f.TLSURL = secure.url()
 	secure.start()
 
 	bad, err := newBadCert()
@@ -139,7 +139,7 @@ func StartFaults() (*Faults, error) {
 		return nil, err
 	}
 	f.closers = append(f.closers, func() { badSrv.close(nil) })
-	f.BadCertURL = "https://" + badSrv.addrString()
+	f.BadCertURL = badSrv.url()
 	badSrv.start()
 
 	p403, err := newServer("", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

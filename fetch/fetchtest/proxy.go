@@ -162,12 +162,7 @@ func StartHTTPProxy(opts ProxyOptions) (*Proxy, error) {
 		return nil, err
 	}
 	p.srv = srv
-	p.Addr = srv.addrString()
-	scheme := "http"
-	if opts.TLS {
-		scheme = "https"
-	}
-	p.URL = scheme + "://" + p.Addr
+	p.Addr, p.URL = srv.addrString(), srv.url()
 	p.close = func() { srv.close(p.transport.CloseIdleConnections) }
 	srv.start()
 	return p, nil

@@ -15,6 +15,7 @@ import (
 // server runs an http.Server on a loopback listener and knows how to stop
 // every goroutine it started.
 type server struct {
+	tls    bool // serves TLS
 	srv    *http.Server
 	ln     net.Listener
 	cancel context.CancelFunc
@@ -44,7 +45,7 @@ func newServer(addr string, h http.Handler, cert *selfSigned) (*server, error) {
 		ln = tls.NewListener(ln, cert.serverConfig())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{ln: ln, cancel: cancel, extra: make(map[io.Closer]struct{})}
+	s := &server{ln: ln, cancel: cancel, extra: make(map[io.Closer]struct{}), tls: cert != nil}
 	s.srv = &http.Server{
 		Handler:     s.wrap(h),
 		BaseContext: func(net.Listener) context.Context { return ctx },
@@ -135,6 +136,14 @@ func (s *server) close(after func()) {
 
 // addrString is the listener address, e.g. "127.0.0.1:4567".
 func (s *server) addrString() string { return s.ln.Addr().String() }
+
+// url is "http://" or "https://" and the listener address.
+func (s *server) url() string {
+	if s.tls {
+		return "https://" + s.addrString()
+	}
+	return "http://" + s.addrString()
+}
 
 // sourceIP is the IP of a "host:port" remote address, IPv4-mapped
 // addresses unmapped, or remote itself when it does not parse.

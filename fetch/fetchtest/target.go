@@ -90,12 +90,7 @@ func StartTarget(opts TargetOptions) (*Target, error) {
 		return nil, err
 	}
 	t.srv = srv
-	t.Addr = srv.addrString()
-	scheme := "http"
-	if opts.TLS {
-		scheme = "https"
-	}
-	t.URL = scheme + "://" + t.Addr
+	t.Addr, t.URL = srv.addrString(), srv.url()
 	srv.start()
 	return t, nil
 }
