@@ -118,6 +118,7 @@ func demoRun(ctx context.Context, opts *DemoOptions) (err error) {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
+	defer eng.Close()
 
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeDemoURLs(pw, target.URL, opts.URLs)) }()

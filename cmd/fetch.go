@@ -305,6 +305,7 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 	if err != nil {
 		return usageError(err)
 	}
+	defer eng.Close()
 	if dir := opts.Config.SaveDir; dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return usageErrorf("--save-dir: %w", err)

@@ -51,6 +51,8 @@ type Engine struct {
 	stopOnce                   sync.Once
 	done, ok, failed, inFlight atomic.Int64
 	coll                       atomic.Pointer[collector] // the running Run's
+	ownSched                   bool                      // sched was built by New: Close closes it
+	eventsMu                   sync.Mutex                // held while moving events to the report
 }
 
 // New checks cfg and builds an Engine with an in-process scheduler.
@@ -69,43 +71,82 @@ func New(cfg Config) (*Engine, error) {
 	for _, s := range cfg.RetryStatus {
 		e.retry[s] = true
 	}
-	lc := limits.Config{
-		Host:   limits.Spec{Concurrency: cfg.HostConcurrency, Rate: cfg.HostRate, Burst: cfg.HostBurst},
-		Global: cfg.Rate,
-		Policy: policy,
+	lc, err := schedulerConfig(&cfg)
+	if err != nil {
+		return nil, err
 	}
-	if len(cfg.Proxies) == 0 {
-		e.routes = []*route{newRoute(&e.cfg, nil)}
-		lc.Budgets = []limits.Spec{{}} // direct: only -c, host and global limits
-		lc.BudgetOf = []int{0}
-	} else {
-		budgets, of, err := proxies.Budgets(cfg.Proxies, cfg.ProxyConcurrency, cfg.ProxyRate, cfg.ProxyBurst)
-		if err != nil {
-			return nil, err
-		}
+	e.routes = []*route{newRoute(&e.cfg, nil)}
+	if len(cfg.Proxies) > 0 {
+		e.routes = e.routes[:0]
 		for i := range cfg.Proxies {
 			e.routes = append(e.routes, newRoute(&e.cfg, &cfg.Proxies[i]))
 		}
-		for _, b := range budgets {
-			lc.Budgets = append(lc.Budgets, limits.Spec{Concurrency: b.Concurrency, Rate: b.Rate, Burst: b.Burst})
-		}
-		lc.BudgetOf = of
 	}
-	lc.Health = limits.Health{MaxFailures: cfg.ProxyMaxFailures, Cooldown: cfg.ProxyCooldown, MaxCooldown: cfg.ProxyCooldownMax}
-	lc.Throttle = limits.Throttle{Base: cfg.ThrottleBase, Max: cfg.ThrottleMax}
-	if len(cfg.Proxies) == 0 {
-		lc.Health = limits.Health{} // direct is never benched
-	}
-	lc.OnHealth = func(ev limits.HealthEvent) {
-		if c := e.coll.Load(); c != nil {
-			c.health(e.routes[ev.Proxy].id, ev)
-		}
-	}
+	lc.Policy = policy
 	e.sched = cfg.Scheduler
 	if e.sched == nil {
 		e.sched = limits.NewLocal(lc)
+		e.ownSched = true
 	}
 	return e, nil
+}
+
+// schedulerConfig is the scheduler's configuration for cfg: one budget per
+// proxy or pool (one unlimited route, direct, without proxies), each proxy
+// and budget named by the identity records use, and the host, global,
+// health and pushback limits. The policy is left to the caller.
+func schedulerConfig(cfg *Config) (limits.Config, error) {
+	lc := limits.Config{
+		Host:     limits.Spec{Concurrency: cfg.HostConcurrency, Rate: cfg.HostRate, Burst: cfg.HostBurst},
+		Global:   cfg.Rate,
+		Health:   limits.Health{MaxFailures: cfg.ProxyMaxFailures, Cooldown: cfg.ProxyCooldown, MaxCooldown: cfg.ProxyCooldownMax},
+		Throttle: limits.Throttle{Base: cfg.ThrottleBase, Max: cfg.ThrottleMax},
+	}
+	if len(cfg.Proxies) == 0 {
+		lc.Budgets = []limits.Spec{{}} // direct: only -c, host and global limits
+		lc.BudgetOf = []int{0}
+		lc.ProxyIDs = []string{"direct"}
+		lc.BudgetNames = []string{"direct"}
+		lc.Health = limits.Health{} // direct is never benched
+		return lc, nil
+	}
+	budgets, of, err := proxies.Budgets(cfg.Proxies, cfg.ProxyConcurrency, cfg.ProxyRate, cfg.ProxyBurst)
+	if err != nil {
+		return lc, err
+	}
+	for _, b := range budgets {
+		lc.Budgets = append(lc.Budgets, limits.Spec{Concurrency: b.Concurrency, Rate: b.Rate, Burst: b.Burst})
+		lc.BudgetNames = append(lc.BudgetNames, b.Name)
+	}
+	lc.BudgetOf = of
+	for _, p := range cfg.Proxies {
+		lc.ProxyIDs = append(lc.ProxyIDs, p.ID)
+	}
+	return lc, nil
+}
+
+// takeEvents moves the scheduler's news of proxy health into the run's
+// report.
+func (e *Engine) takeEvents(coll *collector) {
+	var buf [4]limits.HealthEvent
+	e.eventsMu.Lock() // events reach the report in the order they happened
+	defer e.eventsMu.Unlock()
+	for _, ev := range e.sched.Events(buf[:0]) {
+		coll.health(e.routes[ev.Proxy].id, ev)
+	}
+}
+
+// Close releases what the engine holds: the scheduler it built (one given in
+// Config.Scheduler is the caller's to close) and idle connections. Call it
+// once no Run is running.
+func (e *Engine) Close() error {
+	for _, r := range e.routes {
+		r.tr.CloseIdleConnections()
+	}
+	if e.ownSched {
+		return e.sched.Close()
+	}
+	return nil
 }
 
 // Stats returns the progress so far. It is safe to call while Run runs.
@@ -163,8 +204,8 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 	go func() {
 		defer close(jobs)
 		err := readInputs(admit, inputs, e.cfg.Done, jobs)
-		if d, ok := e.sched.(interface{ Drain() }); ok && err == nil {
-			d.Drain() // every line is taken: the scheduler may plan the tail
+		if err == nil {
+			e.sched.Drain() // every line is taken: the scheduler may plan the tail
 		}
 		readDone <- err
 	}()
@@ -239,6 +280,7 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 	// Interrupted means something was left: unread input or a cancelled
 	// record. A signal that lands while the last records are flushed
 	// changes nothing.
+	e.takeEvents(coll)
 	rep := coll.report(millis(time.Since(start)), false)
 	interrupted := ctx.Err() != nil && (!readAll || rep.ByKind[KindCancelled] > 0)
 	rep.Interrupted = interrupted
@@ -388,7 +430,10 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	}
 	res.proxy = lease.Proxy
 	rt := e.routes[lease.Proxy]
-	defer func() { lease.Finish(outcome(rt, res)) }() // runs last: after the body is closed
+	defer func() { // runs last: after the body is closed
+		lease.Finish(outcome(rt, res))
+		e.takeEvents(coll)
+	}()
 
 	attemptCtx, cancel := context.WithCancelCause(jobCtx)
 	defer cancel(nil)

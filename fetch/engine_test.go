@@ -89,6 +89,7 @@ func run(t *testing.T, cfg fetch.Config, lines ...string) (map[int]*fetch.Record
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { e.Close() })
 	return runEngine(t, e, lines...)
 }
 

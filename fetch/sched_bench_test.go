@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// naive is the scheduler the issue compares against: assign proxies round
-// robin, then wait on that proxy's semaphore.
+// naive is the scheduler a hand-rolled fetcher would have: assign proxies
+// round robin, then wait on that proxy's semaphore.
 type naive struct {
 	next atomic.Int64
 	sems []*semaphore.Weighted
@@ -37,6 +37,10 @@ func (s *naive) Acquire(ctx context.Context, _ limits.Request) (*limits.Lease, e
 	}
 	return limits.NewLease(p, p, func(limits.Outcome) { s.sems[p].Release(1) }), nil
 }
+
+func (s *naive) Drain()                                               {}
+func (s *naive) Events(dst []limits.HealthEvent) []limits.HealthEvent { return dst }
+func (s *naive) Close() error                                         { return nil }
 
 // BenchmarkScheduler measures the makespan of N URLs through three proxies
 // with latencies 20, 100 and 400ms and concurrency 4 each, against the ideal

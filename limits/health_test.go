@@ -10,20 +10,17 @@ import (
 	"github.com/fetch-dev/fetch/limits"
 )
 
+// events collects the health events of s, taken through Events.
 type events struct {
 	mu  sync.Mutex
+	s   *limits.Local
 	evs []limits.HealthEvent
-}
-
-func (e *events) add(ev limits.HealthEvent) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.evs = append(e.evs, ev)
 }
 
 func (e *events) states() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.evs = e.s.Events(e.evs)
 	var s []string
 	for _, ev := range e.evs {
 		s = append(s, ev.State)
@@ -51,8 +48,8 @@ func TestBenchProbeRestore(t *testing.T) {
 		Budgets:  []limits.Spec{{Concurrency: 2}, {Concurrency: 1}},
 		BudgetOf: []int{0, 1},
 		Health:   limits.Health{MaxFailures: 2, Cooldown: cool, MaxCooldown: time.Second},
-		OnHealth: ev.add,
 	})
+	ev.s = s
 	defer s.Close()
 	// Two faults on proxy 0 bench it.
 	for range 2 {
@@ -267,8 +264,8 @@ func TestStaleOutcomesAreOldNews(t *testing.T) {
 		BudgetOf: []int{0},
 		Health:   limits.Health{MaxFailures: 1, Cooldown: time.Minute, MaxCooldown: time.Hour},
 		Throttle: limits.Throttle{Base: base, Max: time.Minute},
-		OnHealth: ev.add,
 	})
+	ev.s = s
 	defer s.Close()
 	var ls []*limits.Lease
 	for range 8 {

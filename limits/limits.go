@@ -19,11 +19,30 @@ import (
 )
 
 // Scheduler grants leases. Implementations are safe for concurrent use.
+//
+// Its life: Acquire and Finish leases while the run goes, Drain once the
+// input has run out, take Events after each Finish and once at the end, and
+// Close when the run is over.
 type Scheduler interface {
 	// Acquire blocks until an attempt for req may start and returns its
 	// lease. If ctx is done first it returns an error wrapping ctx.Err()
 	// and takes nothing.
 	Acquire(ctx context.Context, req Request) (*Lease, error)
+
+	// Drain tells the scheduler that no request will come but those
+	// already waiting or in flight, so that it may plan the end of the run.
+	Drain()
+
+	// Events appends to dst the proxies' changes of state since the last
+	// call, oldest first, and returns the extended slice. It never blocks
+	// on a lease and is cheap when there is nothing new, so callers may
+	// call it after every Finish.
+	Events(dst []HealthEvent) []HealthEvent
+
+	// Close wakes every waiting Acquire with ErrClosed and stops the
+	// scheduler's timers and background work. Leases already granted stay
+	// valid and may still be finished.
+	Close() error
 }
 
 // Request describes the attempt that wants to start.

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -46,15 +47,19 @@ func ParsePolicy(s string) (Policy, error) {
 type Config struct {
 	Budgets  []Spec // one per proxy or pool
 	BudgetOf []int  // for each proxy, the index of its budget; its length is the number of proxies
+
+	// ProxyIDs and BudgetNames name each proxy and each budget by the
+	// identity records use: the proxy's identity, and the pool name (or, for
+	// a budget of one proxy's own, that proxy's identity). Indexes stay the
+	// in-process handle; an implementation that keeps state outside the
+	// process keys it by these names. Either may be nil for Local.
+	ProxyIDs    []string
+	BudgetNames []string
 	Host     Spec   // per target host:port
 	Global   Rate   // all attempts together, burst 1
 	Policy   Policy
 	Health   Health   // benching of failing proxies; the zero value never benches
 	Throttle Throttle // slowing of proxy-host pairs the target pushes back on; the zero value never slows
-
-	// OnHealth, if set, is called (with the scheduler's lock held: it must
-	// not call back into the scheduler) each time a proxy changes state.
-	OnHealth func(HealthEvent)
 
 	// Now returns the current time; nil means time.Now. Tests pass a fake.
 	Now func() time.Time
@@ -119,7 +124,8 @@ type Local struct {
 
 	health   Health
 	throttle Throttle
-	onHealth func(HealthEvent)
+	events   []HealthEvent // not yet taken by Events
+	pending  atomic.Int32  // len(events), read without the lock
 	pairs    map[pairKey]*pairState
 	draining bool  // no request will come but those waiting or in flight
 	members  []int // proxies per budget
@@ -222,7 +228,6 @@ func NewLocal(cfg Config) *Local {
 		rng:      rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		health:   cfg.Health,
 		throttle: cfg.Throttle,
-		onHealth: cfg.OnHealth,
 		pairs:    make(map[pairKey]*pairState),
 	}
 	if s.now == nil {
@@ -297,8 +302,9 @@ func (s *Local) Acquire(ctx context.Context, req Request) (*Lease, error) {
 }
 
 // Close wakes every waiter with ErrClosed and stops the timer. Leases
-// already granted stay valid and may still be released.
-func (s *Local) Close() {
+// already granted stay valid and may still be released. It always returns
+// nil.
+func (s *Local) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
@@ -311,6 +317,7 @@ func (s *Local) Close() {
 	if s.timer != nil {
 		s.timer.Stop()
 	}
+	return nil
 }
 
 // dispatch grants leases to waiters in order while it can, and arms the
@@ -698,10 +705,30 @@ func (s *Local) leastUsed(p int) (int64, bool) {
 	return lo, found
 }
 
+// maxEvents bounds the events kept for Events: a caller that never takes
+// them loses the oldest, not memory.
+const maxEvents = 1 << 16
+
+// event queues a proxy's change of state for Events. Call with s.mu held.
 func (s *Local) event(p int, at time.Time, state string, d time.Duration) {
-	if s.onHealth != nil {
-		s.onHealth(HealthEvent{Proxy: p, At: at, State: state, Cooldown: d})
+	if len(s.events) >= maxEvents {
+		s.events = slices.Delete(s.events, 0, len(s.events)/2)
 	}
+	s.events = append(s.events, HealthEvent{Proxy: p, At: at, State: state, Cooldown: d})
+	s.pending.Store(int32(len(s.events)))
+}
+
+// Events implements Scheduler.
+func (s *Local) Events(dst []HealthEvent) []HealthEvent {
+	if s.pending.Load() == 0 {
+		return dst
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dst = append(dst, s.events...)
+	s.events = s.events[:0]
+	s.pending.Store(0)
+	return dst
 }
 
 // Drain tells the scheduler that no request will come but those already
