@@ -55,11 +55,11 @@ type Config struct {
 	// process keys it by these names. Either may be nil for Local.
 	ProxyIDs    []string
 	BudgetNames []string
-	Host     Spec   // per target host:port
-	Global   Rate   // all attempts together, burst 1
-	Policy   Policy
-	Health   Health   // benching of failing proxies; the zero value never benches
-	Throttle Throttle // slowing of proxy-host pairs the target pushes back on; the zero value never slows
+	Host        Spec // per target host:port
+	Global      Rate // all attempts together, burst 1
+	Policy      Policy
+	Health      Health   // benching of failing proxies; the zero value never benches
+	Throttle    Throttle // slowing of proxy-host pairs the target pushes back on; the zero value never slows
 
 	// Now returns the current time; nil means time.Now. Tests pass a fake.
 	Now func() time.Time
