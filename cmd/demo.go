@@ -47,8 +47,8 @@ the real pipeline (some slow bodies, some planned failures that are retried), an
 prints the progress bar and the summary. It exits 0 when every record is ok.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opts.URLs < 1 {
-				return usageErrorf("--urls: want at least 1")
+			if opts.URLs < 1 || opts.URLs > maxCount {
+				return usageErrorf("--urls %d: want an integer from 1 to %d", opts.URLs, maxCount)
 			}
 			if runF != nil {
 				return runF(opts)
@@ -67,24 +67,27 @@ prints the progress bar and the summary. It exits 0 when every record is ok.`,
 // and stops the servers.
 func demoRun(ctx context.Context, opts *DemoOptions) (err error) {
 	ios := opts.IO
-	out, closeOut := io.Writer(io.Discard), func() error { return nil }
-	if opts.Output != "" {
-		var truncate func() error
-		if out, closeOut, truncate, err = createOutput(ios.Out, opts.Output); err != nil {
-			return usageErrorf("--output: %w", err)
+	out := io.Writer(io.Discard)
+	switch opts.Output {
+	case "":
+	case "-":
+		out = ios.Out
+	default:
+		results, err := openOutput("--output", opts.Output, false)
+		if err != nil {
+			return usageError(err)
 		}
-		if truncate != nil {
-			if err := truncate(); err != nil {
-				closeOut()
-				return usageErrorf("--output: %w", err)
+		if err := results.start(); err != nil {
+			results.abandon()
+			return usageError(err)
+		}
+		defer func() {
+			if cerr := results.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("--output: %w", cerr)
 			}
-		}
+		}()
+		out = results.f
 	}
-	defer func() {
-		if cerr := closeOut(); cerr != nil && err == nil {
-			err = fmt.Errorf("--output: %w", cerr)
-		}
-	}()
 
 	target, err := fetchtest.StartTarget(fetchtest.TargetOptions{})
 	if err != nil {
@@ -130,6 +133,7 @@ func demoRun(ctx context.Context, opts *DemoOptions) (err error) {
 		total = func(context.Context) int64 { return n }
 	}
 	inputs := []fetch.Input{{Name: "demo", R: pr}}
+	defer routeLog(ios.ErrOut, opts.Quiet)()
 	report, runErr := runEngine(ctx, ios, eng, inputs, out, opts.Quiet, total)
 	return runResult(report, runErr)
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"time"
 
@@ -191,32 +190,53 @@ func (opts *FetchOptions) complete(cmd *cobra.Command) error {
 	return nil
 }
 
-// checkConfig checks the values the flags set directly.
+// Ranges of the count flags. A count far past what any run needs is a
+// typing mistake, and the engine must never be asked to size anything by it.
+const (
+	maxConcurrency = 100_000   // -c
+	maxCount       = 1_000_000 // per proxy or host: concurrency, bursts, failures (as a proxy line's concurrency= and burst=)
+	maxRetries     = 100       // --retries, --max-redirects
+)
+
+// checkConfig checks the values the flags set directly. It is the one place
+// where a flag's value is checked.
 func checkConfig(cfg *fetch.Config) error {
+	counts := []struct {
+		flag   string
+		v      int
+		lo, hi int
+		what   string // what the lowest value means, if anything
+	}{
+		{"--concurrency", cfg.Concurrency, 1, maxConcurrency, ""},
+		{"--proxy-concurrency", cfg.ProxyConcurrency, 1, maxCount, ""},
+		{"--proxy-burst", cfg.ProxyBurst, 1, maxCount, ""},
+		{"--host-concurrency", cfg.HostConcurrency, 0, maxCount, " (0: unlimited)"},
+		{"--host-burst", cfg.HostBurst, 1, maxCount, ""},
+		{"--retries", cfg.Retries, 0, maxRetries, ""},
+		{"--max-redirects", cfg.MaxRedirects, 0, maxRetries, " (0: do not follow)"},
+		{"--proxy-max-failures", cfg.ProxyMaxFailures, 0, maxCount, " (0: never bench)"},
+	}
+	for _, c := range counts {
+		if c.v < c.lo || c.v > c.hi {
+			return fmt.Errorf("%s %d: want an integer from %d to %d%s", c.flag, c.v, c.lo, c.hi, c.what)
+		}
+	}
 	checks := []struct {
 		bad  bool
 		flag string
 		want string
 	}{
-		{cfg.Concurrency < 1, "--concurrency", "at least 1"},
-		{cfg.ProxyConcurrency < 1, "--proxy-concurrency", "at least 1"},
-		{cfg.ProxyBurst < 1, "--proxy-burst", "at least 1"},
-		{cfg.HostConcurrency < 0, "--host-concurrency", "0 (unlimited) or more"},
-		{cfg.HostBurst < 1, "--host-burst", "at least 1"},
 		{cfg.ConnectTimeout <= 0, "--connect-timeout", "a positive duration"},
 		{cfg.HeaderTimeout <= 0, "--header-timeout", "a positive duration"},
 		{cfg.IdleTimeout <= 0, "--idle-timeout", "a positive duration"},
 		{cfg.Timeout <= 0, "--timeout", "a positive duration"},
-		{cfg.Retries < 0, "--retries", "0 or more"},
 		{cfg.RetryBackoff < 0, "--retry-backoff", "0 or more"},
 		{cfg.Grace < 0, "--grace", "0 or more"},
-		{cfg.ProxyMaxFailures < 0, "--proxy-max-failures", "0 (never) or more"},
 		{cfg.ProxyCooldown <= 0, "--proxy-cooldown", "a positive duration"},
 		{cfg.ProxyCooldownMax < cfg.ProxyCooldown, "--proxy-cooldown-max", "at least --proxy-cooldown"},
 		{cfg.ThrottleBase < 0, "--pushback-delay", "0 (never) or more"},
 		{cfg.ThrottleMax < cfg.ThrottleBase, "--pushback-max", "at least --pushback-delay"},
 		{!isToken(cfg.Method), "--method", "a method name such as GET"},
-		{cfg.MaxRedirects < 0, "--max-redirects", "0 or more"},
 		{cfg.MaxBody < 1, "--max-body", "at least 1 byte"},
 	}
 	for _, c := range checks {
@@ -249,6 +269,9 @@ func loadCertPool(file string) (*x509.CertPool, error) {
 // and writes the results, the report and the summary.
 func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 	ios := opts.IO
+	if err := checkFiles(opts.inputFiles(), opts.outputFiles()); err != nil {
+		return usageError(err)
+	}
 	inputs, closeInputs, err := openInputs(ios, opts.Inputs)
 	if err != nil {
 		return usageError(err)
@@ -258,69 +281,64 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 	// Every output is checked before any is emptied or made, so that a
 	// usage error leaves the files as they were: files it had to create to
 	// check them are removed again.
-	var created []string
+	var outs []*outputFile
 	started := false
 	defer func() {
 		if !started {
-			for _, name := range created {
-				os.Remove(name)
+			for _, o := range outs {
+				o.abandon()
 			}
 		}
 	}()
-	isNew := func(name string) {
-		if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) {
-			created = append(created, name)
-		}
-	}
-	var reportFile *os.File
+	var report *outputFile
 	if opts.Report != "" {
-		isNew(opts.Report)
-		if reportFile, err = os.OpenFile(opts.Report, os.O_WRONLY|os.O_CREATE, 0o666); err != nil {
-			return usageErrorf("--report: %w", err)
-		}
-		defer reportFile.Close()
-	}
-	if opts.Output != "" && opts.Output != "-" {
-		isNew(opts.Output)
-	}
-	var out io.Writer
-	var closeOut func() error
-	var truncOut func() error
-	if opts.Resume {
-		var done *fetch.DoneSet
-		out, closeOut, done, err = resumeOutput(ctx, ios, opts.Output, opts.Quiet)
-		if err != nil {
+		if report, err = openOutput("--report", opts.Report, false); err != nil {
 			return usageError(err)
 		}
-		opts.Config.Done = done
-	} else if out, closeOut, truncOut, err = createOutput(ios.Out, opts.Output); err != nil {
-		return usageErrorf("--output: %w", err)
+		outs = append(outs, report)
 	}
-	defer func() {
-		if cerr := closeOut(); cerr != nil && err == nil {
-			err = fmt.Errorf("--output: %w", cerr)
+	out := ios.Out
+	var results *outputFile
+	if opts.Output != "" && opts.Output != "-" {
+		if results, err = openOutput("--output", opts.Output, opts.Resume); err != nil {
+			return usageError(err)
 		}
-	}()
+		outs = append(outs, results)
+		out = results.f
+	}
+	if opts.Resume {
+		if opts.Config.Done, err = loadResume(ctx, ios, results, opts.Quiet); err != nil {
+			return usageError(err)
+		}
+	}
+	defer routeLog(ios.ErrOut, opts.Quiet)() // after Close: the transports log until then
 	eng, err := fetch.New(opts.Config)
 	if err != nil {
 		return usageError(err)
 	}
 	defer eng.Close()
 	if dir := opts.Config.SaveDir; dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := fetch.PrepareSaveDir(dir, opts.Config.Timeout); err != nil {
 			return usageErrorf("--save-dir: %w", err)
 		}
 	}
-	if truncOut != nil {
-		if err := truncOut(); err != nil {
-			return usageErrorf("--output: %w", err)
+	for _, o := range outs {
+		if err := o.start(); err != nil {
+			return usageError(err)
 		}
 	}
-	if reportFile != nil {
-		if err := reportFile.Truncate(0); err != nil {
-			return usageErrorf("--report: %w", err)
-		}
+	started = true
+	if results != nil {
+		defer func() {
+			if cerr := results.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("--output: %w", cerr)
+			}
+		}()
 	}
+	if report != nil {
+		defer report.Close()
+	}
+
 	var total func(context.Context) int64
 	if !opts.Quiet && ios.IsStderrTTY() {
 		names := inputNames(opts.Inputs)
@@ -333,18 +351,55 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 			return max(n-skip, 0)
 		}
 	}
-	started = true
-	report, runErr := runEngine(ctx, ios, eng, inputs, out, opts.Quiet, total)
-	if opts.Resume && report != nil && !opts.Quiet {
+	rep, runErr := runEngine(ctx, ios, eng, inputs, out, opts.Quiet, total)
+	if opts.Resume && rep != nil && !opts.Quiet {
 		fmt.Fprintf(ios.ErrOut, "resumed %s: skipped %d lines it had already finished; the counts above are this run's only\n",
-			opts.Output, opts.Config.Done.Len())
+			opts.Output, eng.Stats().Skipped)
 	}
-	if reportFile != nil && report != nil {
-		if err := writeReport(reportFile, report); err != nil {
+	if report != nil && rep != nil {
+		if err := writeReport(report.f, rep); err != nil {
 			return fmt.Errorf("--report: %w", err)
 		}
 	}
-	return runResult(report, runErr)
+	return runResult(rep, runErr)
+}
+
+// inputFiles are the files fetch reads, for checkFiles: the URL inputs
+// (standard input among them, when it is a file), the proxy lists and the
+// CA certificates.
+func (opts *FetchOptions) inputFiles() []namedFile {
+	var fs []namedFile
+	for _, name := range inputNames(opts.Inputs) {
+		if name == "-" {
+			if f := streamFile(opts.IO.In); f != nil {
+				fs = append(fs, namedFile{role: "standard input", file: f})
+			}
+			continue
+		}
+		fs = append(fs, namedFile{role: "input", name: name})
+	}
+	for _, name := range opts.ProxyFiles {
+		fs = append(fs, namedFile{role: "proxy list", name: name})
+	}
+	if opts.CACert != "" {
+		fs = append(fs, namedFile{role: "--cacert", name: opts.CACert})
+	}
+	return fs
+}
+
+// outputFiles are the files fetch writes, for checkFiles: the results (a
+// file, or standard output when it is one) and the report.
+func (opts *FetchOptions) outputFiles() []namedFile {
+	var fs []namedFile
+	if opts.Output != "" && opts.Output != "-" {
+		fs = append(fs, namedFile{role: "--output", name: opts.Output})
+	} else if f := streamFile(opts.IO.Out); f != nil {
+		fs = append(fs, namedFile{role: "standard output", file: f})
+	}
+	if opts.Report != "" {
+		fs = append(fs, namedFile{role: "--report", name: opts.Report})
+	}
+	return fs
 }
 
 // runEngine runs eng over inputs with the progress bar (when total is not
@@ -352,7 +407,8 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 // unless quiet. It returns what Run returned, or the error of the final
 // flush of the records.
 func runEngine(ctx context.Context, ios *IOStreams, eng *fetch.Engine, inputs []fetch.Input, out io.Writer, quiet bool, total func(context.Context) int64) (*fetch.Report, error) {
-	w := fetch.NewJSONLWriter(guardWrites(ctx, out))
+	ow := &outputWriter{w: guardWrites(ctx, out)}
+	w := fetch.NewJSONLWriter(ow)
 	defer onSecondInterrupt(ctx, eng.StopNow)()
 	stop := func() {}
 	if total != nil {
@@ -363,10 +419,31 @@ func runEngine(ctx context.Context, ios *IOStreams, eng *fetch.Engine, inputs []
 	if ferr := w.Flush(); ferr != nil && err == nil {
 		err = fmt.Errorf("writing results: %w", ferr)
 	}
+	if report != nil && ow.err != nil {
+		report.Stopped = stoppedOutput
+	}
 	if report != nil && !quiet {
 		writeSummary(ios.ErrOut, report)
 	}
 	return report, err
+}
+
+// stoppedOutput is the report's "stopped" for a run whose results could not
+// be written.
+const stoppedOutput = "output could not be written"
+
+// outputWriter remembers the first error of writing the results.
+type outputWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (o *outputWriter) Write(p []byte) (int, error) {
+	n, err := o.w.Write(p)
+	if err != nil && o.err == nil {
+		o.err = err
+	}
+	return n, err
 }
 
 // runResult turns the outcome of a run into the command's error.
@@ -425,57 +502,31 @@ func inputNames(names []string) []string {
 	return names
 }
 
-// createOutput opens the results file without emptying it yet (truncate
-// does, once every other check has passed), or returns stdout for "" and
-// "-" with a nil truncate.
-func createOutput(stdout io.Writer, name string) (w io.Writer, closeFn, truncate func() error, err error) {
-	if name == "" || name == "-" {
-		return stdout, func() error { return nil }, nil, nil
-	}
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE, 0o666)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	truncate = func() error {
-		if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
-			return nil // a pipe or a device: nothing to empty
-		}
-		return f.Truncate(0)
-	}
-	return f, f.Close, truncate, nil
-}
-
-// resumeOutput opens the results file of the run that --resume continues:
-// it cuts a torn last line (saying so on stderr unless quiet), reads which
-// lines are finished, and returns the file open for appending. A file that
-// does not exist is created: the run starts fresh. Reading a large file
-// takes seconds; when ctx is cancelled meanwhile it stops with ctx.Err().
-func resumeOutput(ctx context.Context, ios *IOStreams, name string, quiet bool) (io.Writer, func() error, *fetch.DoneSet, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o666)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("--output: %w", err)
-	}
+// loadResume reads the results file of the run that --resume continues,
+// open for appending: it cuts a torn last line (saying so on stderr unless
+// quiet) and reads which lines are finished. A file that did not exist
+// holds nothing: the run starts fresh. Reading a large file takes seconds;
+// when ctx is cancelled meanwhile it stops with ctx.Err().
+func loadResume(ctx context.Context, ios *IOStreams, results *outputFile, quiet bool) (*fetch.DoneSet, error) {
+	f, name := results.f, results.name
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		f.Close()
 		if err == nil {
 			err = errors.New("--resume needs a regular file")
 		}
-		return nil, nil, nil, fmt.Errorf("--output %s: %w", name, err)
+		return nil, fmt.Errorf("--output %s: %w", name, err)
 	}
 	cut, err := fetch.RepairTail(f)
 	if err != nil {
-		f.Close()
-		return nil, nil, nil, fmt.Errorf("--output %s: %w", name, err)
+		return nil, fmt.Errorf("--output %s: %w", name, err)
 	}
 	if cut && !quiet {
 		fmt.Fprintf(ios.ErrOut, "fetch: repaired torn last line of %s\n", name)
 	}
 	done, err := fetch.LoadDone(ctxReader{ctx, f})
 	if err != nil {
-		f.Close()
-		return nil, nil, nil, fmt.Errorf("--resume %s: %w", name, err)
+		return nil, fmt.Errorf("--resume %s: %w", name, err)
 	}
-	return f, f.Close, done, nil
+	return done, nil
 }
 
 // ctxReader reads from r until ctx is done, then fails with ctx.Err().
@@ -491,7 +542,7 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
-// writeReport writes r as one indented JSON document.
+// writeReport writes r as one indented JSON document and closes f.
 func writeReport(f *os.File, r *fetch.Report) error {
 	enc := json.NewEncoder(f)
 	enc.SetIndent("", "  ")

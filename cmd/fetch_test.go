@@ -189,6 +189,8 @@ func TestRun_usageErrors(t *testing.T) {
 	// Outputs of an earlier run: a usage error must leave them as they are.
 	keep := writeFile(t, dir, "keep.jsonl", "{\"url\":\"earlier\"}\n")
 	keepReport := writeFile(t, dir, "keep-report.json", "{\"jobs\":1}\n")
+	notResults := writeFile(t, dir, "not-results.txt", "http://user:s3cret@127.0.0.1:1/\n")
+	notRecords := writeFile(t, dir, "not-records.jsonl", "[1,2]\n")
 
 	tests := []struct {
 		name       string
@@ -212,7 +214,16 @@ func TestRun_usageErrors(t *testing.T) {
 		{name: "report dir missing", args: []string{"--report", filepath.Join(dir, "no", "r.json"), urls}, wantStderr: []string{"--report"}},
 		{name: "distributed mode", args: []string{"--redis", "redis://127.0.0.1:6379", urls}, wantStderr: []string{"not supported yet"}},
 		{name: "resume without -o", args: []string{"--resume", urls}, wantStderr: []string{"--resume needs -o"}},
-		{name: "resume of a file that is not results", args: []string{"--resume", "-o", urls, urls}, wantStderr: []string{"--resume", "not a record"}},
+		{name: "resume of a file that is not results", args: []string{"--resume", "-o", notResults, urls}, wantStderr: []string{"fetch: --resume " + notResults + ": line 1 is not JSON: this is not a results file of fetch"}, notStderr: []string{"fetch: fetch:", "s3cret", "struct"}},
+		{name: "resume of JSON that is not results", args: []string{"--resume", "-o", notRecords, urls}, wantStderr: []string{"line 1 is a JSON array, not a record"}, notStderr: []string{"struct {"}},
+		{name: "huge concurrency", args: []string{"-c", "999999999999", urls}, wantStderr: []string{"--concurrency 999999999999: want an integer from 1 to 100000"}},
+		{name: "huge retries", args: []string{"--retries", "1000000", urls}, wantStderr: []string{"--retries 1000000: want an integer from 0 to 100"}},
+		{name: "huge proxy concurrency", args: []string{"--proxy-concurrency", "2000000", urls}, wantStderr: []string{"from 1 to 1000000"}},
+		{name: "negative host concurrency", args: []string{"--host-concurrency", "-1", urls}, wantStderr: []string{"from 0 to 1000000 (0: unlimited)"}},
+		{name: "huge burst", args: []string{"--host-burst", "1000001", urls}, wantStderr: []string{"--host-burst"}},
+		{name: "huge redirects", args: []string{"--max-redirects", "101", urls}, wantStderr: []string{"--max-redirects"}},
+		{name: "rate too large", args: []string{"--rate", "1e308/s", urls}, wantStderr: []string{"too large: at most 1e9 per second"}},
+		{name: "demo huge urls", args: []string{"demo", "--urls", "1000000000"}, wantStderr: []string{"--urls 1000000000"}},
 		{name: "demo bad urls", args: []string{"demo", "--urls", "0"}, wantStderr: []string{"--urls"}},
 		{name: "bad report keeps the output", args: []string{"-o", keep, "--save-dir", filepath.Join(dir, "saved"), "--report", filepath.Join(dir, "no", "r.json"), urls}, wantStderr: []string{"--report"}},
 		{name: "bad output makes no report", args: []string{"--report", filepath.Join(dir, "new-report.json"), "-o", filepath.Join(dir, "no", "out.jsonl"), urls}, wantStderr: []string{"--output"}},

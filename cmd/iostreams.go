@@ -2,8 +2,13 @@ package cmd
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"log"
 	"os"
+	"strings"
+	"sync"
+	"unicode/utf8"
 
 	"golang.org/x/term"
 )
@@ -55,4 +60,50 @@ func (s *IOStreams) IsStderrTTY() bool {
 		return term.IsTerminal(int(f.Fd()))
 	}
 	return false
+}
+
+// routeLog sends what Go's own packages log to the warnings on errOut, one
+// short line each, or nowhere when quiet: net/http's transport logs
+// "Unsolicited response received on idle HTTP channel" when a server sends
+// bytes that nobody asked for (a 204 with a body). It returns a function
+// that puts the log package's output back.
+func routeLog(errOut io.Writer, quiet bool) (restore func()) {
+	w, flags, prefix := log.Writer(), log.Flags(), log.Prefix()
+	var to io.Writer = io.Discard
+	if !quiet {
+		to = &warnWriter{w: errOut}
+	}
+	log.SetOutput(to)
+	log.SetFlags(0)
+	log.SetPrefix("")
+	return func() {
+		log.SetOutput(w)
+		log.SetFlags(flags)
+		log.SetPrefix(prefix)
+	}
+}
+
+// maxWarning bounds one warning line: what a library logs may quote what a
+// server sent.
+const maxWarning = 300
+
+// warnWriter writes each log line as a warning, cut to maxWarning bytes.
+type warnWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (ww *warnWriter) Write(p []byte) (int, error) {
+	ww.mu.Lock()
+	defer ww.mu.Unlock()
+	line := strings.ToValidUTF8(strings.TrimRight(string(p), "\n"), "?")
+	if len(line) > maxWarning {
+		cut := maxWarning
+		for cut > 0 && !utf8.RuneStart(line[cut]) {
+			cut--
+		}
+		line = line[:cut] + "..."
+	}
+	fmt.Fprintf(ww.w, "fetch: warning: %s\n", line)
+	return len(p), nil
 }

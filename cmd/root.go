@@ -69,9 +69,10 @@ func ExitCode(ios *IOStreams, err error) int {
 }
 
 // message is err's text with the program's name in front, once: errors of
-// the engine's packages already start with "fetch: ".
+// the engine's packages already start with "fetch: ", and wrapped ones
+// carry it inside too.
 func message(err error) string {
-	msg := err.Error()
+	msg := strings.ReplaceAll(err.Error(), ": fetch: ", ": ")
 	if strings.HasPrefix(msg, "fetch: ") {
 		return msg
 	}

@@ -26,6 +26,9 @@ func writeSummary(w io.Writer, r *fetch.Report) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw)
+	if r.Stopped != "" {
+		fmt.Fprintf(tw, "stopped early: %s\n", r.Stopped)
+	}
 	fmt.Fprintf(tw, "jobs\tok\tfailed\telapsed\trate\n")
 	fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%.1f/s\n", r.Jobs, r.OK, r.Failed, elapsed.Round(time.Millisecond), rate)
 	if r.Interrupted {

@@ -3,6 +3,7 @@ package fetch
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 )
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
@@ -25,7 +27,7 @@ func (e *Engine) readBody(j *job, resp *http.Response, body io.Reader) (int64, s
 	var dst io.Writer = io.Discard
 	var tmp *os.File
 	if e.cfg.SaveDir != "" {
-		f, err := os.CreateTemp(e.cfg.SaveDir, ".part-*")
+		f, err := os.CreateTemp(e.cfg.SaveDir, partialPrefix+"*")
 		if err != nil {
 			return 0, "", &saveError{err}
 		}
@@ -62,6 +64,38 @@ func (e *Engine) readBody(j *job, resp *http.Response, body io.Reader) (int64, s
 	}
 	tmp = nil
 	return n, name, nil
+}
+
+// partialPrefix starts the name of a body being written to --save-dir. It is
+// renamed to its saved name when whole; one left by a run that was killed
+// is never taken for a body (saved names never start with a dot) and is
+// removed by the next run's PrepareSaveDir.
+const partialPrefix = ".fetch-partial-"
+
+// PrepareSaveDir makes dir (and its parents) if missing, checks that a file
+// can be written in it, and removes the partial bodies that killed runs
+// left there: those not written to for longer than timeout, the longest an
+// attempt of a run with that --timeout can live.
+func PrepareSaveDir(dir string, timeout time.Duration) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	probe, err := os.CreateTemp(dir, partialPrefix+"probe-*")
+	if err != nil {
+		return fmt.Errorf("cannot write in %s: %w", dir, errors.Unwrap(err))
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	old, err := filepath.Glob(filepath.Join(dir, partialPrefix+"*"))
+	if err != nil {
+		return err
+	}
+	for _, name := range old {
+		if fi, err := os.Lstat(name); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > timeout {
+			os.Remove(name)
+		}
+	}
+	return nil
 }
 
 // saveError is a failure to write a body to --save-dir: a local problem

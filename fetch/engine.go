@@ -37,6 +37,7 @@ type RecordWriter interface {
 type Stats struct {
 	Done, OK, Failed int64
 	InFlight         int64
+	Skipped          int64 // lines not taken because --resume found them finished
 }
 
 // Engine runs jobs. Create one with New; it runs one Run at a time.
@@ -50,6 +51,7 @@ type Engine struct {
 	stopNow                    chan struct{} // closed by StopNow
 	stopOnce                   sync.Once
 	done, ok, failed, inFlight atomic.Int64
+	skipped                    atomic.Int64
 	coll                       atomic.Pointer[collector] // the running Run's
 	ownSched                   bool                      // sched was built by New: Close closes it
 	eventsMu                   sync.Mutex                // held while moving events to the report
@@ -151,7 +153,7 @@ func (e *Engine) Close() error {
 
 // Stats returns the progress so far. It is safe to call while Run runs.
 func (e *Engine) Stats() Stats {
-	return Stats{Done: e.done.Load(), OK: e.ok.Load(), Failed: e.failed.Load(), InFlight: e.inFlight.Load()}
+	return Stats{Done: e.done.Load(), OK: e.ok.Load(), Failed: e.failed.Load(), InFlight: e.inFlight.Load(), Skipped: e.skipped.Load()}
 }
 
 // StopNow ends the grace period of an interrupted Run at once: what is
@@ -203,7 +205,7 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 	readDone := make(chan error, 1)
 	go func() {
 		defer close(jobs)
-		err := readInputs(admit, inputs, e.cfg.Done, jobs)
+		err := readInputs(admit, inputs, e.cfg.Done, &e.skipped, jobs)
 		if err == nil {
 			e.sched.Drain() // every line is taken: the scheduler may plan the tail
 		}

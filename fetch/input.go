@@ -9,10 +9,11 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode"
-
-	"github.com/fetch-dev/fetch/proxies"
 )
 
 // MaxLineBytes is the longest URL line fetched; a longer line is invalid.
@@ -33,30 +34,38 @@ var bom = []byte{0xEF, 0xBB, 0xBF}
 // readInputs streams the URL lines of every input, in order, to jobs. It
 // skips blank and comment lines and stops early, returning ctx.Err(), when
 // ctx is done. Memory does not grow with the length of the inputs.
-func readInputs(ctx context.Context, inputs []Input, done *DoneSet, jobs chan<- *job) error {
+// Lines that done lists are counted in skipped.
+func readInputs(ctx context.Context, inputs []Input, done *DoneSet, skipped *atomic.Int64, jobs chan<- *job) error {
 	for _, in := range inputs {
-		if err := readInput(ctx, in, done, jobs); err != nil {
+		if err := readInput(ctx, in, done, skipped, jobs); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func readInput(ctx context.Context, in Input, done *DoneSet, jobs chan<- *job) error {
+func readInput(ctx context.Context, in Input, done *DoneSet, skipped *atomic.Int64, jobs chan<- *job) error {
 	br := bufio.NewReaderSize(in.R, 16<<10)
 	for n := 1; ; n++ {
 		raw, long, first, err := readLine(br)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("fetch: reading %s line %d: %w", in.Name, n, err)
 		}
-		if n == 1 && bytes.HasPrefix(raw, bom) {
-			raw = raw[len(bom):]
-			first = firstNonSpace(raw)
+		// A byte order mark starts a file; it may start any line of an
+		// input made of several files (cat a.txt b.txt).
+		if bytes.HasPrefix(raw.kept, bom) {
+			raw.kept = raw.kept[len(bom):]
+			first = firstNonSpace(raw.kept)
 		}
-		if err != nil && len(raw) == 0 && !long {
+		if err != nil && len(raw.kept) == 0 && !long {
 			return nil // end of input
 		}
-		if j := parseLine(in.Name, n, raw, long, first); j != nil && !done.Has(j.input, j.line, j.shown) {
+		j := parseLine(in.Name, n, raw, long, first)
+		if j != nil && done.Has(j.input, j.line, j.shown) {
+			skipped.Add(1)
+			j = nil
+		}
+		if j != nil {
 			if err := ctx.Err(); err != nil {
 				return err // select below would pick at random when a worker is also free
 			}
@@ -72,11 +81,23 @@ func readInput(ctx context.Context, in Input, done *DoneSet, jobs chan<- *job) e
 	}
 }
 
+// rawLine is one physical line as read: the whole line, or for a line
+// longer than MaxLineBytes only its start.
+type rawLine struct {
+	kept []byte
+	// atPastKept: the part of a long line that was not kept holds an "@",
+	// so the kept start may hold user information cut short.
+	atPastKept bool
+}
+
+// keptOfLong is how much of a long line is kept for its record.
+const keptOfLong = 256
+
 // readLine reads one physical line without its line end. A line longer
 // than MaxLineBytes is read to its end but only its start is kept, with long
 // set; first is its first byte that is not white space (-1 for none), so
 // that a long comment or blank line is still known as one.
-func readLine(br *bufio.Reader) (line []byte, long bool, first int, err error) {
+func readLine(br *bufio.Reader) (line rawLine, long bool, first int, err error) {
 	var buf []byte
 	first = -1
 	for {
@@ -88,9 +109,12 @@ func readLine(br *bufio.Reader) (line []byte, long bool, first int, err error) {
 			buf = append(buf, chunk...)
 		} else {
 			long = true
-			if len(buf) < 256 {
-				buf = append(buf, chunk[:min(len(chunk), 256-len(buf))]...)
+			if len(buf) < keptOfLong {
+				k := min(len(chunk), keptOfLong-len(buf))
+				buf = append(buf, chunk[:k]...)
+				chunk = chunk[k:]
 			}
+			line.atPastKept = line.atPastKept || bytes.IndexByte(chunk, '@') >= 0
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
@@ -99,9 +123,11 @@ func readLine(br *bufio.Reader) (line []byte, long bool, first int, err error) {
 		buf = bytes.TrimSuffix(buf, []byte("\r"))
 		if len(buf) > MaxLineBytes {
 			long = true
-			buf = buf[:256]
+			line.atPastKept = bytes.IndexByte(buf[keptOfLong:], '@') >= 0
+			buf = buf[:keptOfLong]
 		}
-		return buf, long, first, err
+		line.kept = buf
+		return line, long, first, err
 	}
 }
 
@@ -116,14 +142,14 @@ func firstNonSpace(b []byte) int {
 
 // parseLine turns one line into a job, or nil for a blank or comment line.
 // first is the line's first byte that is not white space, -1 for none.
-func parseLine(input string, n int, raw []byte, long bool, first int) *job {
+func parseLine(input string, n int, raw rawLine, long bool, first int) *job {
 	if first < 0 || first == '#' {
 		return nil
 	}
-	s := strings.TrimSpace(string(raw))
+	s := strings.TrimSpace(string(raw.kept))
 	j := &job{input: input, line: n}
 	if long {
-		j.shown = longShown(s)
+		j.shown = longShown(s, raw.atPastKept)
 		j.invalid = fmt.Sprintf("line longer than %d bytes", MaxLineBytes)
 		return j
 	}
@@ -141,31 +167,42 @@ func parseLine(input string, n int, raw []byte, long bool, first int) *job {
 }
 
 // longShown is what a record shows of the kept start of a long line: the
-// start with credentials removed when its authority ends inside it, and
-// only the scheme when it does not, since user information cut short cannot
-// be told from a host.
-func longShown(s string) string {
-	start := -1 // where the authority begins
+// start with anything that could be user information removed, or only its
+// scheme when an "@" comes after the kept start (atPastKept), since user
+// information cut short cannot be told from the rest.
+func longShown(s string, atPastKept bool) string {
+	if !atPastKept {
+		return redactLine(s) + "..."
+	}
 	if i := strings.Index(s, "://"); i >= 0 {
+		return s[:i+3] + "..."
+	}
+	return "..."
+}
+
+// redactLine is s, a line that is not fetched, with anything that could be
+// user information removed: everything from the start of its authority
+// (after "://", a leading "//", or the start of the line) to the line's last
+// "@". On a line that does not parse, the end of the authority cannot be
+// trusted: a password may hold a raw "/", "?" or "#". So this is done on the
+// text, before any parsing.
+func redactLine(s string) string {
+	at := strings.LastIndexByte(s, '@')
+	if at < 0 {
+		return s
+	}
+	start := 0
+	if i := strings.Index(s, "://"); i >= 0 && i < at {
 		start = i + 3
 	} else if strings.HasPrefix(s, "//") {
 		start = 2
 	}
-	if start < 0 || strings.ContainsAny(s[start:], "/?#") {
-		return redactLine(s) + "..."
-	}
-	return s[:start] + "..."
+	return s[:start] + s[at+1:]
 }
 
-// redactLine is s, a line that is not fetched, with the user information
-// of its URL removed, including that of a scheme-relative
-// "//user:pass@host/..." line, which is not fetched either.
-func redactLine(s string) string {
-	if strings.HasPrefix(s, "//") {
-		return strings.TrimPrefix(proxies.RedactURL("x:"+s), "x:")
-	}
-	return proxies.RedactURL(s)
-}
+// quotedRE matches a Go-quoted string (%q) and the space before it: the
+// parts of net/url's errors that quote the line.
+var quotedRE = regexp.MustCompile(`\s*"(?:[^"\\]|\\.)*"`)
 
 // parseTarget checks that s is an absolute http or https URL and returns it
 // with its host:port key, or the reason it is not fetched.
@@ -176,12 +213,16 @@ func parseTarget(s string) (*url.URL, string, string) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, "", "unparsable URL: " + proxies.RedactURL(err.Error())
+		// Its text quotes the line: keep only what it says is wrong.
+		return nil, "", "unparsable URL: " + quotedRE.ReplaceAllString(err.Error(), "")
 	}
 	scheme := strings.ToLower(u.Scheme)
 	switch {
 	case scheme == "":
 		return nil, "", "not an absolute URL (want http:// or https://)"
+	case scheme != "http" && scheme != "https" && strings.Contains(s, "@"):
+		// "user:pass@host" parses with the scheme "user": do not show it.
+		return nil, "", "unsupported scheme (want http or https)"
 	case scheme != "http" && scheme != "https":
 		return nil, "", fmt.Sprintf("unsupported scheme %q (want http or https)", u.Scheme)
 	case u.Host == "" || u.Hostname() == "":
@@ -191,6 +232,11 @@ func parseTarget(s string) (*url.URL, string, string) {
 	}
 	u.Scheme = scheme
 	port := u.Port()
+	if port != "" {
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return nil, "", "URL has a port outside 1-65535"
+		}
+	}
 	if port == "" {
 		port = "80"
 		if scheme == "https" {

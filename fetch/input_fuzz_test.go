@@ -7,10 +7,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"regexp"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
@@ -38,7 +38,7 @@ func jobsOf(t testing.TB, data []byte) []*job {
 			jobs = append(jobs, j)
 		}
 	}()
-	err := readInputs(context.Background(), []Input{{Name: "fuzz.txt", R: bytes.NewReader(data)}}, nil, ch)
+	err := readInputs(context.Background(), []Input{{Name: "fuzz.txt", R: bytes.NewReader(data)}}, nil, new(atomic.Int64), ch)
 	close(ch)
 	<-done
 	if err != nil {
@@ -63,9 +63,7 @@ func takenLines(data []byte) []int {
 	for i, l := range lines {
 		l = bytes.TrimSuffix(l, []byte("\r"))
 		long := len(l) > MaxLineBytes
-		if i == 0 {
-			l = bytes.TrimPrefix(l, bom)
-		}
+		l = bytes.TrimPrefix(l, bom) // on any line: inputs may be files put end to end
 		s := strings.TrimSpace(string(l))
 		_ = long // a long comment or blank line is still skipped
 		if s != "" && !strings.HasPrefix(s, "#") {
@@ -75,14 +73,10 @@ func takenLines(data []byte) []int {
 	return taken
 }
 
-// authorityRE matches the start of a URL with an authority: "scheme://" or
-// "//".
-var authorityRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*:)?//`)
-
 // secretMarks returns the markers that line holds as credentials only: in
-// the userinfo of its URL as net/url parses it or, when it does not parse,
-// between the leading "scheme://" (or "//") and the last "@" before the next "/" (RedactURL's rule),
-// and nowhere else in the line.
+// the userinfo of its URL as net/url parses it or, when it does not parse
+// (a password may hold a raw "/"), anywhere before the line's last "@", and
+// nowhere else in the line.
 func secretMarks(line string) []string {
 	line = strings.TrimSpace(strings.TrimPrefix(line, "\ufeff"))
 	var creds string
@@ -92,19 +86,11 @@ func secretMarks(line string) []string {
 		}
 		creds = u.User.String()
 	} else {
-		m := authorityRE.FindString(line)
-		if m == "" {
-			return nil
-		}
-		rest := line[len(m):]
-		if end := strings.IndexByte(rest, '/'); end >= 0 {
-			rest = rest[:end]
-		}
-		at := strings.LastIndexByte(rest, '@')
+		at := strings.LastIndexByte(line, '@')
 		if at < 0 {
 			return nil
 		}
-		creds = rest[:at]
+		creds = line[:at]
 	}
 	var marks []string
 	for _, m := range []string{userMark, passMark} {
@@ -135,6 +121,7 @@ func FuzzParseLine(f *testing.F) {
 		"\ufeff",
 		"\r\n\r",
 		"http://a:99999/\nhttp://a:-1/\nhttp://a:/\n",
+		"http://{user}:{pass}/x@127.0.0.1:1/\nhttp://{user}:{pass}?#@h/\nhttp://a/\n\ufeffhttp://b/\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -217,7 +204,7 @@ func TestHugeLineMemory(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	ch := make(chan *job, 4)
-	err := readInputs(context.Background(), []Input{{Name: "huge", R: &endless{prefix: "http://example.com/", n: size}}}, nil, ch)
+	err := readInputs(context.Background(), []Input{{Name: "huge", R: &endless{prefix: "http://example.com/", n: size}}}, nil, new(atomic.Int64), ch)
 	runtime.ReadMemStats(&after)
 	close(ch)
 	if err != nil {
@@ -282,6 +269,9 @@ func TestBadInput(t *testing.T) {
 		{"comment and blank lines over 8 KiB", strings.NewReader("# " + strings.Repeat("c", MaxLineBytes) + "\n" + strings.Repeat(" ", MaxLineBytes+5) + "\n" + ok + "\n"), []want{{3, false}}},
 		{"line of exactly 8 KiB", strings.NewReader(tg.URL + "/" + strings.Repeat("x", MaxLineBytes-len(tg.URL)-1) + "\r\n"), []want{{1, false}}},
 		{"10 MiB line without a line end", &endless{prefix: ok, n: 10 << 20}, []want{{1, true}}},
+		{"bom at the start of a later file", strings.NewReader(ok + "\n\ufeff" + ok + "\n\ufeff# comment\n"), []want{{1, false}, {2, false}}},
+		{"port outside 1-65535", strings.NewReader(tg.URL[:strings.LastIndexByte(tg.URL, ':')] + ":0/\n" + "http://127.0.0.1:65536/\nhttp://127.0.0.1:99999999999999999999/\n"),
+			[]want{{1, true}, {2, true}, {3, true}}},
 		{"not absolute", strings.NewReader("//example.com/x\n/x\nexample.com\nhttp:/x\nhttp:x\n"),
 			[]want{{1, true}, {2, true}, {3, true}, {4, true}, {5, true}}},
 	}
@@ -328,6 +318,38 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("target got %d requests, want %d: invalid lines must send none", got, valid)
 			}
 		})
+	}
+}
+
+// TestInvalidLineCredentials: whatever an invalid line holds, neither what
+// its record shows nor its message includes what could be user
+// information, even a password with a raw "/", "?", "#" or "@" that net/url
+// cannot tell from the path.
+func TestInvalidLineCredentials(t *testing.T) {
+	for _, tt := range []struct {
+		line  string
+		shown string
+	}{
+		{"http://u:S3CRET/x@127.0.0.1:1/", "http://127.0.0.1:1/"},
+		{"http://u:S3CRET?x@127.0.0.1:1/", "http://127.0.0.1:1/"},
+		{"http://u:S3CRET#x@127.0.0.1:1/", "http://127.0.0.1:1/"},
+		{"https://S3CRET:p w@h/", "https://h/"},
+		{"//S3CRET:pw@h:x/", "//h:x/"},
+		{"S3CRET:pw@h/", "h/"}, // parses with the scheme "S3CRET"
+		{"ftp://S3CRET:pw@h/", "ftp://h/"},
+		{"http://u:S3CRET@h:99999/", "http://h:99999/"},
+	} {
+		jobs := jobsOf(t, []byte(tt.line+"\n"))
+		if len(jobs) != 1 || jobs[0].invalid == "" {
+			t.Fatalf("%q: jobs %+v, want one invalid", tt.line, jobs)
+		}
+		j := jobs[0]
+		if j.shown != tt.shown {
+			t.Errorf("%q shown as %q, want %q", tt.line, j.shown, tt.shown)
+		}
+		if strings.Contains(j.invalid, "S3C") || strings.Contains(j.invalid, "pw") {
+			t.Errorf("%q: message %q", tt.line, j.invalid)
+		}
 	}
 }
 

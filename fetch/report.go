@@ -13,6 +13,9 @@ type Report struct {
 	Proxies     map[string]*ProxyReport `json:"proxies"`
 	Hosts       map[string]*HostReport  `json:"hosts"`
 	Interrupted bool                    `json:"interrupted,omitempty"`
+	// Stopped, when set, says why the run stopped before its input ran out
+	// other than by an interrupt: "output could not be written".
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // ProxyReport is one proxy's part of a Report.

@@ -23,6 +23,24 @@ type DoneSet struct {
 	n       int
 }
 
+// ErrNotResults is wrapped by LoadDone's error for a file that does not
+// hold fetch's results.
+var ErrNotResults = errors.New("this is not a results file of fetch")
+
+// notRecord says what a line that is not a record holds, without quoting
+// it: a file taken for results by mistake may hold anything, passwords
+// too.
+func notRecord(line []byte, err error) string {
+	var ute *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &ute):
+		return "is a JSON " + ute.Value + ", not a record"
+	case err != nil:
+		return "is not JSON"
+	}
+	return "is a JSON object without the url, input and line of a record"
+}
+
 // LoadDone reads the records of a results file and returns the set of lines
 // they finished. Lines that are not whole JSON records are an error, except
 // that a torn last line (see RepairTail) is not looked at.
@@ -41,8 +59,8 @@ func LoadDone(r io.Reader) (*DoneSet, error) {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 && line[len(line)-1] == '\n' {
 			rec.URL, rec.Input, rec.Line, rec.Error = "", "", 0, nil
-			if jerr := json.Unmarshal(line, &rec); jerr != nil {
-				return nil, fmt.Errorf("fetch: results line %d is not a record: %w", n, jerr)
+			if jerr := json.Unmarshal(line, &rec); jerr != nil || rec.URL == "" || rec.Input == "" || rec.Line < 1 {
+				return nil, fmt.Errorf("fetch: line %d %s: %w", n, notRecord(line, jerr), ErrNotResults)
 			}
 			if rec.Error == nil || rec.Error.Kind != KindCancelled {
 				d.add(rec.Input, rec.Line, rec.URL)

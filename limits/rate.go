@@ -20,6 +20,21 @@ type Rate struct {
 // ErrBadRate is wrapped by every error ParseRate returns.
 var ErrBadRate = errors.New("limits: bad rate")
 
+// MaxRate is the fastest rate ParseRate accepts, in events per second
+// (the messages say 1e9).
+const MaxRate = 1e9
+
+// RateError is a rate ParseRate refused: the value and why. Reason does not
+// quote the value, so callers that must not show it (it may come from a
+// line that holds a password) can use Reason alone.
+type RateError struct {
+	Value  string
+	Reason string
+}
+
+func (e *RateError) Error() string { return fmt.Sprintf("%v %q: %s", ErrBadRate, e.Value, e.Reason) }
+func (e *RateError) Unwrap() error { return ErrBadRate }
+
 // maxRateLen bounds the text ParseRate accepts: a rate is a short flag value.
 const maxRateLen = 64
 
@@ -34,15 +49,22 @@ func ParseRate(s string) (Rate, error) {
 		return Rate{}, nil
 	}
 	if len(s) > maxRateLen {
-		return Rate{}, fmt.Errorf("%w: too long", ErrBadRate)
+		return Rate{}, &RateError{s[:maxRateLen] + "...", "too long"}
 	}
 	num, per, ok := strings.Cut(s, "/")
 	if !ok {
-		return Rate{}, fmt.Errorf("%w %q: want N/s, N/m, N/h or N/DURATION", ErrBadRate, s)
+		return Rate{}, &RateError{s, "want N/s, N/m, N/h or N/DURATION"}
 	}
 	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-	if err != nil || n <= 0 || n > 1e9 || n != n {
-		return Rate{}, fmt.Errorf("%w %q: count must be a positive number", ErrBadRate, s)
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange), n != n:
+		return Rate{}, &RateError{s, "the count before / is not a number"}
+	case n < 0:
+		return Rate{}, &RateError{s, "the count before / is negative"}
+	case n == 0:
+		return Rate{}, &RateError{s, "the count before / is 0 (write 0 alone for unlimited)"}
+	case err != nil, n > MaxRate:
+		return Rate{}, &RateError{s, "too large: at most 1e9 per second"}
 	}
 	per = strings.TrimSpace(per)
 	var d time.Duration
@@ -56,8 +78,11 @@ func ParseRate(s string) (Rate, error) {
 	default:
 		d, err = time.ParseDuration(per)
 		if err != nil || d <= 0 {
-			return Rate{}, fmt.Errorf("%w %q: period must be s, m, h or a positive duration", ErrBadRate, s)
+			return Rate{}, &RateError{s, "the period after / must be s, m, h or a positive duration"}
 		}
+	}
+	if n/d.Seconds() > MaxRate {
+		return Rate{}, &RateError{s, "too large: at most 1e9 per second"}
 	}
 	return Rate{N: n, Per: d}, nil
 }

@@ -74,7 +74,7 @@ func (e *fileError) Unwrap() error { return e.err }
 // accepted. The URL is as for ParseURL. The keys, each at most once, are
 //
 //	concurrency=N  attempts in flight at once through this proxy (or pool), N >= 1
-//	rate=R         attempts started, as for limits.ParseRate; not unlimited
+//	rate=R         attempts started, as for limits.ParseRate; 0 or unlimited: no limit
 //	burst=N        token-bucket burst for rate, N >= 1
 //	pool=NAME      share one budget with the other lines of pool NAME
 //	               (printable, no white space, at most 128 bytes)
@@ -177,14 +177,19 @@ func parseLine(name string, n int, raw []byte) (p Proxy, ok bool, err error) {
 			} else {
 				p.Burst = v
 			}
-		case "rate":
-			r, err := limits.ParseRate(val)
-			if err == nil && r.IsZero() {
-				err = limits.ErrBadRate
+		case "rate": // rate=0 or rate=unlimited: no limit, as --proxy-rate 0
+			if val == "" {
+				return fail("bad rate: empty (write rate=0 for no limit)", limits.ErrBadRate)
 			}
+			r, err := limits.ParseRate(val)
 			if err != nil {
-				// Keep only the sentinel: ParseRate's message quotes the value.
-				return fail("bad rate"+q.quote(" ", val)+": want N/s, N/m, N/h or N/DURATION with N > 0", limits.ErrBadRate)
+				// Keep only the reason: ParseRate's message quotes the value.
+				reason := "want N/s, N/m, N/h or N/DURATION"
+				var re *limits.RateError
+				if errors.As(err, &re) {
+					reason = re.Reason
+				}
+				return fail("bad rate"+q.quote(" ", val)+": "+reason, limits.ErrBadRate)
 			}
 			p.Rate, p.RateSet = r, true
 		case "pool":
