@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/fetch-dev/fetch/fetch"
-	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	// Named lb: cmd tests have a type named loopback.
+	lb "github.com/fetch-dev/fetch/internal/loopback"
 	"github.com/fetch-dev/fetch/proxies"
 	"github.com/spf13/cobra"
 )
@@ -24,7 +25,9 @@ type DemoOptions struct {
 }
 
 // demoProxies are the three loopback proxies of the demo: each has its own
-// capacity and latency, so the summary shows the work spread by capacity.
+// capacity (enforced by the proxy, and given to fetch as the proxy's
+// concurrency) and latency, so the summary shows the work spread by
+// capacity.
 var demoProxies = []struct {
 	concurrency int
 	latency     time.Duration
@@ -89,7 +92,7 @@ func demoRun(ctx context.Context, opts *DemoOptions) (err error) {
 		out = results.f
 	}
 
-	target, err := fetchtest.StartTarget(fetchtest.TargetOptions{})
+	target, err := lb.StartTarget(lb.TargetOptions{})
 	if err != nil {
 		return fmt.Errorf("demo: starting the target: %w", err)
 	}
@@ -100,7 +103,9 @@ func demoRun(ctx context.Context, opts *DemoOptions) (err error) {
 	cfg.RetryBackoff = 20 * time.Millisecond
 	cfg.Timeout = 20 * time.Second
 	for i, dp := range demoProxies {
-		p, err := fetchtest.StartHTTPProxy(fetchtest.ProxyOptions{BindIP: fetchtest.LoopbackIP(i), Latency: dp.latency})
+		p, err := lb.StartHTTPProxy(lb.ProxyOptions{
+			BindIP: lb.IP(i), Latency: dp.latency, Concurrency: dp.concurrency,
+		})
 		if err != nil {
 			return fmt.Errorf("demo: starting proxy %d: %w", i+1, err)
 		}

@@ -9,8 +9,14 @@
 // targets from its own loopback source address (see LoopbackIP), so a
 // Target can count requests in flight per proxy (Target.MaxInFlightFrom).
 //
-// The package does not import "testing": it is used by tests, benchmarks and
-// by `fetch demo`. Constructors return errors; every server has a Close
+// The target and the HTTP proxies are those of internal/loopback, which
+// `fetch demo` uses, extended with what only tests need: TLS, proxy
+// authentication, sick proxies, request counters, hang=1, /echo and the
+// redirect paths, SOCKS5 and the fault servers (see Faults). The binary
+// never imports fetchtest.
+//
+// The package does not import "testing": it is used by tests and
+// benchmarks. Constructors return errors; every server has a Close
 // method that stops all of its goroutines and closes all of its connections
 // before it returns, so callers can check for leaks with goleak.
 //

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/fetch-dev/fetch/internal/loopback"
 )
 
 // Faults is a set of misbehaving servers on loopback, one per fault that
@@ -109,56 +111,56 @@ func StartFaults() (*Faults, error) {
 	f.Silent = sl.addr
 
 	h := http.HandlerFunc(serveFault)
-	plain, err := newServer("", h, nil)
+	plain, err := loopback.NewServer("", h, nil)
 	if err != nil {
 		return nil, err
 	}
-	f.closers = append(f.closers, func() { plain.close(nil) })
-	f.URL = plain.url()
-	plain.start()
+	f.closers = append(f.closers, plain.Close)
+	f.URL = plain.URL()
+	plain.Start()
 
 	good, err := newSelfSigned()
 	if err != nil {
 		return nil, err
 	}
 	f.CertPool, f.CertPEM = good.pool, good.pem
-	secure, err := newServer("", h, good)
+	secure, err := loopback.NewServer("", h, good.serverConfig())
 	if err != nil {
 		return nil, err
 	}
-	f.closers = append(f.closers, func() { secure.close(nil) })
-	f.TLSURL = secure.url()
-	secure.start()
+	f.closers = append(f.closers, secure.Close)
+	f.TLSURL = secure.URL()
+	secure.Start()
 
 	bad, err := newBadCert()
 	if err != nil {
 		return nil, err
 	}
-	badSrv, err := newServer("", h, bad)
+	badSrv, err := loopback.NewServer("", h, bad.serverConfig())
 	if err != nil {
 		return nil, err
 	}
-	f.closers = append(f.closers, func() { badSrv.close(nil) })
-	f.BadCertURL = badSrv.url()
-	badSrv.start()
+	f.closers = append(f.closers, badSrv.Close)
+	f.BadCertURL = badSrv.URL()
+	badSrv.Start()
 
-	p403, err := newServer("", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p403, err := loopback.NewServer("", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "fetchtest: forbidden", http.StatusForbidden)
 	}), nil)
 	if err != nil {
 		return nil, err
 	}
-	f.closers = append(f.closers, func() { p403.close(nil) })
-	f.Proxy403 = p403.addrString()
-	p403.start()
+	f.closers = append(f.closers, p403.Close)
+	f.Proxy403 = p403.Addr()
+	p403.Start()
 
-	pclose, err := newServer("", http.HandlerFunc(serveCloseAfterConnect), nil)
+	pclose, err := loopback.NewServer("", http.HandlerFunc(serveCloseAfterConnect), nil)
 	if err != nil {
 		return nil, err
 	}
-	f.closers = append(f.closers, func() { pclose.close(nil) })
-	f.ProxyClose = pclose.addrString()
-	pclose.start()
+	f.closers = append(f.closers, pclose.Close)
+	f.ProxyClose = pclose.Addr()
+	pclose.Start()
 
 	ok = true
 	return f, nil

@@ -214,17 +214,6 @@ func TestHTTPProxyStreams(t *testing.T) {
 	}
 }
 
-func TestHTTPProxyLatency(t *testing.T) {
-	tg := startTarget(t, fetchtest.TargetOptions{})
-	p := startHTTPProxy(t, fetchtest.ProxyOptions{Latency: 100 * time.Millisecond})
-	c := proxyClient(t, p.URL)
-	start := time.Now()
-	get(t, c, tg.URL+"/x")
-	if el := time.Since(start); el < 100*time.Millisecond {
-		t.Errorf("took %v, want >= 100ms", el)
-	}
-}
-
 func TestHTTPProxyMaxInFlight(t *testing.T) {
 	tg := startTarget(t, fetchtest.TargetOptions{})
 	bind := fetchtest.LoopbackIP(4)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fetch-dev/fetch/internal/loopback"
 )
 
 // ErrNoMicrosocks means the microsocks binary (Debian package microsocks)
@@ -22,18 +24,18 @@ var errExitedEarly = errors.New("fetchtest: microsocks exited")
 // StartSOCKS5 runs the real microsocks binary as a SOCKS5 proxy listening on
 // 127.0.0.1 (or opts.Addr) and dialing targets from opts.BindIP, with
 // RFC 1929 user/password authentication when opts.User or opts.Password is
-// set. It returns once the proxy accepts connections. Latency and TLS are
-// not supported. The error wraps ErrNoMicrosocks when the binary is missing.
+// set. It returns once the proxy accepts connections. Latency, Concurrency
+// and TLS are not supported. The error wraps ErrNoMicrosocks when the binary is missing.
 // Stats always reports zeros. Call Close to kill the process.
 func StartSOCKS5(opts ProxyOptions) (*Proxy, error) {
 	bin, err := exec.LookPath("microsocks")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoMicrosocks, err)
 	}
-	if opts.TLS || opts.Latency != 0 {
-		return nil, errors.New("fetchtest: SOCKS5 proxy supports neither TLS nor Latency")
+	if opts.TLS || opts.Latency != 0 || opts.Concurrency != 0 {
+		return nil, errors.New("fetchtest: SOCKS5 proxy supports neither TLS, Latency nor Concurrency")
 	}
-	bindIP, err := parseBindIP(opts.BindIP)
+	bindIP, err := loopback.ParseBindIP(opts.BindIP)
 	if err != nil {
 		return nil, err
 	}
@@ -125,12 +127,10 @@ func startMicrosocks(bin, host string, port int, bindIP string, opts ProxyOption
 	}
 	var once sync.Once
 	return &Proxy{
-		URL:    "socks5://" + addr,
-		Addr:   addr,
-		opts:   opts,
-		close:  func() { once.Do(kill) },
-		stats:  ProxyStats{},
-		bindIP: net.ParseIP(bindIP),
+		URL:   "socks5://" + addr,
+		Addr:  addr,
+		opts:  opts,
+		close: func() { once.Do(kill) },
 	}, nil
 }
 

@@ -1,15 +1,16 @@
 package fetchtest
 
 import (
-	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
+	"net/netip"
 	"strconv"
 	"sync"
-	"time"
+
+	"github.com/fetch-dev/fetch/internal/loopback"
 )
 
 // TargetOptions configures StartTarget. The zero value serves plain HTTP on
@@ -20,18 +21,10 @@ type TargetOptions struct {
 }
 
 // Target is an HTTP or HTTPS server on loopback whose behaviour is chosen by
-// the URL query. Any path serves a body; the query parameters combine freely:
+// the URL query: a loopback.Target (size, status, delay, chunks&drip,
+// fail&failstatus, retry-after; see there) that also counts what it serves
+// and understands:
 //
-//	size=N                 body bytes (default 1024), content as Body; Content-Length
-//	                       is set unless chunks or drip is used
-//	status=N               response status (default 200; 200..599)
-//	delay=DURATION         sleep before writing the headers of any response
-//	chunks=K&drip=DURATION send the headers at once (flushed), then the body in K
-//	                       chunks, each after a pause of drip (a body takes about K*drip)
-//	fail=K&failstatus=S    the first K requests received for this exact request URI
-//	                       answer S (default 503) with a short body; later ones
-//	                       behave normally
-//	retry-after=V          adds "Retry-After: V" to those failures
 //	hang=1                 send nothing; wait until the client goes away
 //
 // Paths with a meaning of their own:
@@ -50,7 +43,7 @@ type Target struct {
 	CertPool *x509.CertPool // trusts the TLS cert (nil when !TLS)
 	CertPEM  []byte         // PEM of the cert, so tests can write a --cacert file
 
-	srv *server
+	lb *loopback.Target
 
 	mu          sync.Mutex
 	requests    int
@@ -77,28 +70,37 @@ type Echo struct {
 // StartTarget starts a Target on loopback. Call Close when done.
 func StartTarget(opts TargetOptions) (*Target, error) {
 	t := &Target{hits: make(map[string]int), fromIP: make(map[string]*ipStats)}
-	var cert *selfSigned
+	var tlsConfig *tls.Config
 	if opts.TLS {
-		var err error
-		if cert, err = newSelfSigned(); err != nil {
+		cert, err := newSelfSigned()
+		if err != nil {
 			return nil, err
 		}
 		t.CertPool, t.CertPEM = cert.pool, cert.pem
+		tlsConfig = cert.serverConfig()
 	}
-	srv, err := newServer(opts.Addr, http.HandlerFunc(t.serve), cert)
+	lb, err := loopback.StartTarget(loopback.TargetOptions{
+		Addr: opts.Addr,
+		TLS:  tlsConfig,
+		Paths: map[string]func(http.ResponseWriter, *http.Request, int){
+			"/echo":     serveEcho,
+			"/redirect": serveRedirect,
+			"/loop":     serveLoop,
+		},
+		Wrap: t.wrap,
+	})
 	if err != nil {
 		return nil, err
 	}
-	t.srv = srv
-	t.Addr, t.URL = srv.addrString(), srv.url()
-	srv.start()
+	t.lb = lb
+	t.Addr, t.URL = lb.Addr, lb.URL
 	return t, nil
 }
 
 // Close stops the target: requests in flight are cancelled, all connections
 // closed, and all goroutines have ended when Close returns. Close may be
 // called more than once.
-func (t *Target) Close() { t.srv.close(nil) }
+func (t *Target) Close() { t.lb.Close() }
 
 // Requests returns the number of requests received, all together.
 func (t *Target) Requests() int {
@@ -167,6 +169,7 @@ func (t *Target) InFlightFrom(ip string) int {
 // fail=K uses: after ResetStats, the next K requests for a URI fail again.
 // Maxima restart from the requests in flight now.
 func (t *Target) ResetStats() {
+	t.lb.ResetFailures()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.requests = 0
@@ -181,9 +184,29 @@ func (t *Target) ResetStats() {
 	}
 }
 
-// begin records a request and returns how many requests for uri have been
-// received, this one included.
-func (t *Target) begin(uri, ip string) int {
+// wrap counts each request while next serves it, and serves hang=1.
+func (t *Target) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ip := sourceIP(r.RemoteAddr)
+		t.begin(r.URL.RequestURI(), ip)
+		defer t.end(ip)
+		if v := r.URL.Query().Get("hang"); v != "" {
+			hang, err := strconv.ParseBool(v)
+			if err != nil {
+				http.Error(w, fmt.Sprintf("fetchtest: bad hang %q", v), http.StatusBadRequest)
+				return
+			}
+			if hang {
+				<-r.Context().Done()
+				loopback.Abort()
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// begin records a request for uri from ip.
+func (t *Target) begin(uri, ip string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.requests++
@@ -198,7 +221,6 @@ func (t *Target) begin(uri, ip string) int {
 	s.requests++
 	s.inFlight++
 	s.maxInFlight = max(s.maxInFlight, s.inFlight)
-	return t.hits[uri]
 }
 
 func (t *Target) end(ip string) {
@@ -210,235 +232,59 @@ func (t *Target) end(ip string) {
 	}
 }
 
-// targetParams are the parsed query parameters.
-type targetParams struct {
-	size       int64
-	status     int
-	delay      time.Duration
-	chunks     int
-	drip       time.Duration
-	chunked    bool
-	fail       int
-	failStatus int
-	retryAfter string
-	hang       bool
-}
-
-const (
-	maxChunks = 1 << 20
-	maxSize   = 1 << 40
-)
-
-func parseTargetParams(q url.Values) (targetParams, error) {
-	p := targetParams{size: 1024, status: http.StatusOK, chunks: 1, failStatus: http.StatusServiceUnavailable}
-	var err error
-	if v := q.Get("size"); v != "" {
-		if p.size, err = strconv.ParseInt(v, 10, 64); err != nil || p.size < 0 || p.size > maxSize {
-			return p, fmt.Errorf("bad size %q", v)
-		}
-	}
-	if v := q.Get("status"); v != "" {
-		if p.status, err = parseStatus(v); err != nil {
-			return p, err
-		}
-	}
-	if v := q.Get("failstatus"); v != "" {
-		if p.failStatus, err = parseStatus(v); err != nil {
-			return p, err
-		}
-	}
-	if p.delay, err = parseDuration(q, "delay"); err != nil {
-		return p, err
-	}
-	if p.drip, err = parseDuration(q, "drip"); err != nil {
-		return p, err
-	}
-	if v := q.Get("chunks"); v != "" {
-		if p.chunks, err = strconv.Atoi(v); err != nil || p.chunks < 1 || p.chunks > maxChunks {
-			return p, fmt.Errorf("bad chunks %q (1..%d)", v, maxChunks)
-		}
-	}
-	p.chunked = q.Has("chunks") || q.Has("drip")
-	if v := q.Get("fail"); v != "" {
-		if p.fail, err = strconv.Atoi(v); err != nil || p.fail < 0 {
-			return p, fmt.Errorf("bad fail %q", v)
-		}
-	}
-	p.retryAfter = q.Get("retry-after")
-	if v := q.Get("hang"); v != "" {
-		if p.hang, err = strconv.ParseBool(v); err != nil {
-			return p, fmt.Errorf("bad hang %q", v)
-		}
-	}
-	return p, nil
-}
-
-func parseStatus(v string) (int, error) {
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 200 || n > 599 {
-		return 0, fmt.Errorf("bad status %q (200..599)", v)
-	}
-	return n, nil
-}
-
-func parseDuration(q url.Values, name string) (time.Duration, error) {
-	v := q.Get(name)
-	if v == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("bad %s %q", name, v)
-	}
-	return d, nil
-}
-
-func (t *Target) serve(w http.ResponseWriter, r *http.Request) {
-	ip := sourceIP(r.RemoteAddr)
-	n := t.begin(r.URL.RequestURI(), ip)
-	defer t.end(ip)
-
-	p, err := parseTargetParams(r.URL.Query())
+func serveEcho(w http.ResponseWriter, r *http.Request, status int) {
+	b, err := json.Marshal(Echo{
+		Method: r.Method, URL: r.RequestURI, Proto: r.Proto, Host: r.Host,
+		RemoteAddr: r.RemoteAddr, Header: r.Header,
+	})
 	if err != nil {
-		http.Error(w, "fetchtest: "+err.Error(), http.StatusBadRequest)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	ctx := r.Context()
-	if p.hang {
-		<-ctx.Done()
-		abort()
-	}
-	if !sleep(ctx, p.delay) {
-		abort()
-	}
-	if n <= p.fail {
-		if p.retryAfter != "" {
-			w.Header().Set("Retry-After", p.retryAfter)
-		}
-		body := fmt.Sprintf("fetchtest: planned failure %d of %d\n", n, p.fail)
-		writeSmall(w, p.failStatus, "text/plain; charset=utf-8", []byte(body))
-		return
-	}
-
-	switch r.URL.Path {
-	case "/echo":
-		b, err := json.Marshal(Echo{
-			Method: r.Method, URL: r.RequestURI, Proto: r.Proto, Host: r.Host,
-			RemoteAddr: r.RemoteAddr, Header: r.Header,
-		})
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		writeSmall(w, p.status, "application/json", append(b, '\n'))
-		return
-	case "/redirect":
-		to := r.URL.Query().Get("to")
-		if to == "" {
-			http.Error(w, "fetchtest: /redirect needs to=URL", http.StatusBadRequest)
-			return
-		}
-		redirect(w, r, to, p.status)
-		return
-	case "/loop":
-		i, _ := strconv.Atoi(r.URL.Query().Get("n"))
-		redirect(w, r, "/loop?n="+strconv.Itoa(i+1), p.status)
-		return
-	}
-
-	if p.status == http.StatusNoContent || p.status == http.StatusNotModified {
-		p.size = 0
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	rc := http.NewResponseController(w)
-	if !p.chunked {
-		w.Header().Set("Content-Length", strconv.FormatInt(p.size, 10))
-		w.WriteHeader(p.status)
-		if writeBody(w, 0, p.size) != nil {
-			return
-		}
-		_ = rc.Flush()
-		return
-	}
-	w.WriteHeader(p.status)
-	if rc.Flush() != nil {
-		return
-	}
-	for i := range int64(p.chunks) {
-		if !sleep(ctx, p.drip) {
-			abort()
-		}
-		from, to := p.size*i/int64(p.chunks), p.size*(i+1)/int64(p.chunks)
-		if writeBody(w, from, to) != nil || rc.Flush() != nil {
-			return
-		}
-	}
+	loopback.Reply(w, status, "application/json", append(b, '\n'))
 }
 
-func redirect(w http.ResponseWriter, r *http.Request, to string, status int) {
+func serveRedirect(w http.ResponseWriter, r *http.Request, status int) {
+	to := r.URL.Query().Get("to")
+	if to == "" {
+		http.Error(w, "fetchtest: /redirect needs to=URL", http.StatusBadRequest)
+		return
+	}
+	redirect(w, to, status)
+}
+
+func serveLoop(w http.ResponseWriter, r *http.Request, status int) {
+	i, _ := strconv.Atoi(r.URL.Query().Get("n"))
+	redirect(w, "/loop?n="+strconv.Itoa(i+1), status)
+}
+
+func redirect(w http.ResponseWriter, to string, status int) {
 	if status == http.StatusOK {
 		status = http.StatusFound
 	}
 	w.Header().Set("Location", to)
-	writeSmall(w, status, "text/plain; charset=utf-8", nil)
+	loopback.Reply(w, status, "text/plain; charset=utf-8", nil)
 }
-
-func writeSmall(w http.ResponseWriter, status int, contentType string, body []byte) {
-	w.Header().Set("Content-Type", contentType)
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-	_ = http.NewResponseController(w).Flush()
-}
-
-// bodyPattern repeats every len(bodyPattern) bytes.
-const bodyPattern = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ-\n"
 
 // Body returns the first size bytes of the content a Target serves for
-// size=N: bodyPattern repeated. It panics if size is negative.
-func Body(size int) []byte {
-	b := make([]byte, size)
-	for i := range b {
-		b[i] = bodyPattern[i%len(bodyPattern)]
+// size=N. It panics if size is negative. It is shorthand for loopback.Body.
+func Body(size int) []byte { return loopback.Body(size) }
+
+// sourceIP is the IP of a "host:port" remote address, IPv4-mapped
+// addresses unmapped, or remote itself when it does not parse.
+func sourceIP(remote string) string {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return remote
 	}
-	return b
+	return ap.Addr().Unmap().String()
 }
 
-// writeBody writes the body bytes at offsets [from, to).
-func writeBody(w http.ResponseWriter, from, to int64) error {
-	const piece = 32 << 10
-	if from >= to {
-		return nil
+// normIP normalizes an IP given by a caller the way sourceIP does.
+func normIP(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
 	}
-	buf := Body(int(min(to-from, piece)) + len(bodyPattern))
-	for from < to {
-		off := from % int64(len(bodyPattern))
-		n := min(to-from, piece)
-		if _, err := w.Write(buf[off : off+n]); err != nil {
-			return err
-		}
-		from += n
-	}
-	return nil
-}
-
-// abort ends the handler and drops the connection without a response, or
-// without ending a chunked body cleanly: the client must not mistake a cut
-// response for a whole one when the target closes.
-func abort() { panic(http.ErrAbortHandler) }
-
-// sleep waits for d or until ctx is done, and reports whether ctx is still
-// live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return a.Unmap().String()
 }

@@ -326,18 +326,3 @@ func TestTargetCloseWithRequestsInFlight(t *testing.T) {
 	}
 	tg.Close() // idempotent
 }
-
-func TestLoopbackIP(t *testing.T) {
-	if got := fetchtest.LoopbackIP(0); got != "127.0.0.2" {
-		t.Errorf("LoopbackIP(0) = %q", got)
-	}
-	if got := fetchtest.LoopbackIP(250); got != "127.0.0.252" {
-		t.Errorf("LoopbackIP(250) = %q", got)
-	}
-	defer func() {
-		if recover() == nil {
-			t.Error("LoopbackIP(251) did not panic")
-		}
-	}()
-	fetchtest.LoopbackIP(251)
-}

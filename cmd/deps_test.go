@@ -1,0 +1,69 @@
+package cmd
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBinaryHoldsNoTestCode checks that the fetch binary is built from no
+// test helper: `go list -deps` of the main package names no fetchtest
+// package, and no package of this module that the binary holds mentions
+// microsocks (the SOCKS5 server only the tests start). The demo's servers
+// come from internal/loopback instead.
+func TestBinaryHoldsNoTestCode(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go not on PATH: %v", err)
+	}
+	cmd := exec.Command(goBin, "list", "-deps", "-json=ImportPath,Dir,GoFiles,Module", "..")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, stderr.Bytes())
+	}
+	type pkg struct {
+		ImportPath string
+		Dir        string
+		GoFiles    []string
+		Module     *struct{ Path string }
+	}
+	const module = "github.com/fetch-dev/fetch"
+	var ours []string
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		if strings.Contains(p.ImportPath, "fetchtest") {
+			t.Errorf("the binary depends on %s", p.ImportPath)
+		}
+		if p.Module == nil || p.Module.Path != module {
+			continue
+		}
+		ours = append(ours, p.ImportPath)
+		for _, f := range p.GoFiles {
+			b, err := os.ReadFile(filepath.Join(p.Dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(bytes.ToLower(b), []byte("microsocks")) {
+				t.Errorf("%s/%s, built into the binary, mentions microsocks", p.ImportPath, f)
+			}
+		}
+	}
+	// The check means something only if it saw the demo's package.
+	if !strings.Contains(strings.Join(ours, " "), module+"/internal/loopback") {
+		t.Errorf("go list -deps found no %s/internal/loopback among %v", module, ours)
+	}
+}
