@@ -76,8 +76,8 @@ func demoRun(ctx context.Context, opts *DemoOptions) (err error) {
 	case "-":
 		out = ios.Out
 	default:
-		results, err := openOutput("--output", opts.Output, false)
-		if err != nil {
+		var results *outputFile
+		if results, err = openOutput("--output", opts.Output, false); err != nil {
 			return usageError(err)
 		}
 		if err := results.start(); err != nil {
