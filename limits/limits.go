@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 )
 
 // Scheduler grants leases. Implementations are safe for concurrent use.
@@ -43,6 +44,28 @@ type Scheduler interface {
 	// scheduler's timers and background work. Leases already granted stay
 	// valid and may still be finished.
 	Close() error
+}
+
+// Config configures a Local scheduler.
+type Config struct {
+	Budgets  []Spec // one per proxy or pool
+	BudgetOf []int  // for each proxy, the index of its budget; its length is the number of proxies
+
+	// ProxyIDs and BudgetNames name each proxy and each budget by the
+	// identity records use: the proxy's identity, and the pool name (or, for
+	// a budget of one proxy's own, that proxy's identity). Indexes stay the
+	// in-process handle; an implementation that keeps state outside the
+	// process keys it by these names. Either may be nil for Local.
+	ProxyIDs    []string
+	BudgetNames []string
+	Host        Spec // per target host:port
+	Global      Rate // all attempts together, burst 1
+	Policy      Policy
+	Health      Health   // benching of failing proxies; the zero value never benches
+	Throttle    Throttle // slowing of proxy-host pairs the target pushes back on; the zero value never slows
+
+	// Now returns the current time; nil means time.Now. Tests pass a fake.
+	Now func() time.Time
 }
 
 // Request describes the attempt that wants to start.
