@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 )
 
 // Scheduler grants leases. Implementations are safe for concurrent use.
@@ -64,8 +63,9 @@ type Config struct {
 	Health      Health   // benching of failing proxies; the zero value never benches
 	Throttle    Throttle // slowing of proxy-host pairs the target pushes back on; the zero value never slows
 
-	// Now returns the current time; nil means time.Now. Tests pass a fake.
-	Now func() time.Time
+	// Clock tells the time and wakes waiting attempts; nil means the
+	// real clock. Tests pass a fake.
+	Clock Clock
 }
 
 // Request describes the attempt that wants to start.

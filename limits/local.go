@@ -16,7 +16,7 @@ import (
 // first served, except that an attempt whose host is at its limit never
 // holds up attempts for other hosts.
 type Local struct {
-	now    func() time.Time
+	clock  Clock
 	policy Policy
 	host   Spec
 	global *rate.Limiter // nil: unlimited
@@ -26,7 +26,7 @@ type Local struct {
 	budgets  []budgetState
 	hosts    map[string]*hostState
 	waiters  waitList
-	timer    *time.Timer // wakes dispatch when a rate token comes due
+	timer    Timer // wakes dispatch when a rate token comes due
 	timerAt  time.Time
 	rr       int
 	rng      *rand.Rand
@@ -91,7 +91,7 @@ func (h *hostState) idle(now time.Time) bool {
 // names a budget that does not exist: that is a programming error.
 func NewLocal(cfg Config) *Local {
 	s := &Local{
-		now:      cfg.Now,
+		clock:    cfg.Clock,
 		policy:   cfg.Policy,
 		host:     cfg.Host,
 		hosts:    make(map[string]*hostState),
@@ -100,8 +100,8 @@ func NewLocal(cfg Config) *Local {
 		throttle: cfg.Throttle,
 		pairs:    make(map[pairKey]*pairState),
 	}
-	if s.now == nil {
-		s.now = time.Now
+	if s.clock == nil {
+		s.clock = realClock{}
 	}
 	if !cfg.Global.IsZero() {
 		s.global = rate.NewLimiter(cfg.Global.Limit(), 1)
@@ -141,7 +141,7 @@ func (s *Local) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		return nil, ErrClosed
 	}
 	if s.waiters.head == nil {
-		if l, _ := s.tryGrant(req, s.now(), 0); l != nil {
+		if l, _ := s.tryGrant(req, s.clock.Now(), 0); l != nil {
 			s.mu.Unlock()
 			return l, nil
 		}
@@ -197,7 +197,7 @@ func (s *Local) dispatch() {
 	if s.closed {
 		return
 	}
-	now := s.now()
+	now := s.clock.Now()
 	var wake time.Duration = -1
 	ahead := 0
 	for w := s.waiters.head; w != nil && s.roomy > 0; {
@@ -227,7 +227,7 @@ func (s *Local) armTimer(now time.Time, wait time.Duration) {
 	}
 	s.timerAt = at
 	if s.timer == nil {
-		s.timer = time.AfterFunc(wait, s.onTimer)
+		s.timer = s.clock.AfterFunc(wait, s.onTimer)
 	} else {
 		s.timer.Reset(wait)
 	}
@@ -317,7 +317,7 @@ func (s *Local) release(p int, host string, o Outcome, granted time.Time, probe 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ps := &s.proxies[p]
-	now := s.now()
+	now := s.clock.Now()
 	if pr != nil {
 		pr.inFlight-- // even when pr has been forgotten since: it is then unused
 	}
