@@ -37,7 +37,7 @@ func (s *Local) learnHealth(p int, o Outcome, now time.Time, probe bool) {
 	switch {
 	case ps.probing && !probe:
 		// Started before the bench: no verdict on the proxy now.
-	case o == Success || o == Pushback:
+	case o == Success || o == PushedBack:
 		ps.fails = 0
 		if ps.streak++; ps.streak >= streakToForgive {
 			ps.level = 0

@@ -99,31 +99,31 @@ func TestPushbackSlowsThePair(t *testing.T) {
 	r := newRun(t, limits.Config{
 		Budgets:  []limits.Spec{{Concurrency: 8}},
 		BudgetOf: []int{0},
-		Throttle: limits.Throttle{Base: delay, Max: time.Second},
+		Pushback: limits.Pushback{Delay: delay, Max: time.Second},
 	})
 	// Each new round of attempts starts a millisecond after the pushback
 	// before it: only attempts begun after the latest pushback count.
 	r.play([]step{
 		{ask: names("a", 8), host: "slow:1", grant: names("a", 8)},             // 8 in flight
-		{finish: names("a", 1), outcome: limits.Pushback},                      // one 503: the pair may have 4 in flight from now on
+		{finish: names("a", 1), outcome: limits.PushedBack},                    // one 503: the pair may have 4 in flight from now on
 		{finish: names("a", 8)[1:], outcome: limits.Success},                   // begun before the pushback: no news
 		{at: ms, ask: names("b", 4), host: "slow:1", grant: names("b", 4)},     // 4 start ...
 		{ask: []string{"b5"}, host: "slow:1"},                                  // ... a 5th waits
 		{ask: []string{"other"}, host: "other:1", grant: []string{"other"}},    // another host is not held up
 		{cancel: []string{"b5"}, finish: []string{"other"}},                    // (withdrawn, given back)
-		{finish: names("b", 1), outcome: limits.Pushback},                      // window 2
+		{finish: names("b", 1), outcome: limits.PushedBack},                    // window 2
 		{finish: names("b", 4)[1:], outcome: limits.Success},                   // (old news)
 		{at: 2 * ms, ask: names("c", 2), host: "slow:1", grant: names("c", 2)}, // 2 start ...
 		{ask: []string{"c3"}, host: "slow:1"},                                  // ... a 3rd waits
 		{cancel: []string{"c3"}},                                               // (withdrawn)
-		{finish: names("c", 1), outcome: limits.Pushback},                      // window 1
+		{finish: names("c", 1), outcome: limits.PushedBack},                    // window 1
 		{finish: []string{"c1"}},                                               // (given back)
 		{at: 3 * ms, ask: []string{"d"}, host: "slow:1", grant: []string{"d"}}, // one at a time ...
-		{finish: []string{"d"}, outcome: limits.Pushback},                      // ... pushed back once more: starts spaced by the delay
+		{finish: []string{"d"}, outcome: limits.PushedBack},                    // ... pushed back once more: starts spaced by the delay
 		{ask: []string{"e"}, host: "slow:1"},                                   // the next start waits ...
 		{at: 3*ms + delay - time.Nanosecond},                                   // ... the whole delay ...
 		{at: 3*ms + delay, grant: []string{"e"}},                               // ... and no longer
-		{finish: []string{"e"}, outcome: limits.Pushback},                      // the spacing doubles
+		{finish: []string{"e"}, outcome: limits.PushedBack},                    // the spacing doubles
 		{ask: []string{"f"}, host: "slow:1"},                                   // the next start waits ...
 		{at: 3*ms + 3*delay - time.Nanosecond},                                 // ... twice the delay ...
 		{at: 3*ms + 3*delay, grant: []string{"f"}},                             // ... and no longer
@@ -150,7 +150,7 @@ func TestStaleOutcomesAreOldNews(t *testing.T) {
 		Budgets:  []limits.Spec{{Concurrency: 8}},
 		BudgetOf: []int{0},
 		Health:   limits.Health{MaxFailures: 1, Cooldown: time.Minute, MaxCooldown: time.Hour},
-		Throttle: limits.Throttle{Base: 200 * time.Millisecond, Max: time.Minute},
+		Pushback: limits.Pushback{Delay: 200 * time.Millisecond, Max: time.Minute},
 	})
 	r.play([]step{
 		{ask: names("a", 8), grant: names("a", 8)},                                              // 8 in flight together ...
@@ -164,11 +164,11 @@ func TestStalePushbacksAreOldNews(t *testing.T) {
 	r := newRun(t, limits.Config{
 		Budgets:  []limits.Spec{{Concurrency: 8}},
 		BudgetOf: []int{0},
-		Throttle: limits.Throttle{Base: 200 * time.Millisecond, Max: time.Minute},
+		Pushback: limits.Pushback{Delay: 200 * time.Millisecond, Max: time.Minute},
 	})
 	r.play([]step{
 		{ask: names("a", 6), grant: names("a", 6)},           // 6 in flight together
-		{finish: names("a", 3), outcome: limits.Pushback},    // three 503s from them: one pushback, a window of 3
+		{finish: names("a", 3), outcome: limits.PushedBack},  // three 503s from them: one pushback, a window of 3
 		{finish: names("a", 6)[3:], outcome: limits.Success}, // successes of attempts begun before it: they do not undo it
 		{ask: names("b", 3), grant: names("b", 3)},           // 3 start ...
 		{ask: []string{"b3"}},                                // ... a 4th waits: the window is 3
@@ -183,12 +183,12 @@ func TestStateDoesNotGrowWithHosts(t *testing.T) {
 		Budgets:  []limits.Spec{{}},
 		BudgetOf: []int{0},
 		Host:     limits.Spec{Rate: limits.Rate{N: 1000, Per: time.Second}, Burst: 1},
-		Throttle: limits.Throttle{Base: time.Millisecond, Max: 5 * time.Millisecond},
+		Pushback: limits.Pushback{Delay: time.Millisecond, Max: 5 * time.Millisecond},
 	})
 	for i := range 10000 {
 		l := r.now(fmt.Sprintf("h%d:80", i))
 		if i%2 == 0 {
-			l.Finish(limits.Pushback)
+			l.Finish(limits.PushedBack)
 		} else {
 			l.Release()
 		}

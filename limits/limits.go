@@ -61,7 +61,7 @@ type Config struct {
 	Global      Rate // all attempts together, burst 1
 	Policy      Policy
 	Health      Health   // benching of failing proxies; the zero value never benches
-	Throttle    Throttle // slowing of proxy-host pairs the target pushes back on; the zero value never slows
+	Pushback    Pushback // slowing of proxy-host pairs the target pushes back on; the zero value never slows
 
 	// Clock tells the time and wakes waiting attempts; nil means the
 	// real clock. Tests pass a fake.
@@ -107,9 +107,10 @@ const (
 	// ProxyFault: a failure the proxy is to blame for (connect, handshake,
 	// reset, the proxy refusing the request). Repeated, it benches the proxy.
 	ProxyFault
-	// Pushback: the target answered 429 or 503 through this proxy. The
-	// proxy worked, but this proxy-host pair should slow down.
-	Pushback
+	// PushedBack: the target answered 429 or 503 through this proxy. The
+	// proxy worked, but this proxy-host pair should slow down (see
+	// Pushback).
+	PushedBack
 )
 
 // Finish gives back the permits the lease holds and reports the attempt's

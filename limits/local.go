@@ -34,7 +34,7 @@ type Local struct {
 	attempts int64
 
 	health   Health
-	throttle Throttle
+	pushback Pushback
 	events   []HealthEvent // not yet taken by Events
 	pending  atomic.Int32  // len(events), read without the lock
 	pairs    map[pairKey]*pairState
@@ -97,7 +97,7 @@ func NewLocal(cfg Config) *Local {
 		hosts:    make(map[string]*hostState),
 		rng:      rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		health:   cfg.Health,
-		throttle: cfg.Throttle,
+		pushback: cfg.Pushback,
 		pairs:    make(map[pairKey]*pairState),
 	}
 	if s.clock == nil {

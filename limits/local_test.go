@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // concurrency, and that every permit comes back.
 func TestCapsHoldUnderLoad(t *testing.T) {
 	for _, pol := range []limits.Policy{limits.LeastInFlight, limits.LeastUsed, limits.RoundRobin, limits.Random} {
-		t.Run(policyName(pol), func(t *testing.T) {
+		t.Run(pol.String(), func(t *testing.T) {
 			// proxies 0,1 alone (caps 1, 3); proxies 2,3,4 share a pool of 2.
 			caps := []int{1, 3, 2}
 			s := limits.NewLocal(limits.Config{
@@ -109,10 +109,6 @@ func TestCapsHoldUnderLoad(t *testing.T) {
 			}
 		})
 	}
-}
-
-func policyName(p limits.Policy) string {
-	return [...]string{"least-inflight", "least-used", "round-robin", "random"}[p]
 }
 
 // TestBusyProxyNeverBlocks: with one proxy full, a request goes to the other

@@ -7,6 +7,8 @@ import (
 )
 
 // Policy breaks ties between proxies that can all start an attempt now.
+// The zero Policy is LeastInFlight. *Policy is a pflag.Value (Set, String,
+// Type), so a flag reads it by name and checks it once.
 type Policy int
 
 // Policies. LeastInFlight prefers the proxy whose budget is least full
@@ -21,20 +23,44 @@ const (
 	Random
 )
 
-// ParsePolicy reads a policy name as the --policy flag spells it.
+// policyNames are the policies' names as the --policy flag spells them.
+var policyNames = [...]string{
+	LeastInFlight: "least-inflight",
+	LeastUsed:     "least-used",
+	RoundRobin:    "round-robin",
+	Random:        "random",
+}
+
+// ParsePolicy reads a policy by its name, as String writes it.
 func ParsePolicy(s string) (Policy, error) {
-	switch s {
-	case "", "least-inflight":
-		return LeastInFlight, nil
-	case "least-used":
-		return LeastUsed, nil
-	case "round-robin":
-		return RoundRobin, nil
-	case "random":
-		return Random, nil
+	for p, name := range policyNames {
+		if s == name {
+			return Policy(p), nil
+		}
 	}
 	return 0, fmt.Errorf("limits: unknown policy %q (want least-inflight, least-used, round-robin or random)", s)
 }
+
+// String returns the policy's name.
+func (p Policy) String() string {
+	if p < 0 || int(p) >= len(policyNames) {
+		return fmt.Sprintf("Policy(%d)", int(p))
+	}
+	return policyNames[p]
+}
+
+// Set sets *p to the policy named s; it is ParsePolicy for a flag.
+func (p *Policy) Set(s string) error {
+	q, err := ParsePolicy(s)
+	if err != nil {
+		return err
+	}
+	*p = q
+	return nil
+}
+
+// Type names the flag's value in help text.
+func (*Policy) Type() string { return "POLICY" }
 
 // pick chooses the proxy for req among those that can start now, or returns
 // -1 and how long until one could (-1: only after a release). Proxies in

@@ -2,20 +2,21 @@ package limits
 
 import "time"
 
-// Throttle configures the slowing of a proxy-host pair after the target
-// answers 429 or 503 through it, in the spirit of Scrapy's AutoThrottle and
-// of TCP's congestion window. The first pushback caps the pair's attempts in
-// flight at half of what the proxy had in flight; each further pushback
-// halves that window again, and once it is down to one, spaces the pair's
-// attempt starts Base apart, doubling up to Max. Each success of an attempt
-// begun after the last pushback undoes one step: it halves the spacing
-// (gone below Base/4), then widens the window by one; a window as wide as
-// the proxy's attempts in flight at the first pushback means the pair is
-// back to full speed. Other proxies and
-// other hosts are not affected.
-type Throttle struct {
-	Base time.Duration // 0: never slow down
-	Max  time.Duration
+// Pushback configures the slowing of a proxy-host pair after the target
+// answers 429 or 503 through it (the PushedBack outcome), in the spirit of
+// Scrapy's AutoThrottle and of TCP's congestion window. It has two steps.
+// First it narrows the window: the first pushback caps the pair's attempts
+// in flight at half of what the proxy had in flight, and each further one
+// halves that window again. Then, once the window is down to one, it spaces
+// starts: the pair's attempts start Delay apart, doubling with each further
+// pushback up to Max. Each success of an attempt begun after the last
+// pushback undoes one step: it halves the spacing (gone below Delay/4), then
+// widens the window by one; a window as wide as the proxy's attempts in
+// flight at the first pushback means the pair is back to full speed. Other
+// proxies and other hosts are not affected. The zero value never slows.
+type Pushback struct {
+	Delay time.Duration // the first spacing of starts; 0: never slow down
+	Max   time.Duration // the widest spacing
 }
 
 // pairKey names a proxy-host pair slowed by pushback.
@@ -38,14 +39,14 @@ type pairState struct {
 // pair's last pushback count: those in flight at a pushback would otherwise
 // each deepen it or, succeeding, undo it. Call with s.mu held.
 func (s *Local) learnPushback(p int, host string, o Outcome, now, granted time.Time) {
-	if s.throttle.Base <= 0 {
+	if s.pushback.Delay <= 0 {
 		return
 	}
 	k := pairKey{p, host}
 	pr := s.pairs[k]
 	fresh := pr == nil || granted.After(pr.pushedAt)
 	switch {
-	case o == Pushback && fresh:
+	case o == PushedBack && fresh:
 		if pr == nil {
 			// The proxy's attempts in flight, this one included, stand in
 			// for the pair's: the window starts at half of them.
@@ -55,16 +56,16 @@ func (s *Local) learnPushback(p int, host string, o Outcome, now, granted time.T
 		} else if pr.window > 1 {
 			pr.window = max(pr.window/2, 1)
 		} else {
-			pr.spacing = max(pr.spacing*2, s.throttle.Base)
-			if s.throttle.Max > 0 {
-				pr.spacing = min(pr.spacing, s.throttle.Max)
+			pr.spacing = max(pr.spacing*2, s.pushback.Delay)
+			if s.pushback.Max > 0 {
+				pr.spacing = min(pr.spacing, s.pushback.Max)
 			}
 		}
 		pr.pushedAt = now
 		pr.next = now.Add(pr.spacing)
 	case o == Success && pr != nil && fresh:
 		if pr.spacing > 0 {
-			if pr.spacing /= 2; pr.spacing < s.throttle.Base/4 {
+			if pr.spacing /= 2; pr.spacing < s.pushback.Delay/4 {
 				pr.spacing = 0
 			}
 			break
@@ -78,7 +79,7 @@ func (s *Local) learnPushback(p int, host string, o Outcome, now, granted time.T
 // sweepPairs forgets the proxy-host pairs left alone for longer than the
 // widest pushback. Call with s.mu held.
 func (s *Local) sweepPairs(now time.Time) {
-	forget := max(s.throttle.Max, s.throttle.Base)
+	forget := max(s.pushback.Max, s.pushback.Delay)
 	for k, pr := range s.pairs {
 		if pr.inFlight <= 0 && now.Sub(pr.next) > forget {
 			delete(s.pairs, k)
