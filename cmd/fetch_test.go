@@ -58,7 +58,7 @@ func Test_NewCmdFetch(t *testing.T) {
 				c.HostConcurrency, c.HostBurst = 2, 3
 				c.HostRate = limits.Rate{N: 10, Per: time.Minute}
 				c.Rate = limits.Rate{N: 100, Per: time.Second}
-				c.Policy = "round-robin"
+				c.Policy = limits.RoundRobin
 			},
 		},
 		{

@@ -10,6 +10,9 @@ import (
 	"github.com/spf13/pflag"
 )
 
+// A policy is read by name and checked once, by its own Set.
+var _ pflag.Value = new(limits.Policy)
+
 // sizeValue is a pflag.Value for byte counts read by ParseSize.
 type sizeValue struct{ p *int64 }
 

@@ -29,8 +29,8 @@ const (
 	DefaultMaxFailures      = 5
 	DefaultCooldown         = 30 * time.Second
 	DefaultCooldownMax      = 10 * time.Minute
-	DefaultThrottleBase     = time.Second
-	DefaultThrottleMax      = time.Minute
+	DefaultPushbackDelay    = time.Second
+	DefaultPushbackMax      = time.Minute
 )
 
 // DefaultRetryStatus lists the statuses retried by default.
@@ -48,8 +48,8 @@ type Config struct {
 	HostConcurrency  int // per target host:port; 0 is unlimited
 	HostRate         limits.Rate
 	HostBurst        int
-	Rate             limits.Rate // all attempts together, burst 1
-	Policy           string      // tie-break between proxies: least-inflight (default), least-used, round-robin, random
+	Rate             limits.Rate   // all attempts together, burst 1
+	Policy           limits.Policy // tie-break between proxies; the zero value is least-inflight
 
 	// Proxy health: after ProxyMaxFailures consecutive failures that are
 	// the proxy's fault a proxy is benched for ProxyCooldown, doubling on
@@ -57,11 +57,12 @@ type Config struct {
 	ProxyMaxFailures int
 	ProxyCooldown    time.Duration
 	ProxyCooldownMax time.Duration
-	// Pushback: a 429 or 503 through a proxy spaces that proxy's attempts
-	// to that host ThrottleBase apart, doubling up to ThrottleMax, halving
-	// on each success. 0: never.
-	ThrottleBase time.Duration
-	ThrottleMax  time.Duration
+	// Pushback: a 429 or 503 through a proxy narrows the window of that
+	// proxy's attempts in flight to that host, halving it on each; once it
+	// is down to one, it spaces their starts PushbackDelay apart, doubling
+	// up to PushbackMax. Each success undoes one step. 0 delay: never.
+	PushbackDelay time.Duration
+	PushbackMax   time.Duration
 
 	// Scheduler, if set, replaces the in-process scheduler built from the
 	// limits above. It must know the proxies in the order of Proxies (one
@@ -98,12 +99,12 @@ func DefaultConfig() Config {
 		ProxyConcurrency: DefaultProxyConcurrency,
 		ProxyBurst:       1,
 		HostBurst:        1,
-		Policy:           "least-inflight",
+		Policy:           limits.LeastInFlight,
 		ProxyMaxFailures: DefaultMaxFailures,
 		ProxyCooldown:    DefaultCooldown,
 		ProxyCooldownMax: DefaultCooldownMax,
-		ThrottleBase:     DefaultThrottleBase,
-		ThrottleMax:      DefaultThrottleMax,
+		PushbackDelay:    DefaultPushbackDelay,
+		PushbackMax:      DefaultPushbackMax,
 		ConnectTimeout:   DefaultConnectTimeout,
 		HeaderTimeout:    DefaultHeaderTimeout,
 		IdleTimeout:      DefaultIdleTimeout,

@@ -65,10 +65,6 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Timeout <= 0 {
 		return nil, fmt.Errorf("fetch: timeout must be positive")
 	}
-	policy, err := limits.ParsePolicy(cfg.Policy)
-	if err != nil {
-		return nil, err
-	}
 	e := &Engine{cfg: cfg, redactor: proxies.NewRedactor(cfg.Proxies), retry: map[int]bool{}, stopNow: make(chan struct{})}
 	for _, s := range cfg.RetryStatus {
 		e.retry[s] = true
@@ -84,7 +80,6 @@ func New(cfg Config) (*Engine, error) {
 			e.routes = append(e.routes, newRoute(&e.cfg, &cfg.Proxies[i]))
 		}
 	}
-	lc.Policy = policy
 	e.sched = cfg.Scheduler
 	if e.sched == nil {
 		e.sched = limits.NewLocal(lc)
@@ -95,14 +90,15 @@ func New(cfg Config) (*Engine, error) {
 
 // schedulerConfig is the scheduler's configuration for cfg: one budget per
 // proxy or pool (one unlimited route, direct, without proxies), each proxy
-// and budget named by the identity records use, and the host, global,
-// health and pushback limits. The policy is left to the caller.
+// and budget named by the identity records use, the host and global
+// limits, the policy, health and pushback.
 func schedulerConfig(cfg *Config) (limits.Config, error) {
 	lc := limits.Config{
 		Host:     limits.Spec{Concurrency: cfg.HostConcurrency, Rate: cfg.HostRate, Burst: cfg.HostBurst},
 		Global:   cfg.Rate,
+		Policy:   cfg.Policy,
 		Health:   limits.Health{MaxFailures: cfg.ProxyMaxFailures, Cooldown: cfg.ProxyCooldown, MaxCooldown: cfg.ProxyCooldownMax},
-		Throttle: limits.Throttle{Base: cfg.ThrottleBase, Max: cfg.ThrottleMax},
+		Pushback: limits.Pushback{Delay: cfg.PushbackDelay, Max: cfg.PushbackMax},
 	}
 	if len(cfg.Proxies) == 0 {
 		lc.Budgets = []limits.Spec{{}} // direct: only -c, host and global limits
@@ -112,12 +108,13 @@ func schedulerConfig(cfg *Config) (limits.Config, error) {
 		lc.Health = limits.Health{} // direct is never benched
 		return lc, nil
 	}
-	budgets, of, err := proxies.Budgets(cfg.Proxies, cfg.ProxyConcurrency, cfg.ProxyRate, cfg.ProxyBurst)
+	def := limits.Spec{Concurrency: cfg.ProxyConcurrency, Rate: cfg.ProxyRate, Burst: cfg.ProxyBurst}
+	budgets, of, err := proxies.Budgets(cfg.Proxies, def)
 	if err != nil {
 		return lc, err
 	}
 	for _, b := range budgets {
-		lc.Budgets = append(lc.Budgets, limits.Spec{Concurrency: b.Concurrency, Rate: b.Rate, Burst: b.Burst})
+		lc.Budgets = append(lc.Budgets, b.Spec)
 		lc.BudgetNames = append(lc.BudgetNames, b.Name)
 	}
 	lc.BudgetOf = of
@@ -573,7 +570,7 @@ func outcome(rt *route, res result) limits.Outcome {
 		return limits.Neutral
 	case res.err.Kind == KindStatus:
 		if res.status == http.StatusTooManyRequests || res.status == http.StatusServiceUnavailable {
-			return limits.Pushback
+			return limits.PushedBack
 		}
 		return limits.Success // the proxy carried it; the target answered
 	case rt.proxy == nil, res.targetSide:

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -18,8 +19,8 @@ import (
 func TestPoliciesHoldLimitsWhileProxiesFlap(t *testing.T) {
 	tg := startTarget(t, fetchtest.TargetOptions{})
 	caps := []int{2, 3, 2}
-	for pi, policy := range []string{"least-inflight", "least-used", "round-robin", "random"} {
-		t.Run(policy, func(t *testing.T) {
+	for pi, policy := range []limits.Policy{limits.LeastInFlight, limits.LeastUsed, limits.RoundRobin, limits.Random} {
+		t.Run(policy.String(), func(t *testing.T) {
 			tg.ResetStats()
 			// The flapping proxy is down from 50ms to 200ms and from 350ms
 			// to 450ms into the run, and up otherwise.
@@ -97,8 +98,8 @@ func TestPushbackSlowsTheRun(t *testing.T) {
 	cfg.Proxies = []proxies.Proxy{proxyOf(t, px.URL, func(p *proxies.Proxy) { p.Concurrency = 4 })}
 	cfg.Retries = 2
 	cfg.RetryBackoff = time.Millisecond
-	cfg.ThrottleBase = 50 * time.Millisecond
-	cfg.ThrottleMax = 100 * time.Millisecond
+	cfg.PushbackDelay = 50 * time.Millisecond
+	cfg.PushbackMax = 100 * time.Millisecond
 	var lines []string
 	for i := range 4 {
 		lines = append(lines, fmt.Sprintf("%s/busy/%d?status=503", tg.URL, i))
@@ -116,7 +117,7 @@ func TestPushbackSlowsTheRun(t *testing.T) {
 			t.Errorf("record %+v error %+v", r, r.Error)
 		}
 	}
-	cfg.ThrottleBase = 0 // off: nothing slows the retries
+	cfg.PushbackDelay = 0 // off: nothing slows the retries
 	start = time.Now()
 	run(t, cfg, lines...)
 	if el := time.Since(start); el > 300*time.Millisecond {

@@ -252,7 +252,7 @@ func TestBackoffDelaysRetries(t *testing.T) {
 	cfg := fetch.DefaultConfig()
 	cfg.Retries = 2
 	cfg.RetryStatus = []int{500}
-	cfg.ThrottleBase = 0
+	cfg.PushbackDelay = 0
 	var lines []string
 	for i := range 6 {
 		lines = append(lines, fmt.Sprintf("%s/b/%d?status=500", tg.URL, i))
@@ -302,10 +302,10 @@ func TestPolicyReachesScheduler(t *testing.T) {
 		lines = append(lines, fmt.Sprintf("%s/quick/%d", tg.URL, i))
 	}
 	for _, tc := range []struct {
-		policy string
+		policy limits.Policy
 		a, b   int // attempts on A and B
-	}{{"least-inflight", 1, 5}, {"least-used", 3, 3}} {
-		t.Run(tc.policy, func(t *testing.T) {
+	}{{limits.LeastInFlight, 1, 5}, {limits.LeastUsed, 3, 3}} {
+		t.Run(tc.policy.String(), func(t *testing.T) {
 			cfg := fetch.DefaultConfig()
 			cfg.Concurrency = 2
 			cfg.Policy = tc.policy
@@ -332,7 +332,7 @@ func TestProxyRateEveryAttempt(t *testing.T) {
 	cfg.ProxyRate = limits.Rate{N: 20, Per: time.Second}
 	cfg.Retries = 2
 	cfg.RetryBackoff = time.Millisecond
-	cfg.ThrottleBase = 0
+	cfg.PushbackDelay = 0
 	var lines []string
 	for i := range 4 {
 		lines = append(lines, fmt.Sprintf("%s/r/%d?status=503", tg.URL, i))

@@ -45,6 +45,29 @@ type Scheduler interface {
 	Close() error
 }
 
+// Config configures a Local scheduler.
+type Config struct {
+	Budgets  []Spec // one per proxy or pool
+	BudgetOf []int  // for each proxy, the index of its budget; its length is the number of proxies
+
+	// ProxyIDs and BudgetNames name each proxy and each budget by the
+	// identity records use: the proxy's identity, and the pool name (or, for
+	// a budget of one proxy's own, that proxy's identity). Indexes stay the
+	// in-process handle; an implementation that keeps state outside the
+	// process keys it by these names. Either may be nil for Local.
+	ProxyIDs    []string
+	BudgetNames []string
+	Host        Spec // per target host:port
+	Global      Rate // all attempts together, burst 1
+	Policy      Policy
+	Health      Health   // benching of failing proxies; the zero value never benches
+	Pushback    Pushback // slowing of proxy-host pairs the target pushes back on; the zero value never slows
+
+	// Clock tells the time and wakes waiting attempts; nil means the
+	// real clock. Tests pass a fake.
+	Clock Clock
+}
+
 // Request describes the attempt that wants to start.
 type Request struct {
 	Host  string // target host:port, for the per-host limits
@@ -84,9 +107,10 @@ const (
 	// ProxyFault: a failure the proxy is to blame for (connect, handshake,
 	// reset, the proxy refusing the request). Repeated, it benches the proxy.
 	ProxyFault
-	// Pushback: the target answered 429 or 503 through this proxy. The
-	// proxy worked, but this proxy-host pair should slow down.
-	Pushback
+	// PushedBack: the target answered 429 or 503 through this proxy. The
+	// proxy worked, but this proxy-host pair should slow down (see
+	// Pushback).
+	PushedBack
 )
 
 // Finish gives back the permits the lease holds and reports the attempt's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,7 +22,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // concurrency, and that every permit comes back.
 func TestCapsHoldUnderLoad(t *testing.T) {
 	for _, pol := range []limits.Policy{limits.LeastInFlight, limits.LeastUsed, limits.RoundRobin, limits.Random} {
-		t.Run(policyName(pol), func(t *testing.T) {
+		t.Run(pol.String(), func(t *testing.T) {
 			// proxies 0,1 alone (caps 1, 3); proxies 2,3,4 share a pool of 2.
 			caps := []int{1, 3, 2}
 			s := limits.NewLocal(limits.Config{
@@ -110,10 +111,6 @@ func TestCapsHoldUnderLoad(t *testing.T) {
 	}
 }
 
-func policyName(p limits.Policy) string {
-	return [...]string{"least-inflight", "least-used", "round-robin", "random"}[p]
-}
-
 // TestBusyProxyNeverBlocks: with one proxy full, a request goes to the other
 // at once rather than queueing behind the busy one.
 func TestBusyProxyNeverBlocks(t *testing.T) {
@@ -143,38 +140,20 @@ func TestBusyProxyNeverBlocks(t *testing.T) {
 // TestHostAtLimitDoesNotBlockOthers: a waiter for a host at its limit stays
 // queued while a later request for another host is served.
 func TestHostAtLimitDoesNotBlockOthers(t *testing.T) {
-	s := limits.NewLocal(limits.Config{
+	r := newRun(t, limits.Config{
 		Budgets:  []limits.Spec{{Concurrency: 10}},
 		BudgetOf: []int{0},
 		Host:     limits.Spec{Concurrency: 1},
 	})
-	defer s.Close()
-	ctx := context.Background()
-	first, _ := s.Acquire(ctx, limits.Request{Host: "a:1"})
-	blocked := make(chan *limits.Lease)
-	go func() {
-		l, _ := s.Acquire(ctx, limits.Request{Host: "a:1"})
-		blocked <- l
-	}()
-	time.Sleep(20 * time.Millisecond) // let it queue
-	tctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	other, err := s.Acquire(tctx, limits.Request{Host: "b:1"})
-	if err != nil {
-		t.Fatalf("request for another host waited behind a blocked host: %v", err)
-	}
-	select {
-	case <-blocked:
-		t.Fatal("second lease for host a granted while the first is held")
-	default:
-	}
-	first.Release()
-	l := <-blocked
-	if l.HostInFlight != 1 {
+	r.play([]step{
+		{ask: []string{"first"}, host: "a:1", grant: []string{"first"}}, // host a at its limit of 1
+		{ask: []string{"second"}, host: "a:1"},                          // a second for a waits ...
+		{ask: []string{"other"}, host: "b:1", grant: []string{"other"}}, // ... and does not hold up one for b
+		{finish: []string{"first"}, grant: []string{"second"}},          // a's first given back: the second starts
+	})
+	if l := r.asks["second"].l; l.HostInFlight != 1 {
 		t.Errorf("host in flight at grant = %d", l.HostInFlight)
 	}
-	l.Release()
-	other.Release()
 }
 
 // TestAvoidPrefersAnotherProxy: a retry avoids the proxy it already used
@@ -204,9 +183,9 @@ func TestAvoidPrefersAnotherProxy(t *testing.T) {
 	}
 }
 
-// TestRateBound checks the token-bucket bound on grant times as the
-// scheduler's own clock saw them: in any window W after the first grant,
-// at most burst + W·rate grants.
+// TestRateBound checks the token-bucket bound on grant times: with up to
+// four attempts waiting and new ones coming between tokens, in any window W after the first grant at most
+// burst + W·rate grants, and 40 grants take no less than the rate allows.
 func TestRateBound(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -221,51 +200,77 @@ func TestRateBound(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var mu sync.Mutex
+			r := newRun(t, tc.cfg)
 			var times []time.Time
-			s := limits.NewLocal(tc.cfg)
-			defer s.Close()
-			var wg sync.WaitGroup
-			for range 4 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for range 10 {
-						l, err := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						mu.Lock()
-						times = append(times, time.Now())
-						mu.Unlock()
-						l.Release()
+			grant := func(name string) {
+				times = append(times, r.clock.Now())
+				r.asks[name].l.Release()
+			}
+			asked := 0
+			for len(times) < 40 {
+				if asked-len(times) < 4 && asked < 40 { // one more, up to four asking
+					if name := "a" + strconv.Itoa(asked); r.ask(name, limits.Request{Host: "h:1"}) {
+						grant(name)
 					}
-				}()
+					asked++
+				}
+				// Move on to the next timer, and at most 3ms, out of step
+				// with the rates, so that new attempts also come between
+				// tokens. A grant's time is then the clock's time.
+				d := 3 * time.Millisecond
+				if next, ok := r.clock.Next(); ok {
+					d = min(d, next.Sub(r.clock.Now()))
+				}
+				r.clock.Advance(d)
+				for _, name := range r.settle() {
+					grant(name)
+				}
 			}
-			wg.Wait()
-			if len(times) != 40 {
-				t.Fatalf("%d grants", len(times))
-			}
-			// Grants were recorded just after the scheduler's clock read, so
-			// allow 2ms of slack on each window.
 			for i := range times {
 				for j := i; j < len(times); j++ {
 					w := times[j].Sub(times[i])
-					if w < 0 {
-						continue
-					}
-					allowed := float64(tc.burst) + (w.Seconds()+0.002)*tc.rate
+					allowed := float64(tc.burst) + w.Seconds()*tc.rate
 					if n := countBetween(times, times[i], times[j]); float64(n) > allowed+1e-9 {
 						t.Fatalf("%d grants in %s, bound %.1f", n, w, allowed)
 					}
 				}
 			}
 			span := maxTime(times).Sub(minTime(times))
-			if min := time.Duration(float64(40-tc.burst)/tc.rate*float64(time.Second)) - 5*time.Millisecond; span < min {
+			if min := time.Duration(float64(40-tc.burst) / tc.rate * float64(time.Second)); span < min {
 				t.Errorf("40 grants in %s, the rate allows no faster than %s", span, min)
 			}
 		})
+	}
+}
+
+// TestRealClockWakesWaiters: on the real clock (Config.Clock nil), attempts
+// waiting for rate tokens are woken by a real timer, no sooner than the rate
+// allows.
+func TestRealClockWakesWaiters(t *testing.T) {
+	s := limits.NewLocal(limits.Config{
+		Budgets:  []limits.Spec{{Rate: limits.Rate{N: 1, Per: 20 * time.Millisecond}, Burst: 1}},
+		BudgetOf: []int{0},
+	})
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 3 { // the first at once, the others a token apart
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			l.Release()
+		}()
+	}
+	wg.Wait()
+	if el := time.Since(start); el < 40*time.Millisecond {
+		t.Errorf("3 grants at 1/20ms in %s", el)
 	}
 }
 
@@ -302,54 +307,42 @@ func maxTime(ts []time.Time) time.Time {
 // TestCancelledWaiterTakesNothing: a waiter whose context ends gets the
 // context's error and leaves the scheduler as it was.
 func TestCancelledWaiterTakesNothing(t *testing.T) {
+	r := newRun(t, limits.Config{Budgets: []limits.Spec{{Concurrency: 1}}, BudgetOf: []int{0}})
+	r.play([]step{
+		{ask: []string{"hold"}, grant: []string{"hold"}}, // the one permit
+		{ask: []string{"x"}},                             // a second waits ...
+		{cancel: []string{"x"}},                          // ... until its context ends: context.Canceled, no lease
+		{finish: []string{"hold"}},                       // the permit comes back, to no one
+		{ask: []string{"y"}, grant: []string{"y"}},       // and is there for the next
+	})
+}
+
+// TestCancelledWaiterRealDeadline: on the real clock, a context deadline
+// ends a wait with context.DeadlineExceeded.
+func TestCancelledWaiterRealDeadline(t *testing.T) {
 	s := limits.NewLocal(limits.Config{Budgets: []limits.Spec{{Concurrency: 1}}, BudgetOf: []int{0}})
 	defer s.Close()
 	hold, _ := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer hold.Release()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 	defer cancel()
 	if _, err := s.Acquire(ctx, limits.Request{Host: "h:1"}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want deadline exceeded", err)
 	}
-	hold.Release()
-	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
-	defer cancel2()
-	l, err := s.Acquire(ctx2, limits.Request{Host: "h:1"})
-	if err != nil {
-		t.Fatalf("permit lost after a cancelled wait: %v", err)
-	}
-	l.Release()
 }
 
+// TestFIFO: waiters are served first come, first served.
 func TestFIFO(t *testing.T) {
-	s := limits.NewLocal(limits.Config{Budgets: []limits.Spec{{Concurrency: 1}}, BudgetOf: []int{0}})
-	defer s.Close()
-	hold, _ := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
-	order := make(chan int, 5)
-	var wg sync.WaitGroup
-	for i := range 5 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l, err := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			order <- i
-			l.Release()
-		}()
-		time.Sleep(5 * time.Millisecond) // queue them in order
-	}
-	hold.Release()
-	wg.Wait()
-	close(order)
-	want := 0
-	for got := range order {
-		if got != want {
-			t.Fatalf("served %d, want %d (first come, first served)", got, want)
-		}
-		want++
-	}
+	r := newRun(t, limits.Config{Budgets: []limits.Spec{{Concurrency: 1}}, BudgetOf: []int{0}})
+	r.play([]step{
+		{ask: []string{"hold"}, grant: []string{"hold"}},  // the one permit
+		{ask: names("w", 5)},                              // five wait, in order
+		{finish: []string{"hold"}, grant: []string{"w0"}}, // each release serves the oldest
+		{finish: []string{"w0"}, grant: []string{"w1"}},
+		{finish: []string{"w1"}, grant: []string{"w2"}},
+		{finish: []string{"w2"}, grant: []string{"w3"}},
+		{finish: []string{"w3"}, grant: []string{"w4"}},
+	})
 }
 
 // TestLeastInFlightIsByFill: least-inflight compares how full budgets are,
@@ -383,47 +376,21 @@ func TestLeastInFlightIsByFill(t *testing.T) {
 // for the fast proxy rather than start on one that would finish it later.
 // Before Drain, the slow proxy takes it at once.
 func TestDrainHoldsBackSlowProxy(t *testing.T) {
-	s := limits.NewLocal(limits.Config{
+	const ms = time.Millisecond
+	r := newRun(t, limits.Config{
 		Budgets:  []limits.Spec{{Concurrency: 1}, {Concurrency: 1}},
 		BudgetOf: []int{0, 1},
 	})
-	defer s.Close()
-	ctx := context.Background()
-	// Teach it the latencies: proxy 0 holds a lease 5ms, proxy 1 100ms.
-	for _, hold := range []struct {
-		p int
-		d time.Duration
-	}{{0, 5 * time.Millisecond}, {1, 100 * time.Millisecond}} {
-		l, _ := s.Acquire(ctx, limits.Request{Host: "h:1", Avoid: []int{1 - hold.p}})
-		time.Sleep(hold.d)
-		l.Finish(limits.Success)
-	}
-	fast, _ := s.Acquire(ctx, limits.Request{Host: "h:1", Avoid: []int{1}})
-	if fast.Proxy != 0 {
-		t.Fatalf("setup got proxy %d", fast.Proxy)
-	}
-	try := func() *limits.Lease {
-		c, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
-		defer cancel()
-		l, _ := s.Acquire(c, limits.Request{Host: "h:1"})
-		return l
-	}
-	if l := try(); l == nil || l.Proxy != 1 {
-		t.Fatalf("before Drain: got %v, want the free slow proxy at once", l)
-	} else {
-		l.Release()
-	}
-	s.Drain()
-	if l := try(); l != nil {
-		t.Fatalf("after Drain: got proxy %d at once; the fast one would finish sooner", l.Proxy)
-	}
-	go func() {
-		time.Sleep(10 * time.Millisecond)
-		fast.Finish(limits.Success)
-	}()
-	l, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
-	if err != nil || l.Proxy != 0 {
-		t.Fatalf("got %v %v, want the fast proxy once it is free", l, err)
-	}
-	l.Release()
+	r.play([]step{
+		{ask: []string{"a"}, avoid: []int{1}, grant: []string{"a@0"}},       // teach it the latencies: proxy 0 ...
+		{at: 5 * ms, finish: []string{"a"}, outcome: limits.Success},        // ... holds a lease 5ms ...
+		{ask: []string{"b"}, avoid: []int{0}, grant: []string{"b@1"}},       // ... and proxy 1 ...
+		{at: 105 * ms, finish: []string{"b"}, outcome: limits.Success},      // ... 100ms
+		{ask: []string{"fast"}, avoid: []int{1}, grant: []string{"fast@0"}}, // the fast one busy
+		{ask: []string{"x"}, grant: []string{"x@1"}},                        // before Drain the free slow proxy takes a request at once
+		{finish: []string{"x"}}, // (given back)
+		{drain: true},           // the input has run out
+		{ask: []string{"y"}},    // now a request waits: the fast proxy would finish it sooner
+		{at: 115 * ms, finish: []string{"fast"}, outcome: limits.Success, grant: []string{"y@0"}}, // it goes to the fast one once free
+	})
 }

@@ -14,26 +14,24 @@ import (
 var ErrPoolConflict = errors.New("proxies: conflicting pool settings")
 
 // Budget is one concurrency and rate budget: one for each proxy without a
-// pool, and one for each pool, shared by all its proxies.
+// pool, and one for each pool, shared by all its proxies. Its Spec is what
+// the scheduler is given for it.
 type Budget struct {
-	Name        string      // the proxy's ID, or the pool name
-	Pool        string      // the pool name; "" for a proxy without a pool
-	Concurrency int         // attempts in flight at once
-	Rate        limits.Rate // attempts started; the zero Rate is unlimited
-	Burst       int         // token-bucket burst for Rate
-	Members     []int       // indexes of its proxies in the slice given to Budgets
+	Name string // the proxy's ID, or the pool name
+	Pool string // the pool name; "" for a proxy without a pool
+	limits.Spec
+	Members []int // indexes of its proxies in the slice given to Budgets
 }
 
 // Budgets groups ps into budgets, in order of first appearance, and returns
 // them with, for each index of ps, the index of its budget.
 //
-// A value set on a proxy's line overrides the default (defConcurrency,
-// defRate, defBurst). The lines of a pool may set concurrency, rate and burst
+// A value set on a proxy's line overrides the default def. The lines of a pool may set concurrency, rate and burst
 // on one line, or repeat the same value on several (rates are the same when
 // they allow the same number of events per second: 60/m is 1/s); different
 // values give an error wrapping ErrPoolConflict that names the pool and the
 // two lines.
-func Budgets(ps []Proxy, defConcurrency int, defRate limits.Rate, defBurst int) (budgets []Budget, budgetOf []int, err error) {
+func Budgets(ps []Proxy, def limits.Spec) (budgets []Budget, budgetOf []int, err error) {
 	type setting struct {
 		val string // for the conflict message
 		src string // where it was set; "" if not set
@@ -46,7 +44,7 @@ func Budgets(ps []Proxy, defConcurrency int, defRate limits.Rate, defBurst int) 
 	budgetOf = make([]int, len(ps))
 	for i, p := range ps {
 		if p.Pool == "" {
-			b := Budget{Name: p.ID, Concurrency: defConcurrency, Rate: defRate, Burst: defBurst, Members: []int{i}}
+			b := Budget{Name: p.ID, Spec: def, Members: []int{i}}
 			if p.Concurrency > 0 {
 				b.Concurrency = p.Concurrency
 			}
@@ -64,7 +62,7 @@ func Budgets(ps []Proxy, defConcurrency int, defRate limits.Rate, defBurst int) 
 		if !ok {
 			st = &poolState{idx: len(budgets)}
 			pools[p.Pool] = st
-			budgets = append(budgets, Budget{Name: p.Pool, Pool: p.Pool, Concurrency: defConcurrency, Rate: defRate, Burst: defBurst})
+			budgets = append(budgets, Budget{Name: p.Pool, Pool: p.Pool, Spec: def})
 		}
 		b := &budgets[st.idx]
 		b.Members = append(b.Members, i)

@@ -18,7 +18,7 @@ func ExampleParse() {
 		fmt.Println(err)
 		return
 	}
-	budgets, _, err := proxies.Budgets(ps, 4, limits.Rate{}, 1)
+	budgets, _, err := proxies.Budgets(ps, limits.Spec{Concurrency: 4, Burst: 1})
 	if err != nil {
 		fmt.Println(err)
 		return
