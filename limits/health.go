@@ -1,7 +1,10 @@
 package limits
 
 import (
+	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -11,17 +14,71 @@ import (
 // full load again. A probe that fails benches it again for twice as long as
 // the last time, up to MaxCooldown. The doubling starts over once the proxy
 // has carried 10 attempts in a row without a fault.
+//
+// The pool cannot serve when every proxy is rejected, or when none has been
+// healthy (every one benched, probing or rejected) for PoolWait: from then
+// on Acquire fails at once with a *PoolError.
 type Health struct {
 	MaxFailures int // 0: never bench
 	Cooldown    time.Duration
 	MaxCooldown time.Duration
+	PoolWait    time.Duration // 0: wait within each request's own deadline
 }
+
+// ErrNoUsableProxy is wrapped by the error of Acquire once the pool cannot
+// serve (see Health).
+var ErrNoUsableProxy = errors.New("no usable proxy")
+
+// PoolError says why the pool cannot serve: how many of its proxies are
+// benched (or probing) and rejected, and for how long none has been healthy.
+type PoolError struct {
+	Benched, Rejected, Total int
+	For                      time.Duration // 0 when every proxy is rejected
+}
+
+func (e *PoolError) Error() string { return "no usable proxy: " + e.state() }
+
+// state is "3 of 3 benched for 2m0s", "2 of 3 rejected, 1 benched for
+// 2m0s" or "3 of 3 rejected".
+func (e *PoolError) state() string {
+	var parts []string
+	if e.Rejected > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d rejected", e.Rejected, e.Total))
+	}
+	if e.Benched > 0 {
+		b := fmt.Sprintf("%d of %d benched", e.Benched, e.Total)
+		if e.Rejected > 0 {
+			b = fmt.Sprintf("%d benched", e.Benched)
+		}
+		if e.For > 0 {
+			b += " for " + e.For.String()
+		}
+		parts = append(parts, b)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (e *PoolError) Unwrap() error { return ErrNoUsableProxy }
+
+// WaitError is what Acquire returns when its context ends while no proxy
+// is healthy: the context's error, and the state of the pool, so that a
+// request that waited out its deadline can say what it waited for.
+type WaitError struct {
+	Err  error // ctx.Err()
+	Pool PoolError
+}
+
+func (e *WaitError) Error() string { return e.Err.Error() + " (" + e.Pool.state() + ")" }
+func (e *WaitError) Unwrap() error { return e.Err }
+
+// Waiting is the state of the pool a request waited on: "3 of 3 benched".
+func (e *WaitError) Waiting() string { return e.Pool.state() }
 
 // HealthEvent is a proxy's change of state.
 type HealthEvent struct {
 	Proxy    int
 	At       time.Time
-	State    string        // "benched", "probing" or "healthy"
+	State    string        // "benched", "probing", "healthy" or "rejected"
 	Cooldown time.Duration // for "benched": how long
 }
 
@@ -35,6 +92,10 @@ const streakToForgive = 10
 func (s *Local) learnHealth(p int, o Outcome, now time.Time, probe bool) {
 	ps := &s.proxies[p]
 	switch {
+	case ps.rejected:
+		// Out of the run: what its attempts still in flight say is moot.
+	case o == Rejected:
+		s.reject(p, now) // definitive, whenever the attempt began
 	case ps.probing && !probe:
 		// Started before the bench: no verdict on the proxy now.
 	case o == Success || o == PushedBack:
@@ -44,6 +105,7 @@ func (s *Local) learnHealth(p int, o Outcome, now time.Time, probe bool) {
 		}
 		if ps.probing {
 			ps.probing, ps.probeOut = false, false
+			s.healthy(now)
 			// Back to a full load, but not a flood: under least-used its
 			// count starts level with the least used of the others.
 			if lo, ok := s.leastUsed(p); ok && lo > ps.used {
@@ -55,6 +117,9 @@ func (s *Local) learnHealth(p int, o Outcome, now time.Time, probe bool) {
 		ps.streak = 0
 		ps.fails++
 		if s.health.MaxFailures > 0 && (ps.probing || ps.fails >= s.health.MaxFailures) {
+			if !ps.probing {
+				s.unhealthy(now)
+			}
 			d := s.health.Cooldown << min(ps.level, 30)
 			if s.health.MaxCooldown > 0 && (d > s.health.MaxCooldown || d <= 0) {
 				d = s.health.MaxCooldown
@@ -70,6 +135,91 @@ func (s *Local) learnHealth(p int, o Outcome, now time.Time, probe bool) {
 	}
 }
 
+// reject takes proxy p out of the run for good: it refused its
+// credentials. Call with s.mu held.
+func (s *Local) reject(p int, now time.Time) {
+	ps := &s.proxies[p]
+	if ps.rejected {
+		return
+	}
+	if !ps.probing {
+		s.unhealthy(now)
+	}
+	ps.rejected = true
+	ps.probing, ps.probeOut = false, false
+	ps.benchedUntil = time.Time{}
+	s.rejectedN++
+	s.event(p, now, "rejected", 0)
+	s.checkPool(now)
+}
+
+// unhealthy notes that one more proxy is benched or rejected; when none is
+// left healthy, the pool's wait starts. Call with s.mu held.
+func (s *Local) unhealthy(now time.Time) {
+	if s.healthyN--; s.healthyN == 0 {
+		s.unusableSince = now
+		if s.health.PoolWait > 0 {
+			if s.poolTimer == nil {
+				s.poolTimer = s.clock.AfterFunc(s.health.PoolWait, s.onPoolTimer)
+			} else {
+				s.poolTimer.Reset(s.health.PoolWait)
+			}
+		}
+	}
+}
+
+// healthy notes that a proxy is healthy again: the pool's wait is over.
+// Call with s.mu held.
+func (s *Local) healthy(now time.Time) {
+	if s.healthyN++; s.healthyN == 1 {
+		s.unusableSince = time.Time{}
+		if s.poolTimer != nil {
+			s.poolTimer.Stop()
+		}
+	}
+}
+
+func (s *Local) onPoolTimer() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checkPool(s.clock.Now())
+}
+
+// checkPool ends the run's use of the pool when it cannot serve: every
+// proxy rejected, or none healthy for PoolWait. Every waiter and every later
+// Acquire gets the *PoolError. Call with s.mu held.
+func (s *Local) checkPool(now time.Time) {
+	if s.dead != nil || s.healthyN > 0 || len(s.proxies) == 0 {
+		return
+	}
+	pe := s.poolState(now)
+	switch {
+	case s.rejectedN == len(s.proxies):
+		pe.For = 0
+	case s.health.PoolWait > 0 && now.Sub(s.unusableSince) >= s.health.PoolWait:
+	default:
+		return
+	}
+	s.dead = pe
+	for w := s.waiters.head; w != nil; {
+		next := w.next
+		s.waiters.remove(w)
+		w.err = pe
+		w.ch <- nil
+		w = next
+	}
+}
+
+// poolState counts the proxies that are not healthy, for errors. Call with
+// s.mu held.
+func (s *Local) poolState(now time.Time) *PoolError {
+	pe := &PoolError{Total: len(s.proxies), Rejected: s.rejectedN, Benched: len(s.proxies) - s.healthyN - s.rejectedN}
+	if !s.unusableSince.IsZero() {
+		pe.For = now.Sub(s.unusableSince).Round(time.Millisecond)
+	}
+	return pe
+}
+
 // leastUsed returns the fewest attempts of any proxy but p that is not
 // benched.
 func (s *Local) leastUsed(p int) (int64, bool) {
@@ -77,7 +227,7 @@ func (s *Local) leastUsed(p int) (int64, bool) {
 	found := false
 	for i := range s.proxies {
 		q := &s.proxies[i]
-		if i == p || q.probing {
+		if i == p || q.probing || q.rejected {
 			continue
 		}
 		if !found || q.used < lo {

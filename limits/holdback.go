@@ -28,7 +28,7 @@ func (s *Local) holdBack(i, ahead int, now time.Time) bool {
 	fastest := est
 	for q := range s.proxies {
 		qs := &s.proxies[q]
-		if q == i || qs.est <= 0 || qs.est >= est || qs.probing || qs.benchedUntil.After(now) {
+		if q == i || qs.est <= 0 || qs.est >= est || qs.probing || qs.rejected || qs.benchedUntil.After(now) {
 			continue
 		}
 		c := s.budgets[qs.budget].nominal()

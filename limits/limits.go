@@ -111,6 +111,9 @@ const (
 	// proxy worked, but this proxy-host pair should slow down (see
 	// Pushback).
 	PushedBack
+	// Rejected: the proxy refused its credentials (407, 401 to CONNECT, a
+	// SOCKS5 authentication failure). It leaves the run at once, for good.
+	Rejected
 )
 
 // Finish gives back the permits the lease holds and reports the attempt's

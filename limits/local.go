@@ -33,6 +33,12 @@ type Local struct {
 	closed   bool
 	attempts int64
 
+	healthyN      int        // proxies neither benched, probing nor rejected
+	rejectedN     int        // proxies rejected
+	unusableSince time.Time  // since when healthyN has been 0; zero while it is not
+	poolTimer     Timer      // fires when the pool has waited Health.PoolWait
+	dead          *PoolError // set once the pool cannot serve
+
 	health   Health
 	pushback Pushback
 	events   []HealthEvent // not yet taken by Events
@@ -56,6 +62,7 @@ type proxyState struct {
 	benchedUntil time.Time // zero unless benched
 	probing      bool      // after a bench: one attempt at a time until one succeeds
 	probeOut     bool      // the probe is in flight
+	rejected     bool      // refused its credentials: out of the run for good
 
 	est time.Duration // moving average of how long a successful attempt holds its lease
 }
@@ -112,6 +119,7 @@ func NewLocal(cfg Config) *Local {
 	}
 	s.roomy = len(s.budgets)
 	s.proxies = make([]proxyState, len(cfg.BudgetOf))
+	s.healthyN = len(s.proxies)
 	s.members = make([]int, len(s.budgets))
 	for i, b := range cfg.BudgetOf {
 		if b < 0 || b >= len(s.budgets) {
@@ -140,6 +148,10 @@ func (s *Local) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		s.mu.Unlock()
 		return nil, ErrClosed
 	}
+	if s.dead != nil {
+		s.mu.Unlock()
+		return nil, s.dead
+	}
 	if s.waiters.head == nil {
 		if l, _ := s.tryGrant(req, s.clock.Now(), 0); l != nil {
 			s.mu.Unlock()
@@ -154,18 +166,28 @@ func (s *Local) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	select {
 	case l := <-w.ch:
 		if l == nil {
+			if w.err != nil {
+				return nil, w.err
+			}
 			return nil, ErrClosed
 		}
 		return l, nil
 	case <-ctx.Done():
 		s.mu.Lock()
 		s.waiters.remove(w)
+		var pool *PoolError
+		if s.healthyN == 0 && len(s.proxies) > 0 {
+			pool = s.poolState(s.clock.Now())
+		}
 		s.mu.Unlock()
 		// A grant may have raced with the cancellation: give it back.
 		select {
 		case l := <-w.ch:
 			l.Release()
 		default:
+		}
+		if pool != nil {
+			return nil, &WaitError{Err: ctx.Err(), Pool: *pool}
 		}
 		return nil, ctx.Err()
 	}
@@ -186,6 +208,9 @@ func (s *Local) Close() error {
 	}
 	if s.timer != nil {
 		s.timer.Stop()
+	}
+	if s.poolTimer != nil {
+		s.poolTimer.Stop()
 	}
 	return nil
 }

@@ -81,7 +81,7 @@ func (s *Local) pick(req Request, now time.Time, ahead int) (int, time.Duration)
 		if b.capacity > 0 && b.inFlight >= b.capacity {
 			continue
 		}
-		if ps.probing && ps.probeOut {
+		if ps.rejected || ps.probing && ps.probeOut {
 			continue // one probe at a time; its release wakes us
 		}
 		w := tokenWait(b.limiter, now)

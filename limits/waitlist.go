@@ -2,7 +2,8 @@ package limits
 
 type waiter struct {
 	req   Request
-	ch    chan *Lease // buffered 1: the grant
+	ch    chan *Lease // buffered 1: the grant, or nil with err (or closed)
+	err   error       // why nil was sent, when not ErrClosed
 	prev  *waiter
 	next  *waiter
 	added bool
