@@ -16,15 +16,22 @@ if ! command -v go >/dev/null 2>&1; then
 	exit 1
 fi
 
-# microsocks backs the SOCKS5 proxies of the loopback tests.
-if ! command -v microsocks >/dev/null 2>&1; then
+# Real proxies and servers the loopback tests run: microsocks (SOCKS5),
+# tinyproxy (HTTP with Basic authentication) and redis-server (distributed
+# mode). Each is installed with apt-get when missing.
+missing=()
+command -v microsocks >/dev/null 2>&1 || missing+=(microsocks)
+command -v tinyproxy >/dev/null 2>&1 || missing+=(tinyproxy)
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+if [ ${#missing[@]} -gt 0 ]; then
 	sudo=""
 	if [ "$(id -u)" -ne 0 ]; then
 		sudo="sudo"
 	fi
-	echo "test.sh: installing microsocks" >&2
+	echo "test.sh: installing ${missing[*]}" >&2
 	$sudo apt-get update
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y microsocks
+	# A package's own service must not start: the tests run their own.
+	$sudo env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y "${missing[@]}"
 fi
 
 echo "== go vet ./..." >&2

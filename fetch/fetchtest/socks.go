@@ -17,9 +17,10 @@ import (
 // is not on PATH, so StartSOCKS5 cannot run. Tests usually skip on it.
 var ErrNoMicrosocks = errors.New("fetchtest: microsocks not found on PATH")
 
-// errExitedEarly means microsocks exited before accepting connections,
-// usually because its port was taken meanwhile.
-var errExitedEarly = errors.New("fetchtest: microsocks exited")
+// errExitedEarly means a proxy process (microsocks, tinyproxy) exited
+// before accepting connections, usually because its port was taken
+// meanwhile.
+var errExitedEarly = errors.New("fetchtest: proxy process exited")
 
 // StartSOCKS5 runs the real microsocks binary as a SOCKS5 proxy listening on
 // 127.0.0.1 (or opts.Addr) and dialing targets from opts.BindIP, with
@@ -86,12 +87,25 @@ func startMicrosocks(bin, host string, port int, bindIP string, opts ProxyOption
 	if opts.User != "" || opts.Password != "" {
 		args = append(args, "-u", opts.User, "-P", opts.Password)
 	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	kill, err := startServer("microsocks", bin, args, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &Proxy{URL: "socks5://" + addr, Addr: addr, opts: opts, close: kill}, nil
+}
+
+// startServer runs bin with args and returns once it accepts connections
+// on addr, with a function that kills it (safe to call more than once).
+// The error wraps errExitedEarly when the process exits first, usually
+// because its port was taken meanwhile.
+func startServer(name, bin string, args []string, addr string) (kill func(), err error) {
 	cmd := exec.Command(bin, args...)
 	out := &cappedBuffer{max: 4096}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("fetchtest: start microsocks: %w", err)
+		return nil, fmt.Errorf("fetchtest: start %s: %w", name, err)
 	}
 	done := make(chan struct{})
 	var waitErr error
@@ -99,39 +113,29 @@ func startMicrosocks(bin, host string, port int, bindIP string, opts ProxyOption
 		waitErr = cmd.Wait()
 		close(done)
 	}()
-	kill := func() {
-		_ = cmd.Process.Kill()
-		<-done
+	var once sync.Once
+	kill = func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			<-done
+		})
 	}
-
-	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	const tries = 500 // 500 * (up to 100ms dial or 10ms pause): a few seconds at most
-	ready := false
 	for range tries {
 		select {
 		case <-done:
-			return nil, fmt.Errorf("%w: %v: %s", errExitedEarly, waitErr, strings.TrimSpace(out.String()))
+			return nil, fmt.Errorf("%w: %s: %v: %s", errExitedEarly, name, waitErr, strings.TrimSpace(out.String()))
 		default:
 		}
 		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
 		if err == nil {
 			_ = c.Close()
-			ready = true
-			break
+			return kill, nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if !ready {
-		kill()
-		return nil, fmt.Errorf("fetchtest: microsocks did not accept on %s: %s", addr, strings.TrimSpace(out.String()))
-	}
-	var once sync.Once
-	return &Proxy{
-		URL:   "socks5://" + addr,
-		Addr:  addr,
-		opts:  opts,
-		close: func() { once.Do(kill) },
-	}, nil
+	kill()
+	return nil, fmt.Errorf("fetchtest: %s did not accept on %s: %s", name, addr, strings.TrimSpace(out.String()))
 }
 
 // cappedBuffer keeps the first max bytes written to it.
