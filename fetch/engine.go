@@ -239,7 +239,7 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 	// Interrupted means something was left: unread input or a cancelled
 	// record. A signal that lands while the last records are flushed
 	// changes nothing.
-	rep := coll.report(millis(time.Since(start)), false)
+	rep := coll.report(millis(time.Since(start)))
 	interrupted := ctx.Err() != nil && (!readAll || rep.ByKind[KindCancelled] > 0)
 	rep.Interrupted = interrupted
 	switch {

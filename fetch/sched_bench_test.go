@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// naive is the scheduler the issue compares against: assign proxies round
+// naive is the scheduler fetch's is measured against: assign proxies round
 // robin, then wait on that proxy's semaphore.
 type naive struct {
 	next atomic.Int64

@@ -130,7 +130,8 @@ type proxyTLSError struct{ err error }
 func (e *proxyTLSError) Error() string { return "tls handshake with proxy: " + e.err.Error() }
 func (e *proxyTLSError) Unwrap() error { return e.err }
 
-// errTooManyRedirects is the cause when --max-redirects is exceeded.
+// redirectError is the cause when --max-redirects is exceeded or a redirect
+// leads to a scheme other than http or https.
 type redirectError struct{ msg string }
 
 func (e *redirectError) Error() string { return e.msg }
