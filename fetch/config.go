@@ -86,6 +86,9 @@ type Config struct {
 
 	Grace time.Duration // how long work in flight may finish after the run is interrupted
 
+	// Clock is the engine's time source; the zero value is the real clock.
+	Clock Clock
+
 	// Done, if set, lists the lines that already have a final record (for
 	// --resume): they are skipped without a new record.
 	Done *DoneSet
