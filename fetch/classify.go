@@ -90,13 +90,3 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
-
-// retryable reports whether an attempt that failed with kind may be tried
-// again (on another proxy when there is one).
-func retryable(kind string) bool {
-	switch kind {
-	case KindTooLarge, KindRedirect, KindDeadline, KindCancelled, KindInvalid, KindCoordinator:
-		return false
-	}
-	return true
-}

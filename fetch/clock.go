@@ -1,6 +1,9 @@
 package fetch
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Clock is where the engine takes its time from: the time of day for
 // elapsed times and phases, and timers for the per-phase timeouts, the
@@ -45,4 +48,19 @@ func (c Clock) afterFunc(d time.Duration, f func()) Timer {
 func (c Clock) after(d time.Duration) (<-chan struct{}, Timer) {
 	ch := make(chan struct{})
 	return ch, c.afterFunc(d, func() { close(ch) })
+}
+
+// sleep waits d, and reports whether it did: false when ctx ended first.
+func (c Clock) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	done, t := c.after(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
