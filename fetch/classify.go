@@ -45,7 +45,7 @@ func classify(err error, phase string, attemptCtx, jobCtx context.Context) strin
 	switch {
 	case errors.As(err, &se):
 		return KindOther
-	case errors.Is(err, errTooLarge):
+	case errors.Is(err, errTooLarge), headersTooLarge(err):
 		return KindTooLarge
 	case errors.As(err, &re):
 		return KindRedirect
@@ -82,6 +82,13 @@ func classify(err error, phase string, attemptCtx, jobCtx context.Context) strin
 		return KindTLS
 	}
 	return KindOther
+}
+
+// headersTooLarge reports whether err is net/http's for response headers
+// over the transport's MaxResponseHeaderBytes (it has no error value for
+// it: this is its text).
+func headersTooLarge(err error) bool {
+	return strings.Contains(err.Error(), "server response headers exceeded")
 }
 
 // isTimeout reports whether err says it is a timeout, as the dialer's and

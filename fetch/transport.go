@@ -49,15 +49,16 @@ func newRoute(cfg *Config, p *proxies.Proxy) *route {
 	}
 	perHost = max(perHost, 2)
 	tr := &http.Transport{
-		DialContext:           handshakeDeadline(dialer.DialContext, cfg.ConnectTimeout),
-		TLSClientConfig:       targetTLS,
-		TLSHandshakeTimeout:   cfg.ConnectTimeout,
-		ForceAttemptHTTP2:     true,
-		DisableCompression:    true, // count and save the bytes as sent, as curl does
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   perHost,
-		IdleConnTimeout:       90 * time.Second,
-		ExpectContinueTimeout: time.Second,
+		DialContext:            handshakeDeadline(dialer.DialContext, cfg.ConnectTimeout),
+		TLSClientConfig:        targetTLS,
+		TLSHandshakeTimeout:    cfg.ConnectTimeout,
+		ForceAttemptHTTP2:      true,
+		DisableCompression:     true, // count and save the bytes as sent, as curl does
+		MaxResponseHeaderBytes: cfg.maxHeader(),
+		MaxIdleConns:           1024,
+		MaxIdleConnsPerHost:    perHost,
+		IdleConnTimeout:        90 * time.Second,
+		ExpectContinueTimeout:  time.Second,
 		OnProxyConnectResponse: func(_ context.Context, _ *url.URL, _ *http.Request, res *http.Response) error {
 			if res.StatusCode != http.StatusOK {
 				return &proxyStatusError{code: res.StatusCode, status: res.Status}
