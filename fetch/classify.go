@@ -45,7 +45,7 @@ func classify(err error, phase string, attemptCtx, jobCtx context.Context) strin
 	switch {
 	case errors.As(err, &se):
 		return KindOther
-	case errors.Is(err, errTooLarge):
+	case errors.Is(err, errTooLarge), headersTooLarge(err):
 		return KindTooLarge
 	case errors.As(err, &re):
 		return KindRedirect
@@ -84,19 +84,16 @@ func classify(err error, phase string, attemptCtx, jobCtx context.Context) strin
 	return KindOther
 }
 
+// headersTooLarge reports whether err is net/http's for response headers
+// over the transport's MaxResponseHeaderBytes (it has no error value for
+// it: this is its text).
+func headersTooLarge(err error) bool {
+	return strings.Contains(err.Error(), "server response headers exceeded")
+}
+
 // isTimeout reports whether err says it is a timeout, as the dialer's and
 // the TLS handshake's do.
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// retryable reports whether an attempt that failed with kind may be tried
-// again (on another proxy when there is one).
-func retryable(kind string) bool {
-	switch kind {
-	case KindTooLarge, KindRedirect, KindDeadline, KindCancelled, KindInvalid, KindCoordinator:
-		return false
-	}
-	return true
 }

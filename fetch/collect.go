@@ -106,12 +106,11 @@ func (c *collector) record(r *Record) {
 }
 
 // report returns the finished Report.
-func (c *collector) report(elapsedMS float64, interrupted bool) *Report {
+func (c *collector) report(elapsedMS float64) *Report {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rep := c.rep
 	rep.ElapsedMS = elapsedMS
-	rep.Interrupted = interrupted
 	for id, p := range rep.Proxies {
 		for ph, hg := range c.phases[id] {
 			p.PhasesMS[ph] = Quantiles{P50: hg.quantile(0.50), P95: hg.quantile(0.95)}

@@ -25,6 +25,7 @@ const (
 	DefaultRetryBackoff     = 200 * time.Millisecond
 	DefaultMaxRedirects     = 10
 	DefaultMaxBody          = 64 << 20
+	DefaultMaxHeader        = 100 << 10 // near curl's limit on response headers
 	DefaultGrace            = 5 * time.Second
 	DefaultMaxFailures      = 5
 	DefaultCooldown         = 30 * time.Second
@@ -35,6 +36,14 @@ const (
 
 // DefaultRetryStatus lists the statuses retried by default.
 var DefaultRetryStatus = []int{429, 502, 503, 504}
+
+// maxHeader is the limit on response headers in force.
+func (c *Config) maxHeader() int64 {
+	if c.MaxHeader <= 0 {
+		return DefaultMaxHeader
+	}
+	return c.MaxHeader
+}
 
 // Config is everything a run needs. The zero value is not usable: start from
 // DefaultConfig and change what you need.
@@ -81,11 +90,15 @@ type Config struct {
 	Header       http.Header // replaces default headers of the same name
 	MaxRedirects int         // 0 does not follow
 	MaxBody      int64
+	MaxHeader    int64 // most bytes of response headers, status line included; 0 is DefaultMaxHeader
 	SaveDir      string
 	Insecure     bool
 	RootCAs      *x509.CertPool // nil: the system pool; trusted for targets and https proxies
 
 	Grace time.Duration // how long work in flight may finish after the run is interrupted
+
+	// Clock is the engine's time source; the zero value is the real clock.
+	Clock Clock
 
 	// Done, if set, lists the lines that already have a final record (for
 	// --resume): they are skipped without a new record.
@@ -115,6 +128,7 @@ func DefaultConfig() Config {
 		Method:           http.MethodGet,
 		MaxRedirects:     DefaultMaxRedirects,
 		MaxBody:          DefaultMaxBody,
+		MaxHeader:        DefaultMaxHeader,
 		Grace:            DefaultGrace,
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
+	"golang.org/x/sync/errgroup"
 )
 
 // Input is one source of URL lines: a file as named on the command line, or
@@ -99,6 +99,7 @@ func schedulerConfig(cfg *Config) (limits.Config, error) {
 		Policy:   cfg.Policy,
 		Health:   limits.Health{MaxFailures: cfg.ProxyMaxFailures, Cooldown: cfg.ProxyCooldown, MaxCooldown: cfg.ProxyCooldownMax},
 		Pushback: limits.Pushback{Delay: cfg.PushbackDelay, Max: cfg.PushbackMax},
+		Clock:    cfg.Clock,
 	}
 	if len(cfg.Proxies) == 0 {
 		lc.Budgets = []limits.Spec{{}} // direct: only -c, host and global limits
@@ -123,6 +124,9 @@ func schedulerConfig(cfg *Config) (limits.Config, error) {
 	}
 	return lc, nil
 }
+
+// clock is the engine's clock.
+func (e *Engine) clock() clock { return clock{e.cfg.Clock} }
 
 // takeEvents moves the scheduler's news of proxy health into the run's
 // report.
@@ -172,95 +176,38 @@ var ErrInterrupted = errors.New("fetch: interrupted")
 // still unfinished as cancelled, and returns the report (Interrupted set)
 // with an error wrapping ErrInterrupted and context.Canceled.
 func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Report, error) {
-	start := time.Now()
+	start := e.clock().now()
 	coll := newCollector(e.routes, start)
 	e.coll.Store(coll)
 	defer e.coll.Store(nil)
 
+	// Two stages run in g: fetch runs the jobs, write writes their
+	// records. One that fails (only write can) ends stages, which stops
+	// admitting and ends the work at once. The reader is a third stage
+	// outside g: see read.
+	g, stages := errgroup.WithContext(context.WithoutCancel(ctx))
 	// admit ends on an interrupt (or a failed write): no line is taken and
 	// no attempt starts after it. work ends the grace period later: the
 	// attempts already under way may finish until then.
 	admit, stopAdmit := context.WithCancel(ctx)
 	defer stopAdmit()
-	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer context.AfterFunc(stages, stopAdmit)()
+	work, cancelWork := context.WithCancel(stages)
 	defer cancelWork()
-	stopGrace := context.AfterFunc(admit, func() {
-		t := time.NewTimer(e.cfg.Grace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-e.stopNow:
-		case <-work.Done():
-		}
-		cancelWork()
-	})
-	defer stopGrace()
+	defer context.AfterFunc(admit, func() { e.grace(work, cancelWork) })()
 
-	// The reader is not waited for once admitting has stopped: a read from
-	// a pipe or a terminal may block for ever, and is left behind.
 	jobs := make(chan *job)
 	readDone := make(chan error, 1)
-	go func() {
-		defer close(jobs)
-		err := readInputs(admit, inputs, e.cfg.Done, &e.skipped, jobs)
-		if err == nil {
-			e.sched.Drain() // every line is taken: the scheduler may plan the tail
-		}
-		readDone <- err
-	}()
+	go e.read(admit, inputs, jobs, readDone)
 
-	records := make(chan *Record, e.cfg.Concurrency)
-	var workers sync.WaitGroup
-	for range e.cfg.Concurrency {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			for admit.Err() == nil {
-				var j *job
-				var ok bool
-				select {
-				case j, ok = <-jobs:
-				case <-admit.Done():
-				}
-				if !ok {
-					return
-				}
-				e.inFlight.Add(1)
-				rec := e.runJob(work, admit, j, coll)
-				e.inFlight.Add(-1)
-				records <- rec
-			}
-		}()
-	}
-	var writeErr error
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		flusher, _ := w.(interface{ Flush() error })
-		for rec := range records {
-			if writeErr != nil {
-				continue // nowhere to write: drop what is still coming in
-			}
-			coll.record(rec)
-			if rec.OK {
-				e.ok.Add(1)
-			} else {
-				e.failed.Add(1)
-			}
-			e.done.Add(1)
-			writeErr = w.Write(rec)
-			if flusher != nil && len(records) == 0 && writeErr == nil {
-				writeErr = flusher.Flush()
-			}
-			if writeErr != nil {
-				stopAdmit() // records can no longer be kept: stop fetching
-				cancelWork()
-			}
-		}
-	}()
-	workers.Wait()
-	close(records)
-	<-writerDone
+	records := make(chan *Record, min(e.cfg.Concurrency, maxRecordsWaiting))
+	g.Go(func() error {
+		defer close(records)
+		e.fetch(admit, work, stages, jobs, records, coll)
+		return nil
+	})
+	g.Go(func() error { return e.write(w, records, coll) })
+	writeErr := g.Wait()
 	cancelWork() // ends the grace timer
 	for _, r := range e.routes {
 		r.tr.CloseIdleConnections()
@@ -280,7 +227,7 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 	// record. A signal that lands while the last records are flushed
 	// changes nothing.
 	e.takeEvents(coll)
-	rep := coll.report(millis(time.Since(start)), false)
+	rep := coll.report(millis(e.clock().since(start)))
 	interrupted := ctx.Err() != nil && (!readAll || rep.ByKind[KindCancelled] > 0)
 	rep.Interrupted = interrupted
 	switch {
@@ -294,24 +241,152 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 	return rep, nil
 }
 
+// maxRecordsWaiting bounds the records finished but not yet written: a
+// slow writer holds the workers up, whatever -c is.
+const maxRecordsWaiting = 256
+
+// grace lets the work in flight go on for the grace period once admitting
+// has stopped, then ends it; StopNow, or the work ending by itself, cuts it
+// short.
+func (e *Engine) grace(work context.Context, end context.CancelFunc) {
+	over, t := e.clock().after(e.cfg.Grace)
+	defer t.Stop()
+	select {
+	case <-over:
+	case <-e.stopNow:
+	case <-work.Done():
+	}
+	end()
+}
+
+// read is the reader stage: it streams the jobs of inputs to jobs until
+// admit ends, closes jobs, and sends its error (nil when every line was
+// taken) to done. Run does not wait for it once admitting has stopped: a
+// read from a pipe or a terminal may block for ever, and is left behind.
+func (e *Engine) read(admit context.Context, inputs []Input, jobs chan<- *job, done chan<- error) {
+	defer close(jobs)
+	err := readInputs(admit, inputs, e.cfg.Done, &e.skipped, jobs)
+	if err == nil {
+		e.sched.Drain() // every line is taken: the scheduler may plan the tail
+	}
+	done <- err
+}
+
+// fetch is the fetching stage: it runs the jobs from jobs, at most
+// Concurrency at once, and sends their records to records (dropping them
+// once stages has ended: nothing writes them any more). Only a worker that
+// is free takes a job, and none is taken once admit has ended; fetch
+// returns when every worker has. Workers are started as they are needed:
+// one more whenever every worker is busy, up to Concurrency, so that
+// nothing is allocated per unit of Concurrency and a steady run starts no
+// goroutine per job.
+func (e *Engine) fetch(admit, work, stages context.Context, jobs <-chan *job, records chan<- *Record, coll *collector) {
+	var (
+		workers errgroup.Group
+		idle    atomic.Int64             // workers waiting for a job
+		busy    = make(chan struct{}, 1) // a worker took a job and none is left waiting
+		ended   = make(chan struct{})    // no job will come: jobs is closed or admit ended
+		endOnce sync.Once
+	)
+	worker := func() error { // counted idle when started
+		for {
+			j, ok := take(admit, jobs)
+			if idle.Add(-1) == 0 && ok {
+				select {
+				case busy <- struct{}{}:
+				default: // the spawner has not seen the last one yet
+				}
+			}
+			if !ok {
+				endOnce.Do(func() { close(ended) })
+				return nil
+			}
+			e.inFlight.Add(1)
+			rec := e.runJob(work, admit, j, coll)
+			e.inFlight.Add(-1)
+			select {
+			case records <- rec:
+			case <-stages.Done():
+			}
+			idle.Add(1)
+		}
+	}
+	defer workers.Wait()
+	for started := 0; started < e.cfg.Concurrency; {
+		if idle.Load() == 0 {
+			idle.Add(1)
+			workers.Go(worker)
+			started++
+		}
+		select {
+		case <-busy:
+		case <-ended:
+			return
+		}
+	}
+}
+
+// take returns the next job, or false once admit has ended or jobs is
+// closed.
+func take(admit context.Context, jobs <-chan *job) (*job, bool) {
+	if admit.Err() != nil {
+		return nil, false // select below would pick at random when a job is also ready
+	}
+	select {
+	case j, ok := <-jobs:
+		return j, ok
+	case <-admit.Done():
+		return nil, false
+	}
+}
+
+// write is the writing stage: it counts each record from records and
+// writes it to w, flushing w whenever no other record is waiting, so that
+// output is never stale. It returns w's first error: records can no longer
+// be kept, and the run stops.
+func (e *Engine) write(w RecordWriter, records <-chan *Record, coll *collector) error {
+	flusher, _ := w.(interface{ Flush() error })
+	for rec := range records {
+		coll.record(rec)
+		if rec.OK {
+			e.ok.Add(1)
+		} else {
+			e.failed.Add(1)
+		}
+		e.done.Add(1)
+		if err := w.Write(rec); err != nil {
+			return err
+		}
+		if flusher != nil && len(records) == 0 {
+			if err := flusher.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // runJob fetches one URL line within its total deadline and returns its
 // record. Attempts run under ctx (which outlives an interrupt by the grace
 // period); waits for a permit or a retry end when admit does.
 func (e *Engine) runJob(ctx, admit context.Context, j *job, coll *collector) *Record {
-	start := time.Now()
+	clock := e.clock()
+	start := clock.now()
 	rec := &Record{URL: j.shown, Input: j.input, Line: j.line, Phases: PhaseTimes{}, Tries: []Try{}}
-	defer func() { rec.ElapsedMS = millis(time.Since(start)) }()
+	defer func() { rec.ElapsedMS = millis(clock.since(start)) }()
 	if j.invalid != "" {
 		rec.Error = &Error{Phase: PhaseInput, Kind: KindInvalid, Message: j.invalid}
 		return rec
 	}
 	jobCtx, cancel := context.WithTimeoutCause(ctx, e.cfg.Timeout, context.DeadlineExceeded)
 	defer cancel()
+	deadline := start.Add(e.cfg.Timeout)
 	// waitCtx is jobCtx that also ends when admitting stops.
 	waitCtx, cancelWait := context.WithCancel(jobCtx)
 	defer cancelWait()
 	defer context.AfterFunc(admit, cancelWait)()
 
+	policy := e.retryPolicy()
 	var avoid []int
 	for {
 		res := e.attempt(jobCtx, waitCtx, j, avoid, coll)
@@ -319,8 +394,8 @@ func (e *Engine) runJob(ctx, admit context.Context, j *job, coll *collector) *Re
 			rec.Attempts++
 			avoid = append(avoid, res.proxy)
 		}
-		wait, again := e.retryWait(jobCtx, rec.Attempts, res)
-		if again && admit.Err() == nil && sleep(waitCtx, wait) {
+		wait, again := policy.wait(jobCtx, rec.Attempts, res, deadline.Sub(clock.now()))
+		if again && admit.Err() == nil && clock.sleep(waitCtx, wait) {
 			rec.Tries = append(rec.Tries, e.try(res))
 			continue
 		}
@@ -329,7 +404,7 @@ func (e *Engine) runJob(ctx, admit context.Context, j *job, coll *collector) *Re
 			// An interrupt came before the retry could start: the URL is
 			// not finished, and a resumed run takes it again.
 			rec.OK = false
-			rec.Error = &Error{Phase: PhaseQueue, Kind: KindCancelled, Message: "interrupted before retrying after: " + res.err.Message}
+			rec.Error = e.newError(PhaseQueue, KindCancelled, "interrupted before retrying after: "+res.err.Message)
 		}
 		return rec
 	}
@@ -351,50 +426,6 @@ type result struct {
 	targetSide bool // the proxy answered that it could not reach the target
 }
 
-// retryWait decides whether the URL gets another attempt after res and how
-// long to wait first. A wait that does not fit in what is left of the
-// deadline means no retry: the URL fails now with this attempt's error.
-func (e *Engine) retryWait(ctx context.Context, n int, res result) (time.Duration, bool) {
-	if res.ok || res.err == nil || res.final || res.proxy < 0 || n > e.cfg.Retries || !retryable(res.err.Kind) || ctx.Err() != nil {
-		return 0, false
-	}
-	wait := fullJitter(e.cfg.RetryBackoff, n)
-	if res.hasRetryAf {
-		wait = res.retryAfter
-	}
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
-		return 0, false
-	}
-	return wait, true
-}
-
-// fullJitter is the n-th back-off (n from 1): a random duration up to
-// base·2^(n-1).
-func fullJitter(base time.Duration, n int) time.Duration {
-	if base <= 0 {
-		return 0
-	}
-	ceil := base << min(n-1, 20)
-	if ceil <= 0 {
-		ceil = base
-	}
-	return time.Duration(rand.Int64N(int64(ceil) + 1))
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 func (e *Engine) fill(rec *Record, res result) {
 	rec.OK, rec.Status, rec.Bytes, rec.File = res.ok, res.status, res.bytes, res.file
 	rec.Phases, rec.Error = res.phases, res.err
@@ -414,17 +445,18 @@ func (e *Engine) try(res result) Try {
 // attempt makes one attempt: it waits for a lease, sends the request through
 // the leased route, reads the body, and gives the lease back only then.
 func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, coll *collector) (res result) {
-	start := time.Now()
+	clock := e.clock()
+	start := clock.now()
 	res.proxy = -1
 	lease, err := e.sched.Acquire(waitCtx, limits.Request{Host: j.host, Avoid: avoid})
 	if err != nil {
-		res.elapsed = time.Since(start)
+		res.elapsed = clock.since(start)
 		res.phases = PhaseTimes{PhaseQueue: millis(res.elapsed)}
-		kind, msg := KindCancelled, "interrupted while waiting for a permit"
 		if jobCtx.Err() != nil || !errors.Is(err, context.Canceled) {
-			kind, msg = classify(err, PhaseQueue, jobCtx, jobCtx), e.message(err, jobCtx, jobCtx)
+			res.err = e.failure(err, PhaseQueue, jobCtx, jobCtx)
+		} else {
+			res.err = e.newError(PhaseQueue, KindCancelled, "interrupted while waiting for a permit")
 		}
-		res.err = &Error{Phase: PhaseQueue, Kind: kind, Message: msg}
 		return res
 	}
 	res.proxy = lease.Proxy
@@ -437,10 +469,10 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	attemptCtx, cancel := context.WithCancelCause(jobCtx)
 	defer cancel(nil)
 	tr := newTracker(&e.cfg, rt.handshake(j.url), cancel)
-	tr.queued(time.Since(start))
+	tr.queued(clock.since(start))
 	defer func() {
 		phase, phases := tr.finish()
-		res.elapsed = time.Since(start)
+		res.elapsed = clock.since(start)
 		res.phases = phases
 		if res.err != nil && res.err.Phase == "" {
 			res.err.Phase = phase
@@ -450,7 +482,7 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(attemptCtx, tr.clientTrace()), e.cfg.Method, j.url.String(), nil)
 	if err != nil {
-		res.err = &Error{Phase: PhaseRequest, Kind: KindOther, Message: e.redactor.String(err.Error())}
+		res.err = e.newError(PhaseRequest, KindOther, err.Error())
 		return res
 	}
 	req.Header.Set("User-Agent", UserAgent)
@@ -464,8 +496,7 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	tr.set(pConnect)
 	resp, err := rt.client.Do(req)
 	if err != nil {
-		phase := tr.current()
-		res.err = &Error{Phase: phase, Kind: classify(err, phase, attemptCtx, jobCtx), Message: e.message(err, attemptCtx, jobCtx)}
+		res.err = e.failure(err, tr.current(), attemptCtx, jobCtx)
 		res.targetSide = targetSide(err)
 		return res
 	}
@@ -474,21 +505,20 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	body := &progressReader{r: resp.Body, t: tr}
 	defer resp.Body.Close()
 
-	if e.retry[resp.StatusCode] {
+	if e.retryPolicy().retryStatus(resp.StatusCode) {
 		io.Copy(io.Discard, io.LimitReader(body, 64<<10)) // let the connection be reused
-		res.err = &Error{Phase: PhaseHeaders, Kind: KindStatus, Message: resp.Status}
-		res.retryAfter, res.hasRetryAf = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+		res.err = e.newError(PhaseHeaders, KindStatus, resp.Status)
+		res.retryAfter, res.hasRetryAf = retryAfter(resp.Header.Get("Retry-After"), clock.now())
 		return res
 	}
 	if rt.proxy != nil && resp.StatusCode == http.StatusProxyAuthRequired {
-		res.err = &Error{Phase: PhaseProxy, Kind: KindProxy, Message: "proxy answered " + resp.Status}
+		res.err = e.newError(PhaseProxy, KindProxy, "proxy answered "+resp.Status)
 		return res
 	}
 	n, file, err := e.readBody(j, resp, body)
 	res.bytes = n
 	if err != nil {
-		phase := tr.current()
-		res.err = &Error{Phase: phase, Kind: classify(err, phase, attemptCtx, jobCtx), Message: e.message(err, attemptCtx, jobCtx)}
+		res.err = e.failure(err, tr.current(), attemptCtx, jobCtx)
 		var se *saveError
 		res.final = errors.As(err, &se)
 		return res
@@ -506,28 +536,6 @@ func (r *route) handshake(u *url.URL) bool {
 	return r.proxy.Scheme != "http" || u.Scheme == "https"
 }
 
-// message is the error text for a record: the cause of a timeout or
-// deadline where there is one, never credentials.
-func (e *Engine) message(err error, attemptCtx, jobCtx context.Context) string {
-	if c := context.Cause(attemptCtx); c != nil && !errors.Is(c, context.Canceled) {
-		var pt *phaseTimeout
-		if errors.As(c, &pt) {
-			return pt.Error()
-		}
-	}
-	if jobCtx.Err() != nil {
-		if errors.Is(context.Cause(jobCtx), context.DeadlineExceeded) {
-			return fmt.Sprintf("total deadline of %s (-t) exceeded", e.cfg.Timeout)
-		}
-		return "interrupted"
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return e.redactor.String(err.Error())
-}
-
 // progressReader restarts the idle clock whenever bytes arrive.
 type progressReader struct {
 	r io.Reader
@@ -540,25 +548,6 @@ func (p *progressReader) Read(b []byte) (int, error) {
 		p.t.progress()
 	}
 	return n, err
-}
-
-// retryAfter parses a Retry-After value: seconds or an HTTP date.
-func retryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	var secs int64
-	if _, err := fmt.Sscanf(v, "%d", &secs); err == nil && fmt.Sprint(secs) == v {
-		if secs < 0 {
-			return 0, false
-		}
-		return time.Duration(min(secs, 1<<31)) * time.Second, true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0), true
-	}
-	return 0, false
 }
 
 // outcome is what an attempt says about its proxy, for health and pushback.

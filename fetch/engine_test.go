@@ -165,10 +165,18 @@ func TestDirectAndInvalidLines(t *testing.T) {
 	if recs[1].Proxy != "direct" {
 		t.Errorf("proxy = %q, want direct", recs[1].Proxy)
 	}
-	for _, p := range []string{"connect", "request", "headers", "body"} {
+	for _, p := range []string{"request", "headers", "body"} {
 		if _, ok := recs[1].Phases[p]; !ok {
 			t.Errorf("line 1 phases %v lack %s", recs[1].Phases, p)
 		}
+	}
+	// Lines 1 and 4 run at once: one of them may be given the other's
+	// connection, kept alive, while its own dial goes on (it then has no
+	// connect phase). The first to finish dialled.
+	_, c1 := recs[1].Phases["connect"]
+	_, c4 := recs[4].Phases["connect"]
+	if !c1 && !c4 {
+		t.Errorf("neither line 1 (%v) nor line 4 (%v) has a connect phase", recs[1].Phases, recs[4].Phases)
 	}
 	if _, ok := recs[1].Phases["tls"]; ok {
 		t.Errorf("plain http record has a tls phase: %v", recs[1].Phases)

@@ -90,7 +90,7 @@ type faultEnv struct {
 	f             *fetchtest.Faults
 	roots         *x509.CertPool
 	httpProxy     *fetchtest.Proxy
-	socksProxy    *fetchtest.Proxy // nil without microsocks
+	socksProxy    *fetchtest.Proxy
 }
 
 func startFaultEnv(t *testing.T) *faultEnv {

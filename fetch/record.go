@@ -23,18 +23,22 @@ var Phases = []string{PhaseInput, PhaseQueue, PhaseDNS, PhaseConnect, PhaseProxy
 
 // Error kinds.
 const (
-	KindInvalid     = "invalid"
-	KindTimeout     = "timeout"  // a per-phase timeout
-	KindDeadline    = "deadline" // the total deadline for the URL
-	KindDNS         = "dns"
-	KindRefused     = "refused"
-	KindReset       = "reset"
-	KindTLS         = "tls"
-	KindProxy       = "proxy"
-	KindStatus      = "status"
-	KindTooLarge    = "too_large"
-	KindRedirect    = "redirect"
-	KindCancelled   = "cancelled"
+	KindInvalid   = "invalid"
+	KindTimeout   = "timeout"  // a per-phase timeout
+	KindDeadline  = "deadline" // the total deadline for the URL
+	KindDNS       = "dns"
+	KindRefused   = "refused"
+	KindReset     = "reset"
+	KindTLS       = "tls"
+	KindProxy     = "proxy"
+	KindStatus    = "status"
+	KindTooLarge  = "too_large"
+	KindRedirect  = "redirect"
+	KindCancelled = "cancelled"
+	// KindCoordinator is produced by the shared (Redis) scheduler of
+	// distributed mode: Redis unreachable until the URL's deadline (phase
+	// queue), or an attempt whose lease was lost. The in-process scheduler
+	// never produces it.
 	KindCoordinator = "coordinator"
 	KindOther       = "other"
 )

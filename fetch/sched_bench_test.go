@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// naive is the scheduler a hand-rolled fetcher would have: assign proxies
-// round robin, then wait on that proxy's semaphore.
+// naive is the scheduler fetch's is measured against: assign proxies round
+// robin, then wait on that proxy's semaphore.
 type naive struct {
 	next atomic.Int64
 	sems []*semaphore.Weighted

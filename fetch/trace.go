@@ -40,6 +40,7 @@ const (
 // so every method locks, and nothing changes once finish has been called.
 type tracker struct {
 	mu        sync.Mutex
+	clock     clock
 	cancel    context.CancelCauseFunc
 	handshake bool // a proxy handshake follows the TCP connect (CONNECT, SOCKS, TLS to the proxy)
 	phase     int
@@ -54,11 +55,12 @@ type tracker struct {
 	connected bool
 
 	connectLimit, headerLimit, idleLimit time.Duration
-	connectTimer, headerTimer, idleTimer *time.Timer
+	connectTimer, headerTimer, idleTimer Timer
 }
 
 func newTracker(cfg *Config, handshake bool, cancel context.CancelCauseFunc) *tracker {
 	return &tracker{
+		clock:        clock{cfg.Clock},
 		cancel:       cancel,
 		handshake:    handshake,
 		phase:        pNone,
@@ -82,7 +84,7 @@ func (t *tracker) enter(p int) {
 	if t.done || p == t.phase {
 		return
 	}
-	now := time.Now()
+	now := t.clock.now()
 	if t.phase != pNone {
 		t.spent[t.phase] += now.Sub(t.since)
 		t.seen[t.phase] = true
@@ -131,7 +133,7 @@ func (t *tracker) finish() (string, PhaseTimes) {
 	return Phases[last], ms
 }
 
-func stop(tm *time.Timer) {
+func stop(tm Timer) {
 	if tm != nil {
 		tm.Stop()
 	}
@@ -139,7 +141,7 @@ func stop(tm *time.Timer) {
 
 // arm (re)starts a phase timer. When it fires it cancels the attempt with
 // the phase the attempt is in by then. Call with t.mu held.
-func (t *tracker) arm(tm **time.Timer, limit time.Duration, flag string) {
+func (t *tracker) arm(tm *Timer, limit time.Duration, flag string) {
 	if t.done || limit <= 0 {
 		return
 	}
@@ -147,7 +149,7 @@ func (t *tracker) arm(tm **time.Timer, limit time.Duration, flag string) {
 		(*tm).Reset(limit)
 		return
 	}
-	*tm = time.AfterFunc(limit, func() {
+	*tm = t.clock.afterFunc(limit, func() {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		if t.done {
@@ -240,7 +242,7 @@ func (t *tracker) clientTrace() *httptrace.ClientTrace {
 				if info.Reused && t.phase == pConnect && !t.done {
 					// A kept-alive connection: no connect happened, and
 					// none is recorded (the contract omits it).
-					t.phase, t.since = pRequest, time.Now()
+					t.phase, t.since = pRequest, t.clock.now()
 				}
 				t.enter(pRequest)
 				t.arm(&t.idleTimer, t.idleLimit, "--idle-timeout")

@@ -2,10 +2,198 @@ package fetch
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net/http/httptrace"
 	"testing"
 	"time"
 )
+
+// trackerStep is one step of a tracker row: call a hook (or none), then
+// move the fake clock, then check the phase and the attempt's cancellation.
+type trackerStep struct {
+	hook    string        // see (*trackerRun).call; "" for none
+	advance time.Duration // after the hook
+	phase   string        // the phase after the step
+	cause   string        // the attempt's cancellation cause after it, "" for none
+}
+
+// trackerRun drives one tracker on a fake clock.
+type trackerRun struct {
+	clock *fakeClock
+	ctx   context.Context
+	tr    *tracker
+	ct    *httptrace.ClientTrace
+}
+
+func newTrackerRun(t *testing.T, cfg Config, handshake bool) *trackerRun {
+	r := &trackerRun{clock: newFakeClock()}
+	cfg.Clock = r.clock.clock()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	t.Cleanup(func() { cancel(nil) })
+	r.ctx, r.tr = ctx, newTracker(&cfg, handshake, cancel)
+	r.ct = r.tr.clientTrace()
+	return r
+}
+
+func (r *trackerRun) call(t *testing.T, hook string) {
+	const addr = "127.0.0.1:80"
+	switch hook {
+	case "":
+	case "GetConn":
+		r.ct.GetConn(addr)
+	case "DNSStart":
+		r.ct.DNSStart(httptrace.DNSStartInfo{Host: "a.example"})
+	case "DNSDone":
+		r.ct.DNSDone(httptrace.DNSDoneInfo{})
+	case "ConnectStart":
+		r.ct.ConnectStart("tcp", addr)
+	case "ConnectDone":
+		r.ct.ConnectDone("tcp", addr, nil)
+	case "TLSHandshakeStart":
+		r.ct.TLSHandshakeStart()
+	case "GotConn":
+		r.ct.GotConn(httptrace.GotConnInfo{})
+	case "GotConn reused":
+		r.ct.GotConn(httptrace.GotConnInfo{Reused: true})
+	case "WroteRequest":
+		r.ct.WroteRequest(httptrace.WroteRequestInfo{})
+	case "gotHeaders":
+		r.tr.gotHeaders()
+	case "progress":
+		r.tr.progress()
+	case "finish":
+		r.tr.finish()
+	default:
+		t.Fatalf("no hook %q", hook)
+	}
+}
+
+func (r *trackerRun) run(t *testing.T, steps []trackerStep) {
+	t.Helper()
+	for i, s := range steps {
+		r.call(t, s.hook)
+		r.clock.advance(s.advance)
+		cause := ""
+		if c := context.Cause(r.ctx); c != nil {
+			cause = c.Error()
+		}
+		if cause != s.cause {
+			t.Fatalf("step %d (%s, +%s): cause %q, want %q", i, s.hook, s.advance, cause, s.cause)
+		}
+		if s.phase != "" {
+			if got := r.tr.current(); got != s.phase {
+				t.Fatalf("step %d (%s, +%s): phase %s, want %s", i, s.hook, s.advance, got, s.phase)
+			}
+		}
+	}
+}
+
+// TestTrackerTimeouts runs the tracker on a fake clock: each per-phase
+// timeout fires exactly at its limit (not a nanosecond before), in the
+// phase the attempt is in by then, and progress or the next phase moves
+// the clocks as the flags say.
+func TestTrackerTimeouts(t *testing.T) {
+	const limit = 300 * time.Millisecond
+	const ns = time.Nanosecond
+	connect := "no progress in %s for 300ms (--connect-timeout)"
+	msg := func(f, phase string) string { return fmt.Sprintf(f, phase) }
+	for _, tc := range []struct {
+		name      string
+		handshake bool // a proxy handshake follows the connect
+		steps     []trackerStep
+		phases    PhaseTimes // after finish; nil: not checked
+	}{
+		{
+			name: "connect timeout at its limit",
+			steps: []trackerStep{
+				{hook: "GetConn", advance: limit - ns, phase: PhaseConnect},
+				{advance: ns, phase: PhaseConnect, cause: msg(connect, PhaseConnect)},
+			},
+		},
+		{
+			name: "connect timeout covers dns",
+			steps: []trackerStep{
+				{hook: "GetConn", advance: 0},
+				{hook: "DNSStart", advance: limit - ns, phase: PhaseDNS},
+				{advance: ns, cause: msg(connect, PhaseDNS)},
+			},
+		},
+		{
+			name:      "connect timeout covers the proxy handshake and tls",
+			handshake: true,
+			steps: []trackerStep{
+				{hook: "GetConn", advance: 100 * time.Millisecond},
+				{hook: "ConnectStart", advance: 0, phase: PhaseConnect},
+				{hook: "ConnectDone", advance: 100 * time.Millisecond, phase: PhaseProxy},
+				{hook: "TLSHandshakeStart", advance: 100*time.Millisecond - ns, phase: PhaseTLS},
+				{advance: ns, cause: msg(connect, PhaseTLS)},
+			},
+		},
+		{
+			name: "header timeout at its limit, from the request written",
+			steps: []trackerStep{
+				{hook: "GetConn", advance: 100 * time.Millisecond},
+				{hook: "GotConn", advance: 200 * time.Millisecond, phase: PhaseRequest},
+				{hook: "WroteRequest", advance: limit - ns, phase: PhaseHeaders}, // past the connect limit: that timer stopped
+				{advance: ns, cause: "no progress in headers for 300ms (--header-timeout)"},
+			},
+		},
+		{
+			name: "idle timeout while sending the request",
+			steps: []trackerStep{
+				{hook: "GetConn", advance: 0},
+				{hook: "GotConn", advance: limit - ns, phase: PhaseRequest},
+				{advance: ns, cause: "no progress in request for 300ms (--idle-timeout)"},
+			},
+		},
+		{
+			name: "idle timeout in the body, restarted by progress",
+			steps: []trackerStep{
+				{hook: "GetConn", advance: 10 * time.Millisecond},
+				{hook: "GotConn", advance: 20 * time.Millisecond},
+				{hook: "WroteRequest", advance: 100 * time.Millisecond},
+				{hook: "gotHeaders", advance: limit - ns, phase: PhaseBody}, // past the header limit: that timer stopped
+				{hook: "progress", advance: limit - ns},
+				{hook: "progress", advance: limit - ns},
+				{advance: ns, cause: "no progress in body for 300ms (--idle-timeout)"},
+			},
+			phases: PhaseTimes{PhaseConnect: 10, PhaseRequest: 20, PhaseHeaders: 100, PhaseBody: 900},
+		},
+		{
+			name: "a reused connection records no connect",
+			steps: []trackerStep{
+				{hook: "GetConn", advance: 0},
+				{hook: "GotConn reused", advance: 5 * time.Millisecond, phase: PhaseRequest},
+				{hook: "WroteRequest", advance: 50 * time.Millisecond, phase: PhaseHeaders},
+				{hook: "gotHeaders", advance: 7 * time.Millisecond, phase: PhaseBody},
+			},
+			phases: PhaseTimes{PhaseRequest: 5, PhaseHeaders: 50, PhaseBody: 7},
+		},
+		{
+			name: "finish stops every timer",
+			steps: []trackerStep{
+				{hook: "GetConn", advance: 0},
+				{hook: "GotConn", advance: 0},
+				{hook: "WroteRequest", advance: 0},
+				{hook: "finish", advance: time.Hour},
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.ConnectTimeout, cfg.HeaderTimeout, cfg.IdleTimeout = limit, limit, limit
+			r := newTrackerRun(t, cfg, tc.handshake)
+			r.run(t, tc.steps)
+			if tc.phases == nil {
+				return
+			}
+			if _, phases := r.tr.finish(); !maps.Equal(phases, tc.phases) {
+				t.Errorf("phases %v, want %v", phases, tc.phases)
+			}
+		})
+	}
+}
 
 // TestTrackerIgnoresLateHooks replays the hooks of a request that was given
 // an idle connection while its own dial went on: the dial's hooks come after
@@ -14,33 +202,19 @@ import (
 func TestTrackerIgnoresLateHooks(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.HeaderTimeout = 20 * time.Millisecond
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	tr := newTracker(&cfg, true, cancel)
-	ct := tr.clientTrace()
-
-	ct.GetConn("example.com:80")
-	ct.ConnectStart("tcp", "127.0.0.1:80")
-	ct.GotConn(httptrace.GotConnInfo{Reused: true})
-	ct.ConnectDone("tcp", "127.0.0.1:80", nil) // the background dial ends
-	ct.TLSHandshakeStart()
-	if got := tr.current(); got != PhaseRequest {
-		t.Fatalf("after late dial hooks: phase %s, want request", got)
-	}
-	ct.WroteRequest(httptrace.WroteRequestInfo{})
-	if got := tr.current(); got != PhaseHeaders {
-		t.Fatalf("after WroteRequest: phase %s, want headers", got)
-	}
-	tr.gotHeaders()
-	ct.WroteRequest(httptrace.WroteRequestInfo{}) // late
-	if got := tr.current(); got != PhaseBody {
-		t.Fatalf("after a late WroteRequest: phase %s, want body", got)
-	}
-	time.Sleep(3 * cfg.HeaderTimeout)
-	if c := context.Cause(ctx); c != nil {
-		t.Errorf("attempt cancelled during the body: %v", c)
-	}
-	phase, phases := tr.finish()
+	r := newTrackerRun(t, cfg, true)
+	r.run(t, []trackerStep{
+		{hook: "GetConn"},
+		{hook: "ConnectStart"},
+		{hook: "GotConn reused"},
+		{hook: "ConnectDone", phase: PhaseRequest}, // the background dial ends
+		{hook: "TLSHandshakeStart", phase: PhaseRequest},
+		{hook: "WroteRequest", phase: PhaseHeaders},
+		{hook: "gotHeaders", phase: PhaseBody},
+		{hook: "WroteRequest", phase: PhaseBody}, // late
+		{advance: 3 * cfg.HeaderTimeout, phase: PhaseBody},
+	})
+	phase, phases := r.tr.finish()
 	if phase != PhaseBody {
 		t.Errorf("finished in %s, want body", phase)
 	}

@@ -49,15 +49,16 @@ func newRoute(cfg *Config, p *proxies.Proxy) *route {
 	}
 	perHost = max(perHost, 2)
 	tr := &http.Transport{
-		DialContext:           handshakeDeadline(dialer.DialContext, cfg.ConnectTimeout),
-		TLSClientConfig:       targetTLS,
-		TLSHandshakeTimeout:   cfg.ConnectTimeout,
-		ForceAttemptHTTP2:     true,
-		DisableCompression:    true, // count and save the bytes as sent, as curl does
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   perHost,
-		IdleConnTimeout:       90 * time.Second,
-		ExpectContinueTimeout: time.Second,
+		DialContext:            handshakeDeadline(dialer.DialContext, cfg.ConnectTimeout),
+		TLSClientConfig:        targetTLS,
+		TLSHandshakeTimeout:    cfg.ConnectTimeout,
+		ForceAttemptHTTP2:      true,
+		DisableCompression:     true, // count and save the bytes as sent, as curl does
+		MaxResponseHeaderBytes: cfg.maxHeader(),
+		MaxIdleConns:           1024,
+		MaxIdleConnsPerHost:    perHost,
+		IdleConnTimeout:        90 * time.Second,
+		ExpectContinueTimeout:  time.Second,
 		OnProxyConnectResponse: func(_ context.Context, _ *url.URL, _ *http.Request, res *http.Response) error {
 			if res.StatusCode != http.StatusOK {
 				return &proxyStatusError{code: res.StatusCode, status: res.Status}
@@ -130,7 +131,8 @@ type proxyTLSError struct{ err error }
 func (e *proxyTLSError) Error() string { return "tls handshake with proxy: " + e.err.Error() }
 func (e *proxyTLSError) Unwrap() error { return e.err }
 
-// errTooManyRedirects is the cause when --max-redirects is exceeded.
+// redirectError is the cause when --max-redirects is exceeded or a redirect
+// leads to a scheme other than http or https.
 type redirectError struct{ msg string }
 
 func (e *redirectError) Error() string { return e.msg }

@@ -1,7 +1,8 @@
 // Package fetchtest starts real servers on loopback for exercising fetch:
 // target sites whose behaviour is chosen by the URL query (size, status,
 // delays, slow bodies, planned failures, redirects, echo), HTTP and HTTPS
-// forward proxies, and SOCKS5 proxies backed by the microsocks binary.
+// forward proxies, SOCKS5 proxies backed by the microsocks binary, and a
+// raw server (Raw) that answers with any bytes it is given.
 //
 // The servers are real because the behaviour under test is real: connection
 // reuse, CONNECT tunnels, TLS handshakes, slow bodies and per-proxy

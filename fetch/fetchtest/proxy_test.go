@@ -33,7 +33,7 @@ func startSOCKS5(t *testing.T, opts fetchtest.ProxyOptions) *fetchtest.Proxy {
 	t.Helper()
 	p, err := fetchtest.StartSOCKS5(opts)
 	if errors.Is(err, fetchtest.ErrNoMicrosocks) {
-		t.Skip(err)
+		t.Fatalf("%v (scripts/test.sh installs microsocks)", err)
 	}
 	if err != nil {
 		t.Fatal(err)

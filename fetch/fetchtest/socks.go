@@ -14,7 +14,8 @@ import (
 )
 
 // ErrNoMicrosocks means the microsocks binary (Debian package microsocks)
-// is not on PATH, so StartSOCKS5 cannot run. Tests usually skip on it.
+// is not on PATH, so StartSOCKS5 cannot run. scripts/test.sh installs it;
+// the tests that need a SOCKS5 proxy fail without it.
 var ErrNoMicrosocks = errors.New("fetchtest: microsocks not found on PATH")
 
 // errExitedEarly means a proxy process (microsocks, tinyproxy) exited

@@ -1,0 +1,65 @@
+package fetch
+
+import (
+	"context"
+	"time"
+
+	"github.com/fetch-dev/fetch/limits"
+)
+
+// Clock is where the engine and its scheduler take their time from: the
+// time of day for elapsed times and phases, and timers for the per-phase
+// timeouts, the back-off sleeps, the grace period and the scheduler's
+// wake-ups. It is limits.Clock, so that one clock drives both; nil is the
+// real clock (time.Now and time.AfterFunc). Tests set a fake clock to run
+// timeouts without sleeping.
+//
+// The total deadline (-t) is a context deadline and network deadlines are
+// set on connections: both always follow the real clock.
+type Clock = limits.Clock
+
+// Timer is a timer made by Clock.AfterFunc; *time.Timer is one.
+type Timer = limits.Timer
+
+// clock is a Clock that may be nil, standing for the real one.
+type clock struct{ c Clock }
+
+func (c clock) now() time.Time {
+	if c.c == nil {
+		return time.Now()
+	}
+	return c.c.Now()
+}
+
+func (c clock) since(t time.Time) time.Duration { return c.now().Sub(t) }
+
+// afterFunc calls f in its own goroutine once d has passed, unless the
+// returned timer is stopped first.
+func (c clock) afterFunc(d time.Duration, f func()) Timer {
+	if c.c == nil {
+		return time.AfterFunc(d, f)
+	}
+	return c.c.AfterFunc(d, f)
+}
+
+// after returns a channel closed once d has passed, and the timer behind
+// it, to be stopped when the wait ends early.
+func (c clock) after(d time.Duration) (<-chan struct{}, Timer) {
+	ch := make(chan struct{})
+	return ch, c.afterFunc(d, func() { close(ch) })
+}
+
+// sleep waits d, and reports whether it did: false when ctx ended first.
+func (c clock) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	done, t := c.after(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

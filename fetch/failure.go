@@ -1,0 +1,149 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// failure is the error of an attempt that failed with err in phase: its
+// kind and message. attemptCtx is the attempt's context and jobCtx the
+// URL's, whose causes say whether a timer or the deadline ended it.
+func (e *Engine) failure(err error, phase string, attemptCtx, jobCtx context.Context) *Error {
+	kind := classify(err, phase, attemptCtx, jobCtx)
+	if kind == KindTooLarge && headersTooLarge(err) {
+		phase = PhaseHeaders // net/http may see the limit pass before the request is written
+	}
+	return e.newError(phase, kind, e.message(err, attemptCtx, jobCtx))
+}
+
+// newError makes an Error for a record. Every Error of an attempt is made
+// here, and its message made fit to write out: credentials removed, then
+// bounded (see boundMessage), since it may quote whatever a server sent.
+func (e *Engine) newError(phase, kind, msg string) *Error {
+	return &Error{Phase: phase, Kind: kind, Message: e.redactMessage(msg)}
+}
+
+// redactWindow is how much of a long message is redacted before it is
+// bounded: a message is cut to maxMessage bytes anyway, and redacting all
+// of a message of megabytes would cost time for nothing.
+const redactWindow = 16 << 10
+
+// redactMessage removes credentials from msg, then bounds it. A message cut
+// to redactWindow first is redacted whole when redacting the window leaves
+// too little of it: then a credential cut by the window could show.
+func (e *Engine) redactMessage(msg string) string {
+	if len(msg) > redactWindow {
+		if r := e.redactor.String(msg[:redactWindow]); len(r) > maxMessage {
+			return boundMessage(r)
+		}
+	}
+	return boundMessage(e.redactor.String(msg))
+}
+
+// message is the error text for a record: the cause of a timeout or
+// deadline where there is one.
+func (e *Engine) message(err error, attemptCtx, jobCtx context.Context) string {
+	if c := context.Cause(attemptCtx); c != nil && !errors.Is(c, context.Canceled) {
+		var pt *phaseTimeout
+		if errors.As(c, &pt) {
+			return pt.Error()
+		}
+	}
+	if jobCtx.Err() != nil {
+		if errors.Is(context.Cause(jobCtx), context.DeadlineExceeded) {
+			return fmt.Sprintf("total deadline of %s (-t) exceeded", e.cfg.Timeout)
+		}
+		return "interrupted"
+	}
+	if headersTooLarge(err) {
+		return fmt.Sprintf("response headers larger than --max-header (%s)", formatSize(e.cfg.maxHeader()))
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return locationOnce(err.Error())
+}
+
+// badLocation starts net/http's error for a Location header it cannot
+// parse: it quotes the header, then url.Parse's error, which quotes it
+// again.
+const badLocation = "failed to parse Location header "
+
+// locationOnce rewrites net/http's error for a Location it cannot parse,
+//
+//	failed to parse Location header "L": parse "L": REASON
+//
+// so that L, which a server may make as long as its headers may be, is
+// quoted once: `bad Location header "L": REASON`. Any other msg is returned
+// as it is.
+func locationOnce(msg string) string {
+	rest, ok := strings.CutPrefix(msg, badLocation)
+	if !ok {
+		return msg
+	}
+	loc, err := strconv.QuotedPrefix(rest)
+	if err != nil {
+		return msg
+	}
+	rest, ok = strings.CutPrefix(rest[len(loc):], ": parse ")
+	if !ok {
+		return msg
+	}
+	again, err := strconv.QuotedPrefix(rest)
+	if err != nil || again != loc {
+		return msg
+	}
+	return "bad Location header " + loc + rest[len(again):]
+}
+
+// maxMessage is the most bytes of a record's error message; cutMark ends
+// one that was cut to fit.
+const (
+	maxMessage = 200
+	cutMark    = "…(cut)"
+)
+
+// boundMessage returns s fit for a record whatever a server put into it:
+// valid UTF-8 (each invalid byte replaced by U+FFFD) of at most maxMessage
+// bytes. A longer s is cut on a rune boundary and ends with cutMark. Only
+// the start of s is read.
+func boundMessage(s string) string {
+	if len(s) <= maxMessage && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(maxMessage + utf8.UTFMax)
+	// fits is the length of b at the last rune that leaves room for
+	// cutMark. An invalid byte comes as utf8.RuneError, written as U+FFFD.
+	fits := 0
+	for _, r := range s {
+		b.WriteRune(r)
+		if b.Len() > maxMessage {
+			return b.String()[:fits] + cutMark
+		}
+		if b.Len() <= maxMessage-len(cutMark) {
+			fits = b.Len()
+		}
+	}
+	return b.String()
+}
+
+// formatSize writes n bytes as the flags take it: "100KiB", "64MiB", or
+// plain bytes when no unit divides it.
+func formatSize(n int64) string {
+	for _, u := range []struct {
+		size int64
+		name string
+	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if n >= u.size && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10) + "B"
+}

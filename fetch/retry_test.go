@@ -1,0 +1,93 @@
+package fetch
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestRetryPolicy: which attempts are tried again, and after how long,
+// within what is left of the deadline.
+func TestRetryPolicy(t *testing.T) {
+	p := retryPolicy{retries: 2, base: 100 * time.Millisecond, status: map[int]bool{503: true}}
+	failed := func(kind string) result { return result{proxy: 0, err: &Error{Kind: kind}} }
+	after := func(d time.Duration) result {
+		r := failed(KindStatus)
+		r.retryAfter, r.hasRetryAf = d, true
+		return r
+	}
+	final := failed(KindOther)
+	final.final = true
+	noLease := failed(KindCancelled)
+	noLease.proxy = -1
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name  string
+		ctx   context.Context
+		n     int // attempts so far
+		res   result
+		left  time.Duration
+		again bool
+		wait  time.Duration // exact when res has Retry-After; else an upper bound
+	}{
+		{name: "a reset is retried", n: 1, res: failed(KindReset), left: time.Second, again: true, wait: 100 * time.Millisecond},
+		{name: "the second back-off doubles", n: 2, res: failed(KindTimeout), left: time.Second, again: true, wait: 200 * time.Millisecond},
+		{name: "not after the last of --retries", n: 3, res: failed(KindReset), left: time.Second},
+		{name: "a success is not", n: 1, res: result{proxy: 0, ok: true}, left: time.Second},
+		{name: "too_large is not", n: 1, res: failed(KindTooLarge), left: time.Second},
+		{name: "redirect is not", n: 1, res: failed(KindRedirect), left: time.Second},
+		{name: "deadline is not", n: 1, res: failed(KindDeadline), left: time.Second},
+		{name: "a final failure is not", n: 1, res: final, left: time.Second},
+		{name: "no lease: not", n: 0, res: noLease, left: time.Second},
+		{name: "the URL's context done: not", ctx: done, n: 1, res: failed(KindReset), left: time.Second},
+		{name: "Retry-After that fits", n: 1, res: after(500 * time.Millisecond), left: time.Second, again: true, wait: 500 * time.Millisecond},
+		{name: "Retry-After that does not fit", n: 1, res: after(time.Second), left: time.Second},
+		{name: "nothing left", n: 1, res: failed(KindReset), left: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := tc.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			wait, again := p.wait(ctx, tc.n, tc.res, tc.left)
+			if again != tc.again {
+				t.Fatalf("again %v, want %v", again, tc.again)
+			}
+			switch {
+			case !again && wait != 0:
+				t.Errorf("no retry, but a wait of %s", wait)
+			case again && tc.res.hasRetryAf && wait != tc.wait:
+				t.Errorf("wait %s, want Retry-After's %s", wait, tc.wait)
+			case again && (wait < 0 || wait > tc.wait):
+				t.Errorf("wait %s outside [0, %s]", wait, tc.wait)
+			}
+		})
+	}
+	if !p.retryStatus(503) || p.retryStatus(500) {
+		t.Error("retryStatus does not follow --retry-status")
+	}
+}
+
+// TestRetryAfter parses both forms of Retry-After against a fixed now.
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"120", 2 * time.Minute, true},
+		{" 3 ", 3 * time.Second, true},
+		{"-1", 0, false},
+		{"1.5", 0, false},
+		{"Fri, 02 Jan 2026 03:04:15 GMT", 10 * time.Second, true},
+		{"Fri, 02 Jan 2026 03:04:00 GMT", 0, true}, // in the past: at once
+		{"soon", 0, false},
+		{"", 0, false},
+	} {
+		if got, ok := retryAfter(tc.in, now); got != tc.want || ok != tc.ok {
+			t.Errorf("retryAfter(%q) = %s, %v; want %s, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
