@@ -138,7 +138,7 @@ func demoRun(ctx context.Context, opts *DemoOptions) (err error) {
 		total = func(context.Context) int64 { return n }
 	}
 	inputs := []fetch.Input{{Name: "demo", R: pr}}
-	defer routeLog(ios.ErrOut, opts.Quiet)()
+	defer routeLog(newWarnings(ios.ErrOut, opts.Quiet))()
 	report, runErr := runEngine(ctx, ios, eng, inputs, out, opts.Quiet, total)
 	return runResult(report, runErr)
 }

@@ -45,6 +45,7 @@ type FetchOptions struct {
 func NewCmdRoot(ios *IOStreams) *cobra.Command {
 	root := NewCmdFetch(ios, nil)
 	root.AddCommand(NewCmdDemo(ios, nil))
+	root.AddCommand(NewCmdCheck(ios, nil))
 	return root
 }
 
@@ -111,12 +112,14 @@ JSON record per URL line.`,
 	f.DurationVar(&cfg.RetryBackoff, "retry-backoff", cfg.RetryBackoff, "`D`: first back-off; doubles with full jitter")
 	f.Var(statusListValue{&cfg.RetryStatus}, "retry-status", "statuses retried, and failed when final")
 	f.DurationVar(&cfg.Grace, "grace", cfg.Grace, "`D`: after an interrupt, how long work in flight may finish")
+	f.DurationVar(&cfg.PoolWait, "pool-wait", cfg.PoolWait, "`D` every proxy may be unusable (benched or rejected) before the run stops, exit 3 (0 never)")
 
 	// Requests and bodies.
 	f.StringVarP(&cfg.Method, "method", "X", cfg.Method, "request method `M`")
 	f.StringArrayVarP(&opts.Headers, "header", "H", nil, "request `HEADER` \"K: V\" (repeatable; replaces a default of the same name)")
 	f.IntVar(&cfg.MaxRedirects, "max-redirects", cfg.MaxRedirects, "`N` redirects followed (0 does not follow)")
 	f.Var(sizeValue{&cfg.MaxBody}, "max-body", "larger bodies fail with kind too_large (64MiB, 10MB, 512k …)")
+	f.Var(sizeValue{&cfg.MaxHeader}, "max-header", "larger response headers fail with kind too_large in phase headers")
 	f.StringVar(&cfg.SaveDir, "save-dir", "", "write the body of each ok record to a file in `DIR`")
 	f.BoolVarP(&cfg.Insecure, "insecure", "k", false, "do not verify target TLS certificates")
 	f.StringVar(&opts.CACert, "cacert", "", "trust the PEM certificates in `FILE` (targets and https proxies)")
@@ -229,12 +232,14 @@ func checkConfig(cfg *fetch.Config) error {
 		{cfg.Timeout <= 0, "--timeout", "a positive duration"},
 		{cfg.RetryBackoff < 0, "--retry-backoff", "0 or more"},
 		{cfg.Grace < 0, "--grace", "0 or more"},
+		{cfg.PoolWait < 0, "--pool-wait", "0 (never) or more"},
 		{cfg.ProxyCooldown <= 0, "--proxy-cooldown", "a positive duration"},
 		{cfg.ProxyCooldownMax < cfg.ProxyCooldown, "--proxy-cooldown-max", "at least --proxy-cooldown"},
 		{cfg.PushbackDelay < 0, "--pushback-delay", "0 (never) or more"},
 		{cfg.PushbackMax < cfg.PushbackDelay, "--pushback-max", "at least --pushback-delay"},
 		{!isToken(cfg.Method), "--method", "a method name such as GET"},
 		{cfg.MaxBody < 1, "--max-body", "at least 1 byte"},
+		{cfg.MaxHeader < 1, "--max-header", "at least 1 byte"},
 	}
 	for _, c := range checks {
 		if c.bad {
@@ -303,7 +308,9 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 			return usageError(err)
 		}
 	}
-	defer routeLog(ios.ErrOut, opts.Quiet)() // after Close: the transports log until then
+	warn := newWarnings(ios.ErrOut, opts.Quiet)
+	opts.Config.Warn = warn.warn
+	defer routeLog(warn)() // after Close: the transports log until then
 	eng, err := fetch.New(opts.Config)
 	if err != nil {
 		return usageError(err)

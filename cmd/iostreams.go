@@ -62,41 +62,29 @@ func (s *IOStreams) IsStderrTTY() bool {
 	return false
 }
 
-// routeLog sends what Go's own packages log to the warnings on errOut, one
-// short line each, or nowhere when quiet: net/http's transport logs
-// "Unsolicited response received on idle HTTP channel" when a server sends
-// bytes that nobody asked for (a 204 with a body). It returns a function
-// that puts the log package's output back.
-func routeLog(errOut io.Writer, quiet bool) (restore func()) {
-	w, flags, prefix := log.Writer(), log.Flags(), log.Prefix()
-	var to io.Writer = io.Discard
-	if !quiet {
-		to = &warnWriter{w: errOut}
-	}
-	log.SetOutput(to)
-	log.SetFlags(0)
-	log.SetPrefix("")
-	return func() {
-		log.SetOutput(w)
-		log.SetFlags(flags)
-		log.SetPrefix(prefix)
-	}
+// warnings writes warnings to errOut, one line each, cut short, from any
+// goroutine; a quiet one writes nothing.
+type warnings struct {
+	mu    sync.Mutex
+	w     io.Writer
+	quiet bool
+}
+
+func newWarnings(errOut io.Writer, quiet bool) *warnings {
+	return &warnings{w: errOut, quiet: quiet}
 }
 
 // maxWarning bounds one warning line: what a library logs may quote what a
 // server sent.
 const maxWarning = 300
 
-// warnWriter writes each log line as a warning, cut to maxWarning bytes.
-type warnWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (ww *warnWriter) Write(p []byte) (int, error) {
-	ww.mu.Lock()
-	defer ww.mu.Unlock()
-	line := strings.ToValidUTF8(strings.TrimRight(string(p), "\n"), "?")
+// warn writes msg as one warning line.
+func (ws *warnings) warn(msg string) {
+	if ws.quiet {
+		return
+	}
+	line := strings.ToValidUTF8(strings.TrimRight(msg, "\n"), "?")
+	line = strings.ReplaceAll(line, "\n", " ")
 	if len(line) > maxWarning {
 		cut := maxWarning
 		for cut > 0 && !utf8.RuneStart(line[cut]) {
@@ -104,6 +92,30 @@ func (ww *warnWriter) Write(p []byte) (int, error) {
 		}
 		line = line[:cut] + "..."
 	}
-	fmt.Fprintf(ww.w, "fetch: warning: %s\n", line)
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	fmt.Fprintf(ws.w, "fetch: warning: %s\n", line)
+}
+
+// Write makes warnings an io.Writer for the log package: each write is
+// one line.
+func (ws *warnings) Write(p []byte) (int, error) {
+	ws.warn(string(p))
 	return len(p), nil
+}
+
+// routeLog sends what Go's own packages log to ws, as warnings (none when
+// quiet): net/http's transport logs "Unsolicited response received on idle
+// HTTP channel" when a server sends bytes that nobody asked for (a 204 with
+// a body). It returns a function that puts the log package's output back.
+func routeLog(ws *warnings) (restore func()) {
+	w, flags, prefix := log.Writer(), log.Flags(), log.Prefix()
+	log.SetOutput(ws)
+	log.SetFlags(0)
+	log.SetPrefix("")
+	return func() {
+		log.SetOutput(w)
+		log.SetFlags(flags)
+		log.SetPrefix(prefix)
+	}
 }

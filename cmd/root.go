@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/fetch-dev/fetch/limits"
 )
 
 // Exit codes, as the command-line contract fixes them.
@@ -18,6 +20,7 @@ const (
 	ExitOK          = 0   // every record ok
 	ExitNotAllOK    = 1   // at least one record not ok, or a failure after the run started
 	ExitUsage       = 2   // usage error, checked before any request
+	ExitNoProxy     = 3   // stopped because no proxy could serve
 	ExitInterrupted = 130 // SIGINT or SIGTERM
 )
 
@@ -57,6 +60,9 @@ func ExitCode(ios *IOStreams, err error) int {
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintln(ios.ErrOut, "fetch: interrupted")
 		return ExitInterrupted
+	case errors.Is(err, limits.ErrNoUsableProxy):
+		fmt.Fprintf(ios.ErrOut, "%s\nfetch: stopped: fix the proxy list, then run the same command with --resume (and -o FILE) to go on where it stopped\n", message(err))
+		return ExitNoProxy
 	case errors.As(err, &ue):
 		fmt.Fprintf(ios.ErrOut, "%s\nRun 'fetch --help' for usage.\n", message(err))
 		return ExitUsage

@@ -29,7 +29,7 @@ func TestTestdataProxies(t *testing.T) {
 	if len(warnings) != 0 {
 		t.Errorf("warnings: %q", warnings)
 	}
-	userHash := sha256.Sum256([]byte("user"))
+	userHash := sha256.Sum256([]byte("user:secret"))
 	want := []string{
 		"http://127.0.0.1:3128",
 		"http://127.0.0.1:3129",

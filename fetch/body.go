@@ -17,9 +17,34 @@ import (
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // readBody reads the whole body, within --max-body, into the save file when
-// --save-dir is set and to nowhere otherwise. It returns the bytes read and
-// the file written.
-func (e *Engine) readBody(j *job, resp *http.Response, body io.Reader) (int64, string, error) {
+// --save-dir is set and to nowhere otherwise. It returns the bytes read,
+// the file written, and the start of the body with Config.KeepBody.
+func (e *Engine) readBody(j *job, resp *http.Response, body io.Reader) (int64, string, []byte, error) {
+	var head *headWriter
+	if e.cfg.KeepBody > 0 {
+		head = &headWriter{max: e.cfg.KeepBody}
+	}
+	n, file, err := e.copyBody(j, resp, body, head)
+	if head == nil {
+		return n, file, nil, err
+	}
+	return n, file, head.b, err
+}
+
+// headWriter keeps the first max bytes written to it.
+type headWriter struct {
+	max int64
+	b   []byte
+}
+
+func (h *headWriter) Write(p []byte) (int, error) {
+	if room := h.max - int64(len(h.b)); room > 0 {
+		h.b = append(h.b, p[:min(room, int64(len(p)))]...)
+	}
+	return len(p), nil
+}
+
+func (e *Engine) copyBody(j *job, resp *http.Response, body io.Reader, head *headWriter) (int64, string, error) {
 	limit := e.cfg.MaxBody
 	if limit > 0 && resp.ContentLength > limit {
 		return 0, "", fmt.Errorf("%w: Content-Length %d > %d", errTooLarge, resp.ContentLength, limit)
@@ -38,6 +63,9 @@ func (e *Engine) readBody(j *job, resp *http.Response, body io.Reader) (int64, s
 				os.Remove(tmp.Name())
 			}
 		}()
+	}
+	if head != nil {
+		dst = io.MultiWriter(dst, head)
 	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)

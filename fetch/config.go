@@ -27,6 +27,7 @@ const (
 	DefaultMaxBody          = 64 << 20
 	DefaultMaxHeader        = 100 << 10 // near curl's limit on response headers
 	DefaultGrace            = 5 * time.Second
+	DefaultPoolWait         = 2 * time.Minute
 	DefaultMaxFailures      = 5
 	DefaultCooldown         = 30 * time.Second
 	DefaultCooldownMax      = 10 * time.Minute
@@ -97,6 +98,22 @@ type Config struct {
 
 	Grace time.Duration // how long work in flight may finish after the run is interrupted
 
+	// PoolWait is how long every proxy may be unusable (benched or
+	// rejected) before the run stops, as on an interrupt, with an error
+	// wrapping limits.ErrNoUsableProxy; a pool whose every proxy is
+	// rejected stops at once. 0 never stops: URLs wait within their own
+	// deadlines.
+	PoolWait time.Duration
+
+	// Warn, if set, is told what the user should know at once, such as a
+	// proxy that refused its credentials. It is called from the engine's
+	// goroutines, at most once per proxy and cause.
+	Warn func(msg string)
+
+	// KeepBody, if positive, keeps up to that many bytes of each final
+	// attempt's body in Record.Body (which is not written out).
+	KeepBody int64
+
 	// Clock is the engine's time source; the zero value is the real clock.
 	Clock Clock
 
@@ -130,5 +147,6 @@ func DefaultConfig() Config {
 		MaxBody:          DefaultMaxBody,
 		MaxHeader:        DefaultMaxHeader,
 		Grace:            DefaultGrace,
+		PoolWait:         DefaultPoolWait,
 	}
 }

@@ -55,6 +55,12 @@ type Engine struct {
 	coll                       atomic.Pointer[collector] // the running Run's
 	ownSched                   bool                      // sched was built by New: Close closes it
 	eventsMu                   sync.Mutex                // held while moving events to the report
+
+	// halt stops admitting in the running Run because the pool cannot
+	// serve; halted is why, once it has.
+	halt      atomic.Pointer[context.CancelCauseFunc]
+	halted    atomic.Pointer[limits.PoolError]
+	lastFault atomic.Pointer[string] // the message of the last failure of a proxy's own
 }
 
 // New checks cfg and builds an Engine with an in-process scheduler.
@@ -97,7 +103,7 @@ func schedulerConfig(cfg *Config) (limits.Config, error) {
 		Host:     limits.Spec{Concurrency: cfg.HostConcurrency, Rate: cfg.HostRate, Burst: cfg.HostBurst},
 		Global:   cfg.Rate,
 		Policy:   cfg.Policy,
-		Health:   limits.Health{MaxFailures: cfg.ProxyMaxFailures, Cooldown: cfg.ProxyCooldown, MaxCooldown: cfg.ProxyCooldownMax},
+		Health:   limits.Health{MaxFailures: cfg.ProxyMaxFailures, Cooldown: cfg.ProxyCooldown, MaxCooldown: cfg.ProxyCooldownMax, PoolWait: cfg.PoolWait},
 		Pushback: limits.Pushback{Delay: cfg.PushbackDelay, Max: cfg.PushbackMax},
 		Clock:    cfg.Clock,
 	}
@@ -189,9 +195,13 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 	// admit ends on an interrupt (or a failed write): no line is taken and
 	// no attempt starts after it. work ends the grace period later: the
 	// attempts already under way may finish until then.
-	admit, stopAdmit := context.WithCancel(ctx)
+	admit, stopAdmitCause := context.WithCancelCause(ctx)
+	stopAdmit := func() { stopAdmitCause(nil) }
 	defer stopAdmit()
 	defer context.AfterFunc(stages, stopAdmit)()
+	e.halted.Store(nil)
+	e.halt.Store(&stopAdmitCause)
+	defer e.halt.Store(nil)
 	work, cancelWork := context.WithCancel(stages)
 	defer cancelWork()
 	defer context.AfterFunc(admit, func() { e.grace(work, cancelWork) })()
@@ -228,17 +238,63 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 	// changes nothing.
 	e.takeEvents(coll)
 	rep := coll.report(millis(e.clock().since(start)))
+	halted := e.halted.Load()
 	interrupted := ctx.Err() != nil && (!readAll || rep.ByKind[KindCancelled] > 0)
-	rep.Interrupted = interrupted
+	rep.Interrupted = interrupted && halted == nil
+	if halted != nil {
+		rep.Stopped = StoppedNoProxy
+	}
 	switch {
 	case writeErr != nil:
 		return rep, writeErr
+	case halted != nil:
+		return rep, fmt.Errorf("fetch: %w", e.poolMessage(halted))
 	case readErr != nil:
 		return rep, readErr
 	case interrupted:
 		return rep, fmt.Errorf("%w: %w", ErrInterrupted, context.Canceled)
 	}
 	return rep, nil
+}
+
+// StoppedNoProxy is the report's "stopped" when the run stopped because no
+// proxy could serve.
+const StoppedNoProxy = "no usable proxy"
+
+// stopForPool stops admitting because the pool cannot serve (pe): the run
+// ends as on an interrupt, and Run returns an error wrapping
+// limits.ErrNoUsableProxy. The first cause is kept.
+func (e *Engine) stopForPool(pe *limits.PoolError) {
+	if e.halted.CompareAndSwap(nil, pe) {
+		if stop := e.halt.Load(); stop != nil {
+			(*stop)(pe)
+		}
+	}
+}
+
+// poolError is the error of a pool that cannot serve, with the last failure
+// of a proxy's own when there was one: "no usable proxy: 3 of 3 benched for
+// 2m0s; last failure: connection refused".
+type poolError struct {
+	pe   *limits.PoolError
+	last string
+}
+
+func (p *poolError) Error() string {
+	if p.last == "" {
+		return p.pe.Error()
+	}
+	return p.pe.Error() + "; last failure: " + p.last
+}
+
+func (p *poolError) Unwrap() error { return p.pe }
+
+func (e *Engine) poolMessage(pe *limits.PoolError) error {
+	last := ""
+	if l := e.lastFault.Load(); l != nil {
+		last = *l
+	}
+	return &poolError{pe: pe, last: last}
 }
 
 // maxRecordsWaiting bounds the records finished but not yet written: a
@@ -404,7 +460,11 @@ func (e *Engine) runJob(ctx, admit context.Context, j *job, coll *collector) *Re
 			// An interrupt came before the retry could start: the URL is
 			// not finished, and a resumed run takes it again.
 			rec.OK = false
-			rec.Error = e.newError(PhaseQueue, KindCancelled, "interrupted before retrying after: "+res.err.Message)
+			why := "interrupted"
+			if pe := e.halted.Load(); pe != nil {
+				why = e.poolMessage(pe).Error()
+			}
+			rec.Error = e.newError(PhaseQueue, KindCancelled, why+" before retrying after: "+res.err.Message)
 		}
 		return rec
 	}
@@ -422,12 +482,14 @@ type result struct {
 	err        *Error
 	retryAfter time.Duration // from a Retry-After header, or 0
 	hasRetryAf bool
-	final      bool // a failure another attempt would not mend
-	targetSide bool // the proxy answered that it could not reach the target
+	final      bool   // a failure another attempt would not mend
+	targetSide bool   // the proxy answered that it could not reach the target
+	rejected   bool   // the proxy refused its credentials
+	body       []byte // the start of the body, with Config.KeepBody
 }
 
 func (e *Engine) fill(rec *Record, res result) {
-	rec.OK, rec.Status, rec.Bytes, rec.File = res.ok, res.status, res.bytes, res.file
+	rec.OK, rec.Status, rec.Bytes, rec.File, rec.Body = res.ok, res.status, res.bytes, res.file, res.body
 	rec.Phases, rec.Error = res.phases, res.err
 	if res.proxy >= 0 {
 		rec.Proxy, rec.Pool = e.routes[res.proxy].id, e.routes[res.proxy].pool
@@ -452,9 +514,23 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	if err != nil {
 		res.elapsed = clock.since(start)
 		res.phases = PhaseTimes{PhaseQueue: millis(res.elapsed)}
-		if jobCtx.Err() != nil || !errors.Is(err, context.Canceled) {
+		var pe *limits.PoolError
+		if errors.As(err, &pe) {
+			e.stopForPool(pe)
+		}
+		switch {
+		case e.halted.Load() != nil && jobCtx.Err() == nil:
+			// Stopped for the pool: the URL is not finished, and a
+			// resumed run (with a mended list) takes it again.
+			res.err = e.newError(PhaseQueue, KindCancelled, e.poolMessage(e.halted.Load()).Error())
+		case jobCtx.Err() != nil || !errors.Is(err, context.Canceled):
 			res.err = e.failure(err, PhaseQueue, jobCtx, jobCtx)
-		} else {
+			var we *limits.WaitError
+			if errors.As(err, &we) && res.err.Kind == KindDeadline {
+				res.err = e.newError(PhaseQueue, KindDeadline, fmt.Sprintf("%s: waited %s for a proxy: %s",
+					res.err.Message, res.elapsed.Round(time.Millisecond), we.Waiting()))
+			}
+		default:
 			res.err = e.newError(PhaseQueue, KindCancelled, "interrupted while waiting for a permit")
 		}
 		return res
@@ -462,7 +538,15 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	res.proxy = lease.Proxy
 	rt := e.routes[lease.Proxy]
 	defer func() { // runs last: after the body is closed
-		lease.Finish(outcome(rt, res))
+		o := outcome(rt, res)
+		if o == limits.ProxyFault || o == limits.Rejected {
+			msg := res.err.Message
+			e.lastFault.Store(&msg)
+		}
+		if o == limits.Rejected && rt.rejected.CompareAndSwap(false, true) && e.cfg.Warn != nil {
+			e.cfg.Warn(fmt.Sprintf("proxy %s rejected its credentials (%s): it leaves the run", rt.id, res.err.Message))
+		}
+		lease.Finish(o)
 		e.takeEvents(coll)
 	}()
 
@@ -498,6 +582,7 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	if err != nil {
 		res.err = e.failure(err, tr.current(), attemptCtx, jobCtx)
 		res.targetSide = targetSide(err)
+		res.rejected = credentialsRejected(err)
 		return res
 	}
 	tr.gotHeaders()
@@ -513,9 +598,11 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	}
 	if rt.proxy != nil && resp.StatusCode == http.StatusProxyAuthRequired {
 		res.err = e.newError(PhaseProxy, KindProxy, "proxy answered "+resp.Status)
+		res.rejected = true
 		return res
 	}
-	n, file, err := e.readBody(j, resp, body)
+	n, file, head, err := e.readBody(j, resp, body)
+	res.body = head
 	res.bytes = n
 	if err != nil {
 		res.err = e.failure(err, tr.current(), attemptCtx, jobCtx)
@@ -564,6 +651,8 @@ func outcome(rt *route, res result) limits.Outcome {
 		return limits.Success // the proxy carried it; the target answered
 	case rt.proxy == nil, res.targetSide:
 		return limits.Neutral
+	case res.rejected:
+		return limits.Rejected
 	}
 	switch res.err.Kind {
 	case KindRefused, KindProxy, KindDNS:
@@ -579,6 +668,21 @@ func outcome(rt *route, res result) limits.Outcome {
 		}
 	}
 	return limits.Neutral
+}
+
+// credentialsRejected reports whether err is a proxy refusing its
+// credentials: a CONNECT answered 407 (or 401, which some proxies send), or
+// a SOCKS5 proxy failing the user/password authentication (or accepting no
+// method fetch offered: it wants credentials that were not given). A 407
+// to a plain request is seen by the caller, as a response.
+func credentialsRejected(err error) bool {
+	var pse *proxyStatusError
+	if errors.As(err, &pse) {
+		return pse.code == http.StatusProxyAuthRequired || pse.code == http.StatusUnauthorized
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "socks connect") &&
+		(strings.HasSuffix(msg, "username/password authentication failed") || strings.HasSuffix(msg, "no acceptable authentication methods"))
 }
 
 // targetSide reports whether err is a proxy saying that it could not reach

@@ -98,10 +98,26 @@ func run(t *testing.T, cfg fetch.Config, lines ...string) (map[int]*fetch.Record
 // report counts every record.
 func runEngine(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*fetch.Record, *fetch.Report) {
 	t.Helper()
-	w := &memWriter{}
-	rep, err := e.Run(context.Background(), []fetch.Input{{Name: "urls.txt", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
+	recs, rep, err := runEngineReport(t, e, lines...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return recs, rep
+}
+
+// runEngineErr is runEngine for a run that may fail: it returns Run's error.
+func runEngineErr(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*fetch.Record, error) {
+	t.Helper()
+	recs, _, err := runEngineReport(t, e, lines...)
+	return recs, err
+}
+
+func runEngineReport(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*fetch.Record, *fetch.Report, error) {
+	t.Helper()
+	w := &memWriter{}
+	rep, err := e.Run(context.Background(), []fetch.Input{{Name: "urls.txt", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
+	if rep == nil {
+		t.Fatalf("no report: %v", err)
 	}
 	byLine := map[int]*fetch.Record{}
 	for _, r := range w.recs {
@@ -113,7 +129,7 @@ func runEngine(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*fetch.R
 	if rep.Jobs != len(w.recs) {
 		t.Fatalf("report counts %d jobs, %d records written", rep.Jobs, len(w.recs))
 	}
-	return byLine, rep
+	return byLine, rep, err
 }
 
 func TestDirectAndInvalidLines(t *testing.T) {

@@ -2,6 +2,7 @@ package fetch_test
 
 import (
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -63,6 +65,17 @@ type expect struct {
 	// The record's elapsed_ms must be at least min and at most
 	// bound + faultTolerance.
 	min, bound time.Duration
+	// rejects: the proxy refuses its credentials. Its only attempt fails,
+	// the pool of that one proxy cannot serve, and the run stops: the URL
+	// is cancelled in the queue, to be taken again by a resumed run.
+	rejects bool
+}
+
+// rejected is what a proxy that refuses its credentials leaves: one
+// attempt that failed in phase proxy, then the URL cancelled in the queue
+// with the pool's cause, and the run stopped.
+func rejected() expect {
+	return expect{phase: "queue", kind: "cancelled", attempts: 1, bound: faultBackoff, rejects: true}
 }
 
 // fails is a failure after n attempts, each of which ran into limit (0 for
@@ -363,12 +376,12 @@ func proxyFaults() []proxyFault {
 		{
 			name:  "407 without credentials",
 			proxy: authProxy("", ""),
-			want:  func(string) expect { return fails("proxy", "proxy", 2, 0) },
+			want:  func(string) expect { return rejected() },
 		},
 		{
 			name:  "407 wrong password",
 			proxy: authProxy("alice", "wrong-pw"),
-			want:  func(string) expect { return fails("proxy", "proxy", 2, 0) },
+			want:  func(string) expect { return rejected() },
 		},
 		{
 			name:  "403",
@@ -401,7 +414,7 @@ func proxyFaults() []proxyFault {
 				px := startProxy(t, "socks5", fetchtest.ProxyOptions{User: "alice", Password: "right-pw"})
 				return strings.Replace(px.URL, "socks5://", "socks5://alice:wrong-pw@", 1), nil
 			},
-			want: func(string) expect { return fails("proxy", "proxy", 2, 0) },
+			want: func(string) expect { return rejected() },
 		},
 		{
 			name: "https proxy untrusted certificate",
@@ -437,8 +450,18 @@ func checkRecord(t *testing.T, r *fetch.Record, want expect) {
 	if el < want.min || el > want.bound+faultTolerance {
 		t.Errorf("elapsed %s, want %s..%s (bound %s + tolerance %s); %s", el.Round(time.Millisecond), want.min, want.bound+faultTolerance, want.bound, faultTolerance, got())
 	}
-	if len(r.Tries) != r.Attempts-1 {
+	// A URL that ends waiting in the queue after an attempt has that
+	// attempt among its tries: its final "attempt" never started.
+	if wantTries := r.Attempts - 1; want.phase == "queue" && !want.ok && len(r.Tries) != r.Attempts || want.phase != "queue" && len(r.Tries) != wantTries {
 		t.Errorf("%d tries for %d attempts", len(r.Tries), r.Attempts)
+	}
+	if want.rejects {
+		if len(r.Tries) != 1 || r.Tries[0].Error == nil || r.Tries[0].Error.Phase != "proxy" || r.Tries[0].Error.Kind != "proxy" {
+			t.Errorf("tries %+v: want the one attempt failed proxy/proxy", r.Tries)
+		}
+		if !strings.HasPrefix(r.Error.Message, "no usable proxy: 1 of 1 rejected; last failure: ") {
+			t.Errorf("message %q does not name the cause", r.Error.Message)
+		}
 	}
 	t.Log(got())
 }
@@ -564,6 +587,20 @@ func TestProxyFaults(t *testing.T) {
 		}
 		u := env.base(rw.scheme) + "/p?size=10"
 		want := rw.fault.want(rw.scheme)
+		if want.rejects {
+			recs, err := runEngineErr(t, e, u)
+			if !errors.Is(err, limits.ErrNoUsableProxy) {
+				t.Fatalf("run: %v, want ErrNoUsableProxy", err)
+			}
+			checkRecord(t, recs[1], want)
+			// The proxy stays rejected: the next run stops before any
+			// attempt.
+			recs, err = runEngineErr(t, e, u)
+			if r := recs[1]; !errors.Is(err, limits.ErrNoUsableProxy) || r == nil || r.Attempts != 0 || r.Error == nil || r.Error.Kind != "cancelled" {
+				t.Errorf("again: %v, record %+v", err, r)
+			}
+			return
+		}
 		recs, _ := runEngine(t, e, u)
 		checkRecord(t, recs[1], want)
 		recs, _ = runEngine(t, e, u)

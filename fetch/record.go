@@ -60,6 +60,9 @@ type Record struct {
 	Error     *Error     `json:"error"`
 	Tries     []Try      `json:"tries"`
 	File      string     `json:"file,omitempty"`
+
+	// Body is the start of the final attempt's body, with Config.KeepBody.
+	Body []byte `json:"-"`
 }
 
 // Try is an earlier attempt of a record.

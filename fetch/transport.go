@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fetch-dev/fetch/proxies"
@@ -21,6 +22,8 @@ type route struct {
 	proxy  *url.URL // nil for direct
 	client *http.Client
 	tr     *http.Transport
+
+	rejected atomic.Bool // the proxy refused its credentials: warned about once
 }
 
 // proxyStatusError is a proxy's refusal of a CONNECT.

@@ -34,7 +34,7 @@ func ExampleParse() {
 	_, err = proxies.Parse("office.txt", strings.NewReader("http://alice:s3cret@10.0.0.1:99999\n"))
 	fmt.Println(err)
 	// Output:
-	// office.txt:2 http://10.0.0.1:3128#2bd806c9
+	// office.txt:2 http://10.0.0.1:3128#1fe25d9a
 	// office.txt:3 http://10.0.0.2:3128
 	// office.txt:4 socks5h://[2001:db8::1]:1080
 	// office 4 10/1s [0 1]

@@ -58,7 +58,7 @@ func TestParseSampleFile(t *testing.T) {
 	}
 	want := []summary{
 		{ID: "http://10.0.0.1:3128", Source: name + ":3"},
-		{ID: "http://10.0.0.2:3128#" + userHash("alice"), Concurrency: 8, Rate: limits.Rate{N: 10, Per: time.Second}, RateSet: true, Burst: 2, Source: name + ":4"},
+		{ID: "http://10.0.0.2:3128#" + userHash("alice:s3cret"), Concurrency: 8, Rate: limits.Rate{N: 10, Per: time.Second}, RateSet: true, Burst: 2, Source: name + ":4"},
 		{ID: "https://proxy.example.com:443", Rate: limits.Rate{N: 5, Per: 2 * time.Second}, RateSet: true, Source: name + ":5"},
 		{ID: "socks5://[2001:db8::1]:1080", Pool: "eu", Source: name + ":6"},
 		{ID: "socks5h://socks.example.com:1080#" + userHash("bob"), Pool: "eu", Concurrency: 16, Source: name + ":7"},
@@ -256,17 +256,20 @@ func TestLoad(t *testing.T) {
 		"testdata/proxies.txt:6", "testdata/proxies.txt:7", "testdata/proxies.txt:8",
 		"testdata/dup.txt:2",
 		"testdata/crlf-bom.txt:1", "testdata/crlf-bom.txt:4",
+		"--proxy", // alice with another password: another proxy
 		"--proxy", // carol: same host as alice, another user
 	}
 	if strings.Join(sources, " ") != strings.Join(wantSources, " ") {
 		t.Errorf("sources\n got %q\nwant %q", sources, wantSources)
 	}
-	if want := "http://10.0.0.2:3128#" + userHash("carol"); ids[len(ids)-1] != want {
+	if want := "http://10.0.0.2:3128#" + userHash("alice:other"); ids[len(ids)-2] != want {
+		t.Errorf("ID of alice:other %q, want %q", ids[len(ids)-2], want)
+	}
+	if want := "http://10.0.0.2:3128#" + userHash("carol:s3cret"); ids[len(ids)-1] != want {
 		t.Errorf("last ID %q, want %q", ids[len(ids)-1], want)
 	}
 	wantWarn := []struct{ where, id string }{
 		{"testdata/dup.txt:1", "http://10.0.0.1:3128"},
-		{"--proxy", "http://10.0.0.2:3128#" + userHash("alice")},
 		{"--proxy", "http://10.0.0.3:3128"},
 	}
 	if len(warnings) != len(wantWarn) {
@@ -283,8 +286,8 @@ func TestLoad(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(warnings[2], "testdata/dup.txt:2") {
-		t.Errorf("warning %q does not say where the proxy was first seen", warnings[2])
+	if !strings.Contains(warnings[1], "testdata/dup.txt:2") {
+		t.Errorf("warning %q does not say where the proxy was first seen", warnings[1])
 	}
 }
 

@@ -190,9 +190,12 @@ func validZone(zone string) bool {
 // Identity returns the name of the proxy at u that is safe to print and to
 // use in keys: "scheme://host:port" (host in lower case, an IPv6 address in
 // brackets, the default port filled in), plus "#" and the first 8 hex digits
-// of the SHA-256 of the user name when u has user information (even an
-// empty user name with a password). Proxies reached with different users
-// are different identities; the password never takes part.
+// of the SHA-256 of the user information when u has one: of "user:password",
+// or of "user" when there is no password (an empty one is none: the same
+// credentials are sent). Lines that differ in any part of their
+// credentials are different proxies. The fingerprint tells proxies apart;
+// it does not hide a short or guessable password from someone who tries
+// candidates against it.
 func Identity(u *url.URL) string {
 	scheme := strings.ToLower(u.Scheme)
 	host := strings.ToLower(u.Hostname())
@@ -207,7 +210,13 @@ func Identity(u *url.URL) string {
 	}
 	id := scheme + "://" + net.JoinHostPort(host, port)
 	if u.User != nil {
-		sum := sha256.Sum256([]byte(u.User.Username()))
+		// The whole user information: lines that differ only in the
+		// password (a session or a country in it) are different proxies.
+		ui := u.User.Username()
+		if pass, ok := u.User.Password(); ok && pass != "" {
+			ui += ":" + pass
+		}
+		sum := sha256.Sum256([]byte(ui))
 		id += "#" + hex.EncodeToString(sum[:4])
 	}
 	return id

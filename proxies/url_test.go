@@ -147,13 +147,14 @@ func TestIdentity(t *testing.T) {
 		{"ipv6", "http://[2001:DB8::1]", "http://[2001:db8::1]:80"},
 		{"ipv6 with port", "socks5://[::1]:1080", "socks5://[::1]:1080"},
 		{"leading zero port", "http://p.example:080", "http://p.example:80"},
-		{"user and password", "http://alice:s3cret@p.example:1", "http://p.example:1#" + alice},
-		{"other password, same identity", "http://alice:other@p.example:1", "http://p.example:1#" + alice},
-		{"empty password", "http://alice:@p.example:1", "http://p.example:1#" + alice},
+		{"user and password", "http://alice:s3cret@p.example:1", "http://p.example:1#" + userHash("alice:s3cret")},
+		{"other password, other identity", "http://alice:other@p.example:1", "http://p.example:1#" + userHash("alice:other")},
+		{"empty password is none", "http://alice:@p.example:1", "http://p.example:1#" + alice},
 		{"user only", "http://alice@p.example:1", "http://p.example:1#" + alice},
 		{"encoded user", "http://%61lice@p.example:1", "http://p.example:1#" + alice},
-		{"other user", "http://bob:s3cret@p.example:1", "http://p.example:1#" + userHash("bob")},
-		{"password only", "http://:s3cret@p.example:1", "http://p.example:1#" + userHash("")},
+		{"other user", "http://bob:s3cret@p.example:1", "http://p.example:1#" + userHash("bob:s3cret")},
+		{"password only", "http://:s3cret@p.example:1", "http://p.example:1#" + userHash(":s3cret")},
+		{"session in the password", "http://alice:pw_session-7@p.example:1", "http://p.example:1#" + userHash("alice:pw_session-7")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
