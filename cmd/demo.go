@@ -138,8 +138,9 @@ func demoRun(ctx context.Context, opts *DemoOptions) (err error) {
 		total = func(context.Context) int64 { return n }
 	}
 	inputs := []fetch.Input{{Name: "demo", R: pr}}
-	defer routeLog(newWarnings(ios.ErrOut, opts.Quiet))()
-	report, runErr := runEngine(ctx, ios, eng, inputs, out, opts.Quiet, total)
+	warn := newWarnings(ios.ErrOut, opts.Quiet)
+	defer routeLog(warn)()
+	report, runErr := runEngine(ctx, ios, warn, eng, inputs, out, opts.Quiet, total)
 	return runResult(report, runErr)
 }
 

@@ -350,7 +350,7 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 			return max(n-skip, 0)
 		}
 	}
-	rep, runErr := runEngine(ctx, ios, eng, inputs, out, opts.Quiet, total)
+	rep, runErr := runEngine(ctx, ios, warn, eng, inputs, out, opts.Quiet, total)
 	if opts.Resume && rep != nil && !opts.Quiet {
 		fmt.Fprintf(ios.ErrOut, "resumed %s: skipped %d lines it had already finished; the counts above are this run's only\n",
 			opts.Output, eng.Stats().Skipped)
@@ -405,13 +405,13 @@ func (opts *FetchOptions) outputFiles() []namedFile {
 // nil), writes the records to out as JSON lines, and prints the summary
 // unless quiet. It returns what Run returned, or the error of the final
 // flush of the records.
-func runEngine(ctx context.Context, ios *IOStreams, eng *fetch.Engine, inputs []fetch.Input, out io.Writer, quiet bool, total func(context.Context) int64) (*fetch.Report, error) {
+func runEngine(ctx context.Context, ios *IOStreams, warn *warnings, eng *fetch.Engine, inputs []fetch.Input, out io.Writer, quiet bool, total func(context.Context) int64) (*fetch.Report, error) {
 	ow := &outputWriter{w: guardWrites(ctx, out)}
 	w := fetch.NewJSONLWriter(ow)
 	defer onSecondInterrupt(ctx, eng.StopNow)()
 	stop := func() {}
 	if total != nil {
-		stop = startProgress(ctx, ios.ErrOut, eng, total)
+		stop = startProgress(ctx, warn.out, eng, total)
 	}
 	report, err := eng.Run(ctx, inputs, w)
 	stop()

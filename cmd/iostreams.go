@@ -63,15 +63,28 @@ func (s *IOStreams) IsStderrTTY() bool {
 }
 
 // warnings writes warnings to errOut, one line each, cut short, from any
-// goroutine; a quiet one writes nothing.
+// goroutine; a quiet one writes nothing. Whatever else writes to errOut
+// while warnings may come (the progress bar) writes through out, so that
+// no two writes mix.
 type warnings struct {
-	mu    sync.Mutex
-	w     io.Writer
+	out   *lockedWriter
 	quiet bool
 }
 
 func newWarnings(errOut io.Writer, quiet bool) *warnings {
-	return &warnings{w: errOut, quiet: quiet}
+	return &warnings{out: &lockedWriter{w: errOut}, quiet: quiet}
+}
+
+// lockedWriter lets one Write at a time through to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // maxWarning bounds one warning line: what a library logs may quote what a
@@ -92,9 +105,7 @@ func (ws *warnings) warn(msg string) {
 		}
 		line = line[:cut] + "..."
 	}
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	fmt.Fprintf(ws.w, "fetch: warning: %s\n", line)
+	fmt.Fprintf(ws.out, "fetch: warning: %s\n", line)
 }
 
 // Write makes warnings an io.Writer for the log package: each write is
