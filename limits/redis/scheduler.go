@@ -80,6 +80,9 @@ type Scheduler struct {
 	pending atomic.Int32
 	closed  bool
 	down    error // the last Redis error, nil since a call succeeded
+	// notBefore (client clock): Redis said nothing can start before then,
+	// so a new Acquire need not ask before it either.
+	notBefore time.Time
 
 	kick      chan struct{}
 	stop      chan struct{}
@@ -232,13 +235,17 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 		s.mu.Unlock()
 		return nil, limits.ErrClosed
 	}
-	fast := s.nwait == 0 && s.down == nil
+	fast := s.nwait == 0 && s.down == nil && !s.now().Before(s.notBefore)
 	s.mu.Unlock()
 	if fast {
-		if r := s.try(ctx, req); r.lease != nil {
+		// Not cancelled by ctx: a call cut short may have taken a lease.
+		r := s.try(context.WithoutCancel(ctx), req)
+		if r.lease != nil {
+			if ctx.Err() != nil {
+				r.lease.Release()
+				return nil, ctx.Err()
+			}
 			return r.lease, nil
-		} else if r.err != nil && ctx.Err() != nil {
-			return nil, s.waitErr(ctx)
 		}
 	}
 	w := &waiter{req: req, ch: make(chan grant, 1)}
@@ -314,6 +321,11 @@ func (s *Scheduler) try(ctx context.Context, req limits.Request) result {
 		d := time.Duration(-1)
 		if w >= 0 {
 			d = time.Duration(w) * time.Microsecond
+			if str(v, 1) == "all" {
+				s.mu.Lock()
+				s.notBefore = sent.Add(d)
+				s.mu.Unlock()
+			}
 		}
 		return result{wait: d, host: str(v, 1) == "host"}
 	case "ok":

@@ -50,7 +50,12 @@ func (s *Server) Restart() {
 	}
 	s.cmd = exec.Command(bin, "--port", "0", "--unixsocket", s.Sock, "--unixsocketperm", "700",
 		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning")
-	s.cmd.Stdout, s.cmd.Stderr = os.Stderr, os.Stderr
+	log, err := os.OpenFile(filepath.Join(s.dir, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		s.t.Fatal("redistest: ", err)
+	}
+	defer log.Close()
+	s.cmd.Stdout, s.cmd.Stderr = log, log
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal("redistest: ", err)
 	}
