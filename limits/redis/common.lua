@@ -131,8 +131,12 @@ end
 
 -- avail adjusts budget b's count of available members by d.
 local function avail(b, c, d)
-  local v = redis.call('HINCRBY', K_bavail, b, d)
-  if v == c.members then redis.call('HDEL', K_bavail, b) end
+  local v = num(redis.call('HGET', K_bavail, b), c.members) + d
+  if v >= c.members then
+    redis.call('HDEL', K_bavail, b) -- missing means all
+  else
+    redis.call('HSET', K_bavail, b, I(math.max(v, 0)))
+  end
 end
 
 -- pair state of proxy p and host h, pushed back: window full inflight spacing next pushedAt.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/fetch-dev/fetch/limits"
@@ -16,8 +17,13 @@ func TestMain(m *testing.M) {
 	if os.Getenv(workerEnv) != "" {
 		os.Exit(workerMain())
 	}
+	goredis.SetLogger(quiet{}) // the pool's dial failures are what the fault tests cause
 	goleak.VerifyTestMain(m)
 }
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // newSched starts a Scheduler on srv for cfg and closes it (and its
 // client) when t ends.

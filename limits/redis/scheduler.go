@@ -551,9 +551,13 @@ func (s *Scheduler) heartbeat() {
 			return
 		case <-t.C:
 		}
+		s.expire()
 		next := s.ttl / 3
 		if !s.renewAll() {
 			next = s.ttl/16 + time.Duration(s.rand()%uint64(s.ttl/16))
+			if d := s.untilExpiry(); d < next {
+				next = max(d, time.Millisecond) // lose them on time even if Redis stays away
+			}
 		}
 		s.releaseOrphans()
 		t.Reset(next)
@@ -597,16 +601,7 @@ func (s *Scheduler) renew(hs []*held) bool {
 		sent := s.now()
 		v, err := s.run(s.base, scriptRenew, args...)
 		if err != nil {
-			// Lost once the lease may have expired in Redis: the last
-			// renewal was sent before Redis set its expiry, so this errs on
-			// the early side; a margin covers this renewal's timeout.
-			s.mu.Lock()
-			for _, h := range hs {
-				if s.now().Sub(h.lastOK) >= s.ttl-s.ttl/4 {
-					s.lose(h)
-				}
-			}
-			s.mu.Unlock()
+			s.expire()
 			return false
 		}
 		if str(v, 0) == "reset" {
@@ -628,6 +623,36 @@ func (s *Scheduler) renew(hs []*held) bool {
 		return true
 	}
 	return false
+}
+
+// lostAfter is how long after its last successful renewal was sent a
+// lease counts as lost when renewals fail: Redis set its expiry TTL after
+// it received that renewal, so this errs on the early side, and the margin
+// covers a renewal's timeout.
+func (s *Scheduler) lostAfter() time.Duration { return s.ttl - s.ttl/4 }
+
+// expire loses the leases whose renewals have failed for too long.
+func (s *Scheduler) expire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for _, h := range s.held {
+		if now.Sub(h.lastOK) >= s.lostAfter() {
+			s.lose(h)
+		}
+	}
+}
+
+// untilExpiry is how long until expire would lose the first held lease.
+func (s *Scheduler) untilExpiry() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	d := time.Duration(1<<63 - 1)
+	for _, h := range s.held {
+		d = min(d, s.lostAfter()-now.Sub(h.lastOK))
+	}
+	return d
 }
 
 func (s *Scheduler) releaseOrphans() {

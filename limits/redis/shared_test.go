@@ -139,8 +139,12 @@ func TestRateAcrossSchedulers(t *testing.T) {
 		per  time.Duration // one admission per
 		b    int
 	}{
-		{"proxy 100/s burst 3", func(c *limits.Config) { c.Budgets[0] = limits.Spec{Rate: limits.Rate{N: 100, Per: time.Second}, Burst: 3} }, 10 * time.Millisecond, 3},
-		{"host 3/30ms burst 1", func(c *limits.Config) { c.Host = limits.Spec{Rate: limits.Rate{N: 3, Per: 30 * time.Millisecond}, Burst: 1} }, 10 * time.Millisecond, 1},
+		{"proxy 100/s burst 3", func(c *limits.Config) {
+			c.Budgets[0] = limits.Spec{Rate: limits.Rate{N: 100, Per: time.Second}, Burst: 3}
+		}, 10 * time.Millisecond, 3},
+		{"host 3/30ms burst 1", func(c *limits.Config) {
+			c.Host = limits.Spec{Rate: limits.Rate{N: 3, Per: 30 * time.Millisecond}, Burst: 1}
+		}, 10 * time.Millisecond, 1},
 		{"global 50/s", func(c *limits.Config) { c.Global = limits.Rate{N: 50, Per: time.Second} }, 20 * time.Millisecond, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,14 +164,15 @@ func TestRateAcrossSchedulers(t *testing.T) {
 			defer cancel()
 			cnt := newCounter()
 			hammer(ctx, t, ss, cfg, 4, []string{"x:80"}, 0, cnt)
-			mu.Lock()
-			defer mu.Unlock()
-			checkBound(t, tc.name, at, float64(tc.per.Microseconds()), tc.b)
+			mu.Lock() // not held over checkIdle: a late grant's onGrant must not block its give-back
+			got := append([]int64(nil), at...)
+			mu.Unlock()
+			checkBound(t, tc.name, got, float64(tc.per.Microseconds()), tc.b)
 			// The brief asks for 90%; with burst 1 every late timer is lost
 			// capacity, and the test machine is shared: 75% still catches
 			// over-blocking.
-			if want := 0.75 * float64(run) / float64(tc.per); float64(len(at)) < want {
-				t.Errorf("%d admissions in %s, want at least %.0f", len(at), run, want)
+			if want := 0.75 * float64(run) / float64(tc.per); float64(len(got)) < want {
+				t.Errorf("%d admissions in %s, want at least %.0f", len(got), run, want)
 			}
 			checkIdle(t, srv)
 		})
