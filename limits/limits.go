@@ -85,6 +85,12 @@ type Lease struct {
 	ProxyInFlight int
 	HostInFlight  int
 
+	// Lost is closed when a shared scheduler loses the lease before Finish
+	// (its coordinator expired it, or it could not be renewed in time): the
+	// attempt no longer holds its permits and must be cancelled. Nil (never
+	// closed) for Local and for leases built by NewLease.
+	Lost <-chan struct{}
+
 	once    sync.Once
 	release func(Outcome)
 }
@@ -135,6 +141,12 @@ func (l *Lease) Release() { l.Finish(Neutral) }
 
 // ErrClosed is returned by Acquire on a scheduler that was closed.
 var ErrClosed = errors.New("limits: scheduler closed")
+
+// ErrCoordinator is wrapped by the errors of a shared scheduler whose
+// coordinator (Redis) could not be reached or refused the run: an Acquire
+// whose ctx ended while the coordinator was unreachable returns an error
+// wrapping both ErrCoordinator and ctx.Err().
+var ErrCoordinator = errors.New("limits: coordinator unavailable")
 
 // Spec is one concurrency and rate budget. Zero Concurrency means no
 // concurrency limit; the zero Rate means no rate limit. Burst is the token

@@ -1,0 +1,143 @@
+-- acquire: ARGV after the header: lease id, host, avoided proxies ("\n"-joined).
+-- Chooses a proxy by the policy among the first M budgets of bidx and their
+-- first M proxies, skipping benched, at-cap and rate-limited ones, and takes
+-- the lease, the counts and every token in one step. Returns
+--   {'ok', proxy, budget, proxyInFlight, hostInFlight, epoch, probe, now}
+--   {'wait', 'host'|'all', µs}   (-1: until a release)
+--   {'reset'}                     (no epoch: Redis lost its data)
+local id, host, avoidS = ARGV[H + 1], ARGV[H + 2], ARGV[H + 3]
+local now = nowUs()
+local eid, graceEnd = epoch()
+if not eid then return {'reset'} end
+if now < graceEnd then return {'wait', 'all', I(graceEnd - now)} end
+-- The same id again (a client library's retry of a call that did run):
+-- answer as the first time rather than take a second permit.
+if redis.call('ZSCORE', K_leases, id) then
+  local f = split(redis.call('HGET', K_linfo, id) or '', '\n')
+  if f[2] then
+    return {'ok', f[1], f[2], redis.call('HGET', K_pin, f[1]) or '1',
+            redis.call('HGET', K_hosts, 'i|' .. f[3]) or '1', eid, f[4], f[5]}
+  end
+end
+sweepLeases(now)
+sweepHosts(now)
+benchEnds(now)
+
+local hin = num(redis.call('HGET', K_hosts, 'i|' .. host), 0)
+if hostCap > 0 and hin >= hostCap then
+  redis.call('SET', K_want, '1', 'PX', 2000)
+  return {'wait', 'host', '-1'}
+end
+local hw, hnew = gcra(redis.call('HGET', K_hosts, 't|' .. host), now, hostT, hostTau)
+if hw > 0 then return {'wait', 'host', I(hw)} end
+local gw, gnew = gcra(redis.call('HGET', K_tat, 'g'), now, globT, globTau)
+if gw > 0 then return {'wait', 'all', I(gw)} end
+
+local avoid = {}
+if avoidS ~= '' then
+  for _, p in ipairs(split(avoidS, '\n')) do avoid[p] = true end
+end
+local paired = redis.call('HEXISTS', K_hosts, 'q|' .. host) == 1
+local soonest = -1
+local function soon(w)
+  if soonest < 0 or w < soonest then soonest = w end
+end
+
+local pick, fb
+local budgets
+if policy == 3 then
+  budgets = redis.call('ZRANDMEMBER', K_bidx, M)
+else
+  budgets = redis.call('ZRANGE', K_bidx, 0, M - 1)
+end
+for _, b in ipairs(budgets) do
+  local c = bcfg(b)
+  local inf = num(redis.call('HGET', K_bin, b), 0)
+  if c.cap <= 0 or inf < c.cap then
+    local w, bnew = gcra(redis.call('HGET', K_tat, 'b|' .. b), now, c.T, c.tau)
+    if w > 0 then
+      soon(w)
+    else
+      local lo = c.bi * SPAN
+      local off = 0
+      if policy == 3 and c.members > 1 then off = seed % c.members end
+      local ps = redis.call('ZRANGEBYSCORE', K_pidx, F(lo), F(lo + OFF), 'WITHSCORES', 'LIMIT', off, M)
+      if #ps == 0 and off > 0 then
+        ps = redis.call('ZRANGEBYSCORE', K_pidx, F(lo), F(lo + OFF), 'WITHSCORES', 'LIMIT', 0, M)
+      end
+      for i = 1, #ps, 2 do
+        local p, sc = ps[i], tonumber(ps[i + 1])
+        if sc - lo >= OFF then
+          if policy ~= 3 then
+            -- sorted: every proxy from here on is benched or has its probe out
+            local u = redis.call('ZSCORE', K_bench, p)
+            if u then soon(math.max(tonumber(u) - now, 1)) end
+            break
+          end
+        else
+          local ok, pr = true, nil
+          if paired then
+            pr = getPair('p|' .. p .. '|' .. host)
+            if pr then
+              if pr.inflight >= pr.window then
+                ok = false
+              elseif pr.nxt > now then
+                ok = false
+                soon(pr.nxt - now)
+              end
+            end
+          end
+          if ok then
+            local cand = {p = p, b = b, c = c, new = bnew, pair = pr}
+            if not avoid[p] then pick = cand break end
+            if not fb then fb = cand end
+          end
+        end
+      end
+      if pick then break end
+    end
+  end
+end
+if not pick then pick = fb end
+if not pick then
+  local first = redis.call('ZRANGE', K_bench, 0, 0, 'WITHSCORES')
+  if first[2] then soon(math.max(tonumber(first[2]) - now, 1)) end
+  redis.call('SET', K_want, '1', 'PX', 2000)
+  return {'wait', 'all', I(soonest)}
+end
+
+local p, b, c = pick.p, pick.b, pick.c
+if pick.new then redis.call('HSET', K_tat, 'b|' .. b, F(pick.new)) end
+if hnew then redis.call('HSET', K_hosts, 't|' .. host, F(hnew)) end
+if gnew then redis.call('HSET', K_tat, 'g', F(gnew)) end
+local probe = '0'
+if redis.call('HGET', K_probe, p) == '0' then
+  redis.call('HSET', K_probe, p, '1')
+  avail(b, c, -1)
+  probe = '1'
+end
+redis.call('ZADD', K_leases, F(now + ttl), id)
+local pin = redis.call('HINCRBY', K_pin, p, 1)
+redis.call('HINCRBY', K_bin, b, 1)
+local hin2 = redis.call('HINCRBY', K_hosts, 'i|' .. host, 1)
+if hin2 == 1 then redis.call('ZREM', K_hexp, host) end
+if policy == 2 then
+  local s = redis.call('INCR', K_seq)
+  redis.call('HSET', K_pused, p, s)
+  redis.call('HSET', K_bused, b, s)
+else
+  redis.call('HINCRBY', K_pused, p, 1)
+  redis.call('HINCRBY', K_bused, b, 1)
+end
+local pflag = '0'
+if pick.pair then
+  pick.pair.nxt = now + pick.pair.spacing
+  pick.pair.inflight = pick.pair.inflight + 1
+  putPair('p|' .. p .. '|' .. host, pick.pair)
+  pflag = '1'
+end
+redis.call('HSET', K_linfo, id, p .. '\n' .. b .. '\n' .. host .. '\n' .. probe .. '\n' .. I(now) .. '\n' .. pflag)
+local _, pi = pcfg(p)
+psync(p, b, c, pi)
+bsync(b, c)
+return {'ok', p, b, I(pin), I(hin2), eid, probe, I(now)}

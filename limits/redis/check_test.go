@@ -1,0 +1,101 @@
+package redis
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/fetch-dev/fetch/limits/redis/redistest"
+)
+
+// checkIdle checks invariant 3 on an idle namespace "t": no leases, and
+// no count left over or negative. It gives a release still under way (a
+// dispatcher giving back a grant that raced with a cancellation) a second.
+func checkIdle(t testing.TB, srv *redistest.Server) {
+	t.Helper()
+	var errs []string
+	for range 100 {
+		if errs = counts(t, srv, "t", true); len(errs) == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, e := range errs {
+		t.Error(e)
+	}
+}
+
+// checkCounts checks the counts of namespace ns now.
+func checkCounts(t testing.TB, srv *redistest.Server, ns string, idle bool) {
+	t.Helper()
+	for _, e := range counts(t, srv, ns, idle) {
+		t.Error(e)
+	}
+}
+
+// counts checks that every proxy's, budget's and host's in-flight count
+// equals its leases and is positive; idle also wants no leases.
+func counts(t testing.TB, srv *redistest.Server, ns string, idle bool) (errs []string) {
+	t.Helper()
+	k := func(name string) string { return "{" + ns + "}:" + name }
+	c := srv.Client()
+	defer c.Close()
+	ctx := t.Context()
+	leases, err := c.HGetAll(ctx, k("linfo")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := c.ZCard(ctx, k("leases")).Result()
+	if int(n) != len(leases) {
+		errs = append(errs, fmt.Sprintf("%d leases in the sorted set, %d with info", n, len(leases)))
+	}
+	if idle && n != 0 {
+		z, _ := c.ZRangeWithScores(ctx, k("leases"), 0, -1).Result()
+		tm, _ := c.Time(ctx).Result()
+		errs = append(errs, fmt.Sprintf("%d leases remain: %v %v now %d", n, leases, z, tm.UnixMicro()))
+	}
+	want := map[string]map[string]int{"pin": {}, "bin": {}, "hosts": {}}
+	for _, info := range leases {
+		f := splitInfo(info)
+		want["pin"][f[0]]++
+		want["bin"][f[1]]++
+		want["hosts"]["i|"+f[2]]++
+	}
+	for _, h := range []string{"pin", "bin", "hosts"} {
+		got, err := c.HGetAll(ctx, k(h)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for f, v := range got {
+			if h == "hosts" && f[:2] != "i|" {
+				continue
+			}
+			n, _ := strconv.Atoi(v)
+			if n <= 0 {
+				errs = append(errs, fmt.Sprintf("%s %s = %d", h, f, n))
+			}
+			if n != want[h][f] {
+				errs = append(errs, fmt.Sprintf("%s %s = %d, leases %d", h, f, n, want[h][f]))
+			}
+		}
+		for f, n := range want[h] {
+			if _, ok := got[f]; !ok {
+				errs = append(errs, fmt.Sprintf("%s %s missing, leases %d", h, f, n))
+			}
+		}
+	}
+	return errs
+}
+
+func splitInfo(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, s[start:])
+}

@@ -1,0 +1,330 @@
+-- Shared by every script of package limits/redis. All keys are passed in
+-- KEYS, in this order, and share one hash tag so the namespace lives in one
+-- Redis Cluster slot. Times are whole microseconds on the Redis clock.
+local K_epoch, K_cfg, K_limits = KEYS[1], KEYS[2], KEYS[3]
+local K_bidx, K_pidx, K_leases, K_linfo = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local K_pin, K_pused, K_bin, K_bused = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+local K_tat, K_hosts, K_hexp, K_bench = KEYS[12], KEYS[13], KEYS[14], KEYS[15]
+local K_probe, K_health, K_bavail, K_want = KEYS[16], KEYS[17], KEYS[18], KEYS[19]
+local K_seq = KEYS[20]
+
+-- The header every client sends first; processes of a namespace agree on it.
+local policy = tonumber(ARGV[1])      -- 0 least-inflight, 1 least-used, 2 round-robin, 3 random
+local ttl = tonumber(ARGV[2])         -- lease TTL
+local M = tonumber(ARGV[3])           -- candidates looked at per acquire
+local sweepK = tonumber(ARGV[4])      -- expired leases and idle hosts swept per acquire
+local hostCap = tonumber(ARGV[5])
+local hostT, hostTau = tonumber(ARGV[6]), tonumber(ARGV[7])
+local globT, globTau = tonumber(ARGV[8]), tonumber(ARGV[9])
+local maxFail, cooldown, maxCool = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
+local pushBase, pushMax = tonumber(ARGV[13]), tonumber(ARGV[14])
+local chan = ARGV[15]
+local seed = tonumber(ARGV[16])
+local grace = tonumber(ARGV[17])      -- refusal after a reset
+local H = 17
+
+local SUCCESS, FAULT, PUSHBACK = 1, 2, 3
+local SPAN = 4294967296               -- pidx: budget b's proxies score in [bi*SPAN, bi*SPAN+SPAN-1]
+local OFF = SPAN - 1                  -- a proxy's score when benched or its probe is out
+
+local function I(x) return string.format('%d', x) end
+local function F(x) return string.format('%.17g', x) end
+
+local function nowUs()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local function split(s, sep)
+  local out, i = {}, 1
+  while true do
+    local j = string.find(s, sep, i, true)
+    if not j then out[#out + 1] = string.sub(s, i); return out end
+    out[#out + 1] = string.sub(s, i, j - 1)
+    i = j + #sep
+  end
+end
+
+local function num(v, d) if v then return tonumber(v) end return d end
+
+-- bcfg: budget b's cap, rate period T, tolerance tau, index, members.
+local cfgCache = {}
+local function bcfg(b)
+  local c = cfgCache[b]
+  if c then return c end
+  local v = redis.call('HGET', K_cfg, 'b|' .. b)
+  if not v then return error('limits/redis: no config for budget ' .. b) end
+  local f = split(v, ' ')
+  c = {cap = tonumber(f[1]), T = tonumber(f[2]), tau = tonumber(f[3]), bi = tonumber(f[4]), members = tonumber(f[5])}
+  cfgCache[b] = c
+  return c
+end
+
+-- pcfg: proxy p's budget and its index among the budget's members.
+local function pcfg(p)
+  local v = redis.call('HGET', K_cfg, 'p|' .. p)
+  if not v then return error('limits/redis: no config for proxy ' .. p) end
+  local f = split(v, ' ')
+  return f[1], tonumber(f[2])
+end
+
+-- gcra: the wait before one more start (0: now) and the TAT after it.
+local function gcra(tat, now, T, tau)
+  if T <= 0 then return 0, nil end
+  tat = math.max(tonumber(tat or now), now)
+  local new = tat + T
+  local allowAt = new - tau
+  if now < allowAt then return math.ceil(allowAt - now), nil end
+  return 0, new
+end
+
+-- available: a proxy neither benched nor with its probe out.
+local function available(p)
+  return redis.call('HGET', K_probe, p) ~= '1' and not redis.call('ZSCORE', K_bench, p)
+end
+
+local function usedDefault(idx) if policy == 2 then return idx end return 0 end
+
+-- psync rescores proxy p in pidx from its state.
+local function psync(p, b, c, pi)
+  local s
+  if not available(p) then
+    s = OFF
+  else
+    local used = num(redis.call('HGET', K_pused, p), usedDefault(pi))
+    if policy == 0 then
+      local inf = num(redis.call('HGET', K_pin, p), 0)
+      s = math.min(inf, 2047) * 2097152 + math.min(used, 2097151)
+    elseif policy == 3 then
+      s = 0
+    else
+      s = math.min(used, OFF - 1)
+    end
+  end
+  redis.call('ZADD', K_pidx, F(c.bi * SPAN + s), p)
+end
+
+-- bsync puts budget b in bidx, scored by the policy, when it has room and
+-- an available member, and takes it out otherwise.
+local function bsync(b, c)
+  local inf = num(redis.call('HGET', K_bin, b), 0)
+  local av = num(redis.call('HGET', K_bavail, b), c.members)
+  if (c.cap > 0 and inf >= c.cap) or av <= 0 then
+    redis.call('ZREM', K_bidx, b)
+    return
+  end
+  local used = num(redis.call('HGET', K_bused, b), usedDefault(c.bi))
+  local s
+  if policy == 0 then
+    local cap = c.cap
+    if cap <= 0 then cap = 1000 end
+    s = math.min(math.floor(inf * 1048576 / cap), 1048575) * SPAN + math.min(used, OFF)
+  elseif policy == 1 then
+    s = math.floor(used / c.members)
+  elseif policy == 2 then
+    s = used
+  else
+    s = 0
+  end
+  redis.call('ZADD', K_bidx, F(s), b)
+end
+
+-- avail adjusts budget b's count of available members by d.
+local function avail(b, c, d)
+  local v = num(redis.call('HGET', K_bavail, b), c.members) + d
+  if v >= c.members then
+    redis.call('HDEL', K_bavail, b) -- missing means all
+  else
+    redis.call('HSET', K_bavail, b, I(math.max(v, 0)))
+  end
+end
+
+-- pair state of proxy p and host h, pushed back: window full inflight spacing next pushedAt.
+local function getPair(key)
+  local v = redis.call('HGET', K_hosts, key)
+  if not v then return nil end
+  local f = split(v, ' ')
+  return {window = tonumber(f[1]), full = tonumber(f[2]), inflight = tonumber(f[3]),
+          spacing = tonumber(f[4]), nxt = tonumber(f[5]), pushedAt = tonumber(f[6])}
+end
+
+local function putPair(key, pr)
+  redis.call('HSET', K_hosts, key, I(pr.window) .. ' ' .. I(pr.full) .. ' ' .. I(math.max(pr.inflight, 0)) .. ' ' ..
+    I(pr.spacing) .. ' ' .. I(pr.nxt) .. ' ' .. I(pr.pushedAt))
+end
+
+-- leastUsedOther: the fewest attempts of an available proxy other than p
+-- among the first candidates of p's budget.
+local function leastUsedOther(p, c)
+  local lo = c.bi * SPAN
+  local r = redis.call('ZRANGEBYSCORE', K_pidx, F(lo), '(' .. F(lo + OFF), 'LIMIT', 0, 4)
+  local best = nil
+  for _, q in ipairs(r) do
+    if q ~= p then
+      local u = num(redis.call('HGET', K_pused, q), 0)
+      if not best or u < best then best = u end
+    end
+  end
+  return best
+end
+
+-- learn updates proxy health and pair pushback from an attempt's outcome,
+-- as limits.Local does. It returns an event {state, cooldown} or nil.
+local function learn(p, b, c, host, o, now, granted, probe, pinflight)
+  local ev = nil
+  local pr = redis.call('HGET', K_probe, p)
+  local probing = pr ~= false
+  local fails, streak, level = 0, 0, 0
+  local hv = redis.call('HGET', K_health, p)
+  if hv then
+    local f = split(hv, ' ')
+    fails, streak, level = tonumber(f[1]), tonumber(f[2]), tonumber(f[3])
+  end
+  local wasAvail = pr ~= '1' and not redis.call('ZSCORE', K_bench, p)
+  if probing and not probe then
+    -- begun before the bench: no verdict on the proxy now
+  elseif o == SUCCESS or o == PUSHBACK then
+    fails = 0
+    streak = streak + 1
+    if streak >= 10 then level = 0 end
+    if probing then
+      redis.call('HDEL', K_probe, p)
+      redis.call('ZREM', K_bench, p)
+      if not wasAvail then avail(b, c, 1) end
+      if policy ~= 2 then
+        local lo = leastUsedOther(p, c)
+        local u = num(redis.call('HGET', K_pused, p), 0)
+        if lo and lo > u then redis.call('HSET', K_pused, p, I(lo)) end
+      end
+      ev = {'healthy', '0'}
+    end
+  elseif o == FAULT then
+    streak = 0
+    fails = fails + 1
+    if maxFail > 0 and (probing or fails >= maxFail) then
+      local d = cooldown * math.pow(2, math.min(level, 30))
+      if maxCool > 0 and (d > maxCool or d <= 0) then d = maxCool end
+      level = level + 1
+      fails = 0
+      redis.call('HSET', K_probe, p, '0')
+      redis.call('ZADD', K_bench, F(now + d), p)
+      if wasAvail then avail(b, c, -1) end
+      ev = {'benched', I(d)}
+    end
+  elseif probe then -- a probe with no verdict: another may go
+    redis.call('HSET', K_probe, p, '0')
+    if not wasAvail and not redis.call('ZSCORE', K_bench, p) then avail(b, c, 1) end
+  end
+  if fails == 0 and streak == 0 and level == 0 then
+    redis.call('HDEL', K_health, p)
+  else
+    redis.call('HSET', K_health, p, I(fails) .. ' ' .. I(math.min(streak, 1000)) .. ' ' .. I(level))
+  end
+
+  if pushBase <= 0 then return ev end
+  local key = 'p|' .. p .. '|' .. host
+  local pair = getPair(key)
+  local fresh = pair == nil or granted > pair.pushedAt
+  if o == PUSHBACK and fresh then
+    if not pair then
+      pair = {window = math.max(math.floor(pinflight / 2), 1), full = math.max(pinflight, 2), inflight = 0, spacing = 0}
+      local q = redis.call('HGET', K_hosts, 'q|' .. host)
+      if q then q = q .. ' ' .. p else q = p end
+      redis.call('HSET', K_hosts, 'q|' .. host, q)
+    elseif pair.window > 1 then
+      pair.window = math.max(math.floor(pair.window / 2), 1)
+    else
+      pair.spacing = math.max(pair.spacing * 2, pushBase)
+      if pushMax > 0 then pair.spacing = math.min(pair.spacing, pushMax) end
+    end
+    pair.pushedAt = now
+    pair.nxt = now + pair.spacing
+    putPair(key, pair)
+  elseif o == SUCCESS and pair and fresh then
+    if pair.spacing > 0 then
+      pair.spacing = math.floor(pair.spacing / 2)
+      if pair.spacing < pushBase / 4 then pair.spacing = 0 end
+      putPair(key, pair)
+    else
+      pair.window = pair.window + 1
+      if pair.window >= pair.full then redis.call('HDEL', K_hosts, key) else putPair(key, pair) end
+    end
+  end
+  return ev
+end
+
+-- hostIdle schedules host h's state for sweeping once it says nothing.
+local function hostIdle(h, now)
+  local forget = math.max(pushMax, pushBase)
+  redis.call('ZADD', K_hexp, F(now + hostTau + 2 * forget + 1000000), h)
+end
+
+local function sweepHosts(now)
+  local hs = redis.call('ZRANGEBYSCORE', K_hexp, '-inf', F(now), 'LIMIT', 0, sweepK)
+  for _, h in ipairs(hs) do
+    redis.call('ZREM', K_hexp, h)
+    if not redis.call('HGET', K_hosts, 'i|' .. h) then
+      local q = redis.call('HGET', K_hosts, 'q|' .. h)
+      if q then
+        for _, p in ipairs(split(q, ' ')) do redis.call('HDEL', K_hosts, 'p|' .. p .. '|' .. h) end
+      end
+      redis.call('HDEL', K_hosts, 't|' .. h, 'q|' .. h)
+    end
+  end
+end
+
+-- drop removes lease id, gives back its counts and learns from outcome o.
+-- It returns false when the lease was not held, else the event or true.
+local function drop(id, o, now)
+  if redis.call('ZREM', K_leases, id) == 0 then return false end
+  local info = redis.call('HGET', K_linfo, id)
+  redis.call('HDEL', K_linfo, id)
+  if not info then return true end
+  local f = split(info, '\n')
+  local p, b, host, probe, granted, paired = f[1], f[2], f[3], f[4] == '1', tonumber(f[5]), f[6] == '1'
+  local c = bcfg(b)
+  local pin = redis.call('HINCRBY', K_pin, p, -1)
+  if pin <= 0 then redis.call('HDEL', K_pin, p) end
+  if redis.call('HINCRBY', K_bin, b, -1) <= 0 then redis.call('HDEL', K_bin, b) end
+  if redis.call('HINCRBY', K_hosts, 'i|' .. host, -1) <= 0 then
+    redis.call('HDEL', K_hosts, 'i|' .. host)
+    hostIdle(host, now)
+  end
+  if paired then
+    local key = 'p|' .. p .. '|' .. host
+    local pair = getPair(key)
+    if pair then pair.inflight = pair.inflight - 1; putPair(key, pair) end
+  end
+  local ev = learn(p, b, c, host, o, now, granted, probe, pin + 1)
+  local _, pi = pcfg(p)
+  psync(p, b, c, pi)
+  bsync(b, c)
+  if redis.call('EXISTS', K_want) == 1 then redis.call('PUBLISH', chan, '1') end
+  return ev or true
+end
+
+local function sweepLeases(now)
+  local ids = redis.call('ZRANGEBYSCORE', K_leases, '-inf', F(now), 'LIMIT', 0, sweepK)
+  for _, id in ipairs(ids) do drop(id, 0, now) end
+end
+
+-- benchEnds turns proxies whose bench is over into probing ones a probe may go to.
+local function benchEnds(now)
+  local ps = redis.call('ZRANGEBYSCORE', K_bench, '-inf', F(now), 'LIMIT', 0, sweepK)
+  for _, p in ipairs(ps) do
+    redis.call('ZREM', K_bench, p)
+    local b, pi = pcfg(p)
+    local c = bcfg(b)
+    if redis.call('HGET', K_probe, p) ~= '1' then avail(b, c, 1) end
+    psync(p, b, c, pi)
+    bsync(b, c)
+  end
+end
+
+-- epoch returns the namespace's epoch id and the end of its grace, or nil.
+local function epoch()
+  local v = redis.call('GET', K_epoch)
+  if not v then return nil, 0 end
+  local f = split(v, ' ')
+  return f[1], tonumber(f[2])
+end

@@ -1,0 +1,67 @@
+// Package redis is a limits.Scheduler that shares every limit through
+// Redis, so that many fetch processes together keep each proxy's, pool's
+// and host's concurrency and rate, and the global rate, as one process
+// would. Proxy health (benching, the one probe at a time after a bench),
+// pushback per proxy-host pair and the least-used counts are shared too.
+//
+// # Guarantees
+//
+// Concurrency: an attempt runs under a lease, a member of a sorted set
+// scored by its expiry on the Redis clock. One script per attempt chooses
+// the proxy by the policy, checks every cap, rate and bench, and takes the
+// lease and every token at once, so no cap is exceeded across processes.
+// A lease is renewed every TTL/3 while held and released exactly once
+// (a second release is harmless). A process that dies holds its permits
+// at most until its leases expire: within TTL plus one renewal interval of
+// its death, and the next acquire by anyone sweeps them.
+//
+// Rates use GCRA with T = period/N and tolerance τ = T·burst, timed by
+// Redis's TIME in microseconds: in any half-open window of length W at
+// most burst−1+⌈W/T⌉ attempts start, across all processes. Burst is how
+// many may start at once after a quiet spell; burst 1 means evenly spaced
+// starts, so "60/m burst 1" never lets more than 60 start in any 60s.
+//
+// Client clocks do not matter: a process's clock only schedules its own
+// renewals and timers.
+//
+// # Failing closed
+//
+// With Redis unreachable nothing new starts anywhere. Acquire keeps
+// waiting, backing off with jitter, and when its context ends returns an
+// error wrapping limits.ErrCoordinator and the context's error. Attempts
+// in flight go on while their lease may still be valid: a lease whose
+// renewals keep failing is lost 3/4 of a TTL after its last successful
+// renewal, and Lease.Lost is closed so that the attempt is cancelled.
+//
+// Redis restarted without its data (or failed over to a replica that lacks
+// it): the scripts find the namespace's epoch missing, and the first
+// process to notice installs the limits again under a new epoch that
+// refuses acquires for one lease TTL (or the longest burst tolerance, if
+// longer). Meanwhile every process still holding a lease registers it
+// again with its next renewal, so that when acquires resume the counts
+// include it. An outage longer than about half a TTL loses the leases in
+// flight instead (their attempts are cancelled). If a process that had
+// never seen the old epoch is the first to reach the empty Redis, there is
+// no grace: holders then find their leases lost at their next renewal.
+//
+// # Namespaces and agreement
+//
+// All keys of a namespace share the hash tag {namespace}, so a namespace
+// lives in one Redis Cluster slot. Per-proxy state is kept in hash and
+// sorted-set fields: budgets with room are indexed in one sorted set by
+// the policy's order and their proxies in another, so an acquire looks at
+// the first Options.Candidates budgets and proxies, never at all of them.
+// Processes of one namespace must have the same limits: New stores a
+// canonical text of them (with the lease TTL) and refuses, with
+// ErrConflict naming the first difference, a process whose limits differ.
+//
+// # Differences from limits.Local
+//
+// Drain does not hold requests back from slow proxies at the end of a run.
+// Least-inflight orders budgets by their load and, within a pool, proxies
+// by their own attempts in flight. The policy looks at the first
+// Options.Candidates budgets only: if those are all rate-limited, the
+// acquire waits for the soonest of them although one further down might
+// start now. Events reports the changes of proxy state this process's
+// outcomes caused, not other processes'.
+package redis

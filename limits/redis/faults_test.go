@@ -1,0 +1,423 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fetch-dev/fetch/limits"
+	"github.com/fetch-dev/fetch/limits/redis/redistest"
+)
+
+// TestRestartWithoutData: Redis shut down without saving and restarted on
+// the same socket mid-run. No cap is exceeded (a lease held across the
+// restart registers again and counts), nothing is granted while Redis is
+// down, the scripts come back (NOSCRIPT) and grants resume after the grace.
+func TestRestartWithoutData(t *testing.T) {
+	srv := redistest.Start(t)
+	// The outage (300ms) is well within what a lease survives: lost at
+	// 3/4 TTL after its last renewal, up to TTL/3 before the outage.
+	const ttl = 1500 * time.Millisecond
+	cfg := proxies(2, limits.Spec{Concurrency: 2})
+	var ss []*Scheduler
+	var grants atomic.Int64
+	var downAt, upAt atomic.Int64 // unix µs
+	var early atomic.Int64
+	for range 3 {
+		s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: ttl}, cfg)
+		s.onGrant = func(_ int, us int64) {
+			grants.Add(1)
+			// Nothing while Redis is down, nor in the grace of one TTL
+			// that the new epoch refuses acquires for.
+			if d := downAt.Load(); d != 0 && us > d && (upAt.Load() == 0 || us < upAt.Load()+ttl.Microseconds()) {
+				early.Add(1)
+			}
+		}
+		ss = append(ss, s)
+	}
+	cnt := newCounter()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// One lease held across the restart.
+	long, err := ss[0].Acquire(ctx, limits.Request{Host: "h:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	longKey := fmt.Sprint("b", cfg.BudgetOf[long.Proxy])
+	cnt.add(longKey, 1)
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		for range 4 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					l, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
+					if err != nil {
+						return
+					}
+					k := fmt.Sprint("b", cfg.BudgetOf[l.Proxy])
+					cnt.add(k, 1)
+					select { // the attempt: cancelled if its lease is lost
+					case <-time.After(5 * time.Millisecond):
+					case <-l.Lost:
+					}
+					cnt.add(k, -1)
+					l.Release()
+				}
+			})
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	before := grants.Load()
+	srv.Shutdown()
+	downAt.Store(time.Now().UnixMicro())
+	time.Sleep(300 * time.Millisecond)
+	upAt.Store(time.Now().UnixMicro())
+	srv.Restart()
+	deadline := time.Now().Add(ttl + 2*time.Second)
+	atRestart := grants.Load()
+	for grants.Load() < atRestart+20 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case <-long.Lost:
+		t.Error("the lease held across the restart was lost: it should have registered again")
+	default:
+	}
+	cancel()
+	wg.Wait()
+	cnt.add(longKey, -1)
+	long.Release()
+	after := grants.Load()
+	if after < atRestart+20 {
+		t.Errorf("only %d grants after the restart", after-atRestart)
+	}
+	if early.Load() > 0 {
+		t.Errorf("%d grants while Redis was down or in the grace after", early.Load())
+	}
+	checkCaps(t, cfg, cnt, 0)
+	t.Logf("%d grants before the restart, %d after", before, after-atRestart)
+	checkIdle(t, srv)
+}
+
+// TestClockSkew: schedulers whose clocks are an hour ahead and an hour
+// behind keep every cap and the rate bound, and keep their leases.
+func TestClockSkew(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := proxies(2, limits.Spec{Concurrency: 2, Rate: limits.Rate{N: 100, Per: time.Second}, Burst: 2})
+	var mu sync.Mutex
+	at := map[int][]int64{}
+	var ss []*Scheduler
+	for _, skew := range []time.Duration{time.Hour, -time.Hour, 0} {
+		s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: 300 * time.Millisecond,
+			Now: func() time.Time { return time.Now().Add(skew) }}, cfg)
+		s.onGrant = func(p int, us int64) { mu.Lock(); at[p] = append(at[p], us); mu.Unlock() }
+		ss = append(ss, s)
+	}
+	// A lease held for several TTLs by the skewed clock stays held.
+	held, err := ss[0].Acquire(context.Background(), limits.Request{Host: "h:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnt := newCounter()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	hammer(ctx, t, ss, cfg, 3, []string{"h:1"}, 5*time.Millisecond, cnt)
+	select {
+	case <-held.Lost:
+		t.Error("a lease of the skewed process was lost")
+	default:
+	}
+	cnt.add(fmt.Sprint("b", cfg.BudgetOf[held.Proxy]), 1) // for checkCaps: it was in flight all along
+	held.Release()
+	checkCaps(t, cfg, cnt, 0)
+	mu.Lock()
+	for p, ts := range at {
+		checkBound(t, fmt.Sprint("proxy ", p), append([]int64(nil), ts...), 10000, 2)
+	}
+	mu.Unlock()
+	checkIdle(t, srv)
+}
+
+// TestRenewRacesRelease: with renewals every 20ms, leases released at
+// every moment of a renewal leak nothing.
+func TestRenewRacesRelease(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := proxies(4, limits.Spec{Concurrency: 8})
+	var ss []*Scheduler
+	for range 2 {
+		ss = append(ss, newSched(t, srv, Options{Namespace: "t", LeaseTTL: 60 * time.Millisecond}, cfg))
+	}
+	cnt := newCounter()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	hammer(ctx, t, ss, cfg, 8, []string{"a:1", "b:1"}, 25*time.Millisecond, cnt)
+	checkCaps(t, cfg, cnt, 0)
+	checkIdle(t, srv)
+}
+
+// TestLostLease: a lease that Redis no longer has (another process swept
+// it as expired), and a lease that cannot be renewed because Redis is
+// gone, close Lost in time.
+func TestLostLease(t *testing.T) {
+	srv := redistest.Start(t)
+	const ttl = 300 * time.Millisecond
+	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: ttl}, proxies(1, limits.Spec{Concurrency: 2}))
+	ctx := context.Background()
+	a, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := srv.Client()
+	ids, _ := c.ZRange(ctx, "{t}:leases", 0, -1).Result()
+	c.Close()
+	for _, id := range ids {
+		if _, err := srv.Do("ZADD", "{t}:leases", "0", id); err != nil { // expired long ago
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-a.Lost:
+	case <-time.After(ttl/3 + 200*time.Millisecond):
+		t.Fatal("a lease Redis dropped was not reported lost at the next renewal")
+	}
+	a.Release() // harmless
+	checkIdle(t, srv)
+
+	b, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	srv.Shutdown()
+	select {
+	case <-b.Lost:
+		if d := time.Since(start); d > ttl {
+			t.Errorf("lost %s after Redis went, want within the TTL %s", d, ttl)
+		}
+	case <-time.After(2 * ttl):
+		t.Fatal("a lease that could not be renewed was not reported lost")
+	}
+	b.Release()
+	srv.Restart()
+}
+
+// TestFailClosed: with Redis unreachable, Acquire waits until its context
+// ends and then fails with limits.ErrCoordinator and the context's error,
+// naming the server; once Redis is back, it grants again.
+func TestFailClosed(t *testing.T) {
+	srv := redistest.Start(t)
+	const ttl = 300 * time.Millisecond
+	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: ttl}, proxies(1, limits.Spec{Concurrency: 2}))
+	srv.Shutdown()
+	for range 2 { // the first notices, the second waits in the queue
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
+		cancel()
+		if !errors.Is(err, limits.ErrCoordinator) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Acquire with Redis down: %v", err)
+		}
+		if !strings.Contains(err.Error(), srv.Sock) {
+			t.Errorf("error does not name the server: %v", err)
+		}
+	}
+	srv.Restart()
+	ctx, cancel := context.WithTimeout(context.Background(), ttl+3*time.Second)
+	defer cancel()
+	l, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
+	if err != nil {
+		t.Fatalf("after Redis came back: %v", err)
+	}
+	l.Release()
+	checkIdle(t, srv)
+}
+
+// TestConfigConflict: a process whose limits differ from the namespace's
+// live ones is refused, with the first difference named; one with the same
+// limits in another order is accepted.
+func TestConfigConflict(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := poolConfig()
+	newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+
+	same := poolConfig() // the proxies listed in another order
+	same.BudgetOf = []int{3, 3, 3, 3, 0, 1, 2}
+	same.ProxyIDs = []string{"http://d:1", "http://e:1", "http://f:1", "http://g:1", "http://a:1", "http://b:1", "http://c:1"}
+	newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, same)
+
+	for _, tc := range []struct {
+		name string
+		opt  Options
+		edit func(*limits.Config)
+		want string
+	}{
+		{"pool cap", Options{LeaseTTL: time.Second}, func(c *limits.Config) { c.Budgets[3].Concurrency = 4 }, `budget resi: live "concurrency=3 rate=unlimited burst=1 members=4", this process "concurrency=4`},
+		{"lease ttl", Options{LeaseTTL: 2 * time.Second}, func(*limits.Config) {}, `lease-ttl: live "1s", this process "2s"`},
+		{"extra proxy", Options{LeaseTTL: time.Second}, func(c *limits.Config) {
+			c.BudgetOf = append(c.BudgetOf, 3)
+			c.ProxyIDs = append(c.ProxyIDs, "http://h:1")
+		}, `budget resi`},
+		{"host rate", Options{LeaseTTL: time.Second}, func(c *limits.Config) { c.Host.Rate = limits.Rate{N: 1, Per: time.Second} }, `host: live`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := poolConfig()
+			tc.edit(&c)
+			cl := srv.Client()
+			defer cl.Close()
+			tc.opt.Namespace = "t"
+			_, err := New(context.Background(), cl, tc.opt, c)
+			if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want ErrConflict naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestUnreachable: Dial and New with no server name the address, never
+// the password.
+func TestUnreachable(t *testing.T) {
+	_, addr, err := Dial(context.Background(), "redis://user:s3cret@127.0.0.1:1/0")
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") || strings.Contains(err.Error(), "s3cret") || strings.Contains(addr, "s3cret") {
+		t.Errorf("Dial: %q, %v", addr, err)
+	}
+	sock := t.TempDir() + "/none.sock"
+	c := goredis.NewClient(&goredis.Options{Network: "unix", Addr: sock, MaxRetries: -1})
+	defer c.Close()
+	_, err = New(context.Background(), c, Options{Namespace: "t"}, proxies(1, limits.Spec{}))
+	if err == nil || !strings.Contains(err.Error(), sock) {
+		t.Errorf("New: %v", err)
+	}
+	if got := Redact("rediss://u:pw@h:6380/1"); got != "rediss://u@h:6380/1" {
+		t.Errorf("Redact = %q", got)
+	}
+	srv := redistest.Start(t)
+	cl, addr, err := Dial(context.Background(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	t.Logf("dialled %s", addr)
+}
+
+// TestHealthShared: a proxy benched by one process is benched for all;
+// after its cooldown one probe at a time goes to it across processes; the
+// events say what each process caused.
+func TestHealthShared(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := proxies(2, limits.Spec{Concurrency: 4})
+	cfg.Health = limits.Health{MaxFailures: 2, Cooldown: 300 * time.Millisecond, MaxCooldown: time.Second}
+	a := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+	b := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+	ctx := context.Background()
+	for range 2 {
+		l, err := a.Acquire(ctx, limits.Request{Host: "h:1", Avoid: []int{1}})
+		if err != nil || l.Proxy != 0 {
+			t.Fatalf("got %v, %v", l, err)
+		}
+		l.Finish(limits.ProxyFault)
+	}
+	if ev := a.Events(nil); len(ev) != 1 || ev[0].State != "benched" || ev[0].Proxy != 0 || ev[0].Cooldown != 300*time.Millisecond {
+		t.Fatalf("events %+v", ev)
+	}
+	for range 6 { // proxy 0 is benched for b too, even when it avoids 1
+		l, err := b.Acquire(ctx, limits.Request{Host: "h:1", Avoid: []int{1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Proxy == 0 {
+			t.Fatal("b got the benched proxy")
+		}
+		l.Release()
+	}
+	time.Sleep(350 * time.Millisecond)
+	// Both want proxy 0: only one probe goes, the rest go to proxy 1.
+	var probes []*limits.Lease
+	var others []*limits.Lease
+	for i := range 6 {
+		s := []*Scheduler{a, b}[i%2]
+		l, err := s.Acquire(ctx, limits.Request{Host: "h:1", Avoid: []int{1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Proxy == 0 {
+			probes = append(probes, l)
+		} else {
+			others = append(others, l)
+		}
+		if len(others) == 3 { // proxy 1 full at 4 with the next: make room
+			others[0].Release()
+			others = others[1:]
+		}
+	}
+	if len(probes) != 1 {
+		t.Fatalf("%d probes at once, want 1", len(probes))
+	}
+	probes[0].Finish(limits.Success)
+	for _, l := range others {
+		l.Release()
+	}
+	evs := append(a.Events(nil), b.Events(nil)...)
+	var states []string
+	for _, e := range evs {
+		states = append(states, e.State)
+	}
+	if strings.Join(states, ",") != "probing,healthy" {
+		t.Errorf("events after the bench: %v", states)
+	}
+	// Healthy again: proxy 0 takes attempts again, for both.
+	l, err := b.Acquire(ctx, limits.Request{Host: "h:1", Avoid: []int{1}})
+	if err != nil || l.Proxy != 0 {
+		t.Fatalf("after the probe: %v, %v", l, err)
+	}
+	l.Release()
+	checkIdle(t, srv)
+}
+
+// TestPushbackShared: a target's pushback through a proxy, seen by one
+// process, narrows that proxy-host pair for every process, and for no
+// other host.
+func TestPushbackShared(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := proxies(1, limits.Spec{Concurrency: 8})
+	cfg.Throttle = limits.Throttle{Base: 200 * time.Millisecond, Max: time.Second}
+	a := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+	b := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+	ctx := context.Background()
+	l1, _ := a.Acquire(ctx, limits.Request{Host: "h:1"})
+	l2, _ := a.Acquire(ctx, limits.Request{Host: "h:1"})
+	l1.Finish(limits.Pushback) // the window: half of 2 in flight
+	l2.Release()
+	l3, err := b.Acquire(ctx, limits.Request{Host: "h:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if l, err := b.Acquire(short, limits.Request{Host: "h:1"}); err == nil {
+		l.Release()
+		t.Fatal("a second attempt on the pushed-back pair was let through")
+	}
+	other, err := b.Acquire(ctx, limits.Request{Host: "other:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Release()
+	l3.Finish(limits.Success) // widens the window back to 2: the pair is forgotten
+	l4, err := a.Acquire(ctx, limits.Request{Host: "h:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l5, err := a.Acquire(ctx, limits.Request{Host: "h:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l4.Release()
+	l5.Release()
+	checkIdle(t, srv)
+}

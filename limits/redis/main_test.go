@@ -1,0 +1,88 @@
+package redis
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/fetch-dev/fetch/limits"
+	"github.com/fetch-dev/fetch/limits/redis/redistest"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) != "" {
+		os.Exit(workerMain())
+	}
+	goredis.SetLogger(quiet{}) // the pool's dial failures are what the fault tests cause
+	goleak.VerifyTestMain(m)
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// newSched starts a Scheduler on srv for cfg and closes it (and its
+// client) when t ends.
+func newSched(t testing.TB, srv *redistest.Server, opt Options, cfg limits.Config) *Scheduler {
+	t.Helper()
+	c := srv.Client()
+	s, err := New(context.Background(), c, opt, cfg)
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(); c.Close() })
+	return s
+}
+
+// proxies returns a config of n proxies, each its own budget sp.
+func proxies(n int, sp limits.Spec) limits.Config {
+	cfg := limits.Config{}
+	for i := range n {
+		cfg.Budgets = append(cfg.Budgets, sp)
+		cfg.BudgetOf = append(cfg.BudgetOf, i)
+		id := "http://127.0.0.1:" + string(rune('a'+i%26)) + time.Duration(i).String()
+		cfg.ProxyIDs = append(cfg.ProxyIDs, id)
+		cfg.BudgetNames = append(cfg.BudgetNames, id)
+	}
+	return cfg
+}
+
+func TestSmoke(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, proxies(2, limits.Spec{Concurrency: 1}))
+	ctx := context.Background()
+	a, err := s.Acquire(ctx, limits.Request{Host: "h:80"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Acquire(ctx, limits.Request{Host: "h:80"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Proxy == b.Proxy {
+		t.Fatalf("both on proxy %d", a.Proxy)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = s.Acquire(short, limits.Request{Host: "h:80"})
+	cancel()
+	if err == nil {
+		t.Fatal("third acquire granted past both caps")
+	}
+	go func() { time.Sleep(20 * time.Millisecond); a.Release() }()
+	c, err := s.Acquire(ctx, limits.Request{Host: "h:80"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Proxy != a.Proxy {
+		t.Fatalf("got proxy %d, want the released %d", c.Proxy, a.Proxy)
+	}
+	b.Release()
+	c.Release()
+	c.Release()
+	checkIdle(t, srv)
+}

@@ -1,0 +1,38 @@
+-- renew: ARGV after the header: n, then n times: lease id, the epoch it was
+-- taken in, proxy, budget, host. A lease present and valid gets a new expiry;
+-- present but expired is removed (LOST, never brought back); missing is LOST,
+-- unless Redis lost its data (another epoch) and the grace is still on: then
+-- the lease is registered again. Returns {'ok', epoch, status...} with
+-- status '1' held, '0' lost; or {'reset'}.
+local now = nowUs()
+local eid, graceEnd = epoch()
+if not eid then return {'reset'} end
+local n = tonumber(ARGV[H + 1])
+local out = {'ok', eid}
+for i = 0, n - 1 do
+  local at = H + 2 + i * 5
+  local id, le, p, b, host = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
+  local exp = redis.call('ZSCORE', K_leases, id)
+  local st = '0'
+  if exp then
+    if tonumber(exp) > now then
+      redis.call('ZADD', K_leases, 'XX', F(now + ttl), id)
+      st = '1'
+    else
+      drop(id, 0, now)
+    end
+  elseif le ~= eid and now < graceEnd then
+    redis.call('ZADD', K_leases, F(now + ttl), id)
+    redis.call('HSET', K_linfo, id, p .. '\n' .. b .. '\n' .. host .. '\n0\n' .. I(now) .. '\n0')
+    redis.call('HINCRBY', K_pin, p, 1)
+    redis.call('HINCRBY', K_bin, b, 1)
+    if redis.call('HINCRBY', K_hosts, 'i|' .. host, 1) == 1 then redis.call('ZREM', K_hexp, host) end
+    local c = bcfg(b)
+    local _, pi = pcfg(p)
+    psync(p, b, c, pi)
+    bsync(b, c)
+    st = '1'
+  end
+  out[#out + 1] = st
+end
+return out

@@ -1,0 +1,740 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fetch-dev/fetch/limits"
+)
+
+// Options configures a Scheduler beyond its limits.
+type Options struct {
+	// Namespace separates runs sharing one Redis; processes of one
+	// namespace share every limit and must agree on them. Default "fetch".
+	Namespace string
+	// LeaseTTL is how long a permit outlives a process that stopped
+	// renewing it. Leases are renewed every LeaseTTL/3. Default 10s.
+	LeaseTTL time.Duration
+	// Candidates is how many budgets, and proxies within each, one acquire
+	// looks at (M). Default 16.
+	Candidates int
+	// Poll is the longest a waiting Acquire goes without asking Redis again
+	// when it waits for another process's release. Default LeaseTTL/20,
+	// within [50ms, 500ms].
+	Poll time.Duration
+	// Addr names the server in error messages (Dial returns it). It must
+	// not hold a password. Default: the client's address if it tells it.
+	Addr string
+	// Now is the client's clock, used only to schedule local timers and
+	// renewals; every limit is timed by the Redis clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Scheduler is a limits.Scheduler whose limits, proxy health, pushback and
+// usage counts live in Redis and hold across every process that uses the
+// same namespace. It is safe for concurrent use. Use New to make one.
+//
+// Waiting Acquires of one process wait in a local queue, first come first
+// served except that a request whose host is at its limit does not hold up
+// requests for other hosts. They are tried again on a local release, when
+// Redis says a rate token will be due, on a release by another process
+// (pub/sub), and at least every Options.Poll.
+//
+// Leases are renewed every LeaseTTL/3 by one goroutine for the whole
+// scheduler, in batches. Close stops renewing: finish leases before Close.
+type Scheduler struct {
+	c         rediser
+	ns        string
+	keys      []string
+	hdr       []any
+	plan      *plan
+	ttl       time.Duration
+	opTimeout time.Duration
+	poll      time.Duration
+	addr      string
+	now       func() time.Time
+	rngMu     sync.Mutex
+	rng       *mrand.Rand
+	setupMu   sync.Mutex
+	renewMu   sync.RWMutex // held by a renewal batch; a release waits for it
+	ps        *goredis.PubSub
+
+	mu      sync.Mutex
+	waiters []*waiter
+	nwait   int
+	held    map[string]*held
+	orphans map[string]time.Time // leases whose acquire may or may not have run: release them
+	epoch   string
+	events  []limits.HealthEvent
+	pending atomic.Int32
+	closed  bool
+	down    error // the last Redis error, nil since a call succeeded
+	// notBefore (client clock): Redis said nothing can start before then,
+	// so a new Acquire need not ask before it either.
+	notBefore time.Time
+
+	kick      chan struct{}
+	stop      chan struct{}
+	base      context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+
+	onGrant func(proxy int, redisUs int64) // tests: every grant with its Redis time
+}
+
+var _ limits.Scheduler = (*Scheduler)(nil)
+
+type waiter struct {
+	req  limits.Request
+	ch   chan grant // buffered 1
+	done bool       // granted, failed or cancelled; under Scheduler.mu
+}
+
+type grant struct {
+	l   *limits.Lease
+	err error
+}
+
+// held is a lease this process holds.
+type held struct {
+	id, proxy, budget, host string
+	epoch                   string    // the epoch it was taken or last renewed in
+	lastOK                  time.Time // client clock: when its last successful acquire or renewal was sent
+	lost                    chan struct{}
+	gone                    bool // lost or finished; under Scheduler.mu
+}
+
+// New connects a Scheduler for cfg to the namespace opt.Namespace on c. It
+// installs cfg's limits if the namespace is new, or checks that they equal
+// the live ones (the error then wraps ErrConflict and names the first
+// difference). With Redis unreachable it returns an error naming the
+// server's address.
+func New(ctx context.Context, c rediser, opt Options, cfg limits.Config) (*Scheduler, error) {
+	if opt.Namespace == "" {
+		opt.Namespace = "fetch"
+	}
+	if opt.LeaseTTL <= 0 {
+		opt.LeaseTTL = 10 * time.Second
+	}
+	if opt.LeaseTTL < 30*time.Millisecond {
+		return nil, fmt.Errorf("limits/redis: lease TTL %s is too short", opt.LeaseTTL)
+	}
+	if opt.Candidates <= 0 {
+		opt.Candidates = 16
+	}
+	if opt.Poll <= 0 {
+		opt.Poll = min(max(opt.LeaseTTL/20, 50*time.Millisecond), 500*time.Millisecond)
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Addr == "" {
+		if o, ok := c.(interface{ Options() *goredis.Options }); ok {
+			opt.Addr = o.Options().Addr
+		}
+	}
+	pl, err := newPlan(cfg, opt.LeaseTTL)
+	if err != nil {
+		return nil, err
+	}
+	s := &Scheduler{
+		c:         c,
+		ns:        opt.Namespace,
+		keys:      keys(opt.Namespace),
+		plan:      pl,
+		ttl:       opt.LeaseTTL,
+		opTimeout: min(max(opt.LeaseTTL/6, 50*time.Millisecond), 2*time.Second),
+		poll:      opt.Poll,
+		addr:      opt.Addr,
+		now:       opt.Now,
+		rng:       mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64())),
+		held:      map[string]*held{},
+		orphans:   map[string]time.Time{},
+		kick:      make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+	}
+	s.hdr = header(cfg, opt.LeaseTTL, opt.Candidates, s.channel())
+	if err := s.setup(ctx, false); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("limits/redis: cannot use Redis at %s: %w", s.addr, err)
+	}
+	s.base, s.cancel = context.WithCancel(context.Background())
+	s.ps = c.Subscribe(s.base, s.channel())
+	s.wg.Add(3)
+	go s.dispatcher()
+	go s.heartbeat()
+	go s.listen()
+	return s, nil
+}
+
+func (s *Scheduler) channel() string { return "{" + s.ns + "}:released" }
+
+func (s *Scheduler) rand() uint64 {
+	s.rngMu.Lock()
+	defer s.rngMu.Unlock()
+	return s.rng.Uint64()
+}
+
+// newID returns a fresh lease id: made before the script runs, so that a
+// call whose outcome is unknown can be undone by releasing it.
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (s *Scheduler) noteErr(err error) {
+	s.mu.Lock()
+	s.down = err
+	s.mu.Unlock()
+}
+
+func (s *Scheduler) noteOK() {
+	s.mu.Lock()
+	s.down = nil
+	s.mu.Unlock()
+}
+
+func (s *Scheduler) setEpoch(e string) {
+	s.mu.Lock()
+	s.epoch = e
+	s.mu.Unlock()
+}
+
+func (s *Scheduler) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Acquire implements limits.Scheduler. It waits, within ctx, for a lease
+// that every limit shared in the namespace allows. While Redis is
+// unreachable it keeps waiting (fail closed); if ctx ends then, the error
+// wraps both limits.ErrCoordinator and ctx.Err().
+func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, limits.ErrClosed
+	}
+	fast := s.nwait == 0 && s.down == nil && !s.now().Before(s.notBefore)
+	s.mu.Unlock()
+	if fast {
+		// Not cancelled by ctx: a call cut short may have taken a lease.
+		r := s.try(context.WithoutCancel(ctx), req)
+		if r.lease != nil {
+			if ctx.Err() != nil {
+				r.lease.Release()
+				return nil, ctx.Err()
+			}
+			return r.lease, nil
+		}
+	}
+	w := &waiter{req: req, ch: make(chan grant, 1)}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, limits.ErrClosed
+	}
+	s.waiters = append(s.waiters, w)
+	s.nwait++
+	s.mu.Unlock()
+	s.wake()
+	select {
+	case g := <-w.ch:
+		return g.l, g.err
+	case <-ctx.Done():
+		s.mu.Lock()
+		taken := w.done
+		if !taken {
+			w.done = true
+			s.nwait--
+		}
+		s.mu.Unlock()
+		if taken { // a grant raced with the cancellation: give it back
+			if g := <-w.ch; g.l != nil {
+				g.l.Release()
+			}
+		}
+		return nil, s.waitErr(ctx)
+	}
+}
+
+func (s *Scheduler) waitErr(ctx context.Context) error {
+	s.mu.Lock()
+	down := s.down
+	s.mu.Unlock()
+	if down == nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("%w: Redis at %s: %v: %w", limits.ErrCoordinator, s.addr, down, ctx.Err())
+}
+
+// result is the outcome of one acquire script.
+type result struct {
+	lease *limits.Lease
+	wait  time.Duration // before trying again; -1: until a release
+	host  bool          // the host is what is limited: other hosts may go
+	err   error
+}
+
+func (s *Scheduler) try(ctx context.Context, req limits.Request) result {
+	id := newID()
+	var avoid []string
+	for _, p := range req.Avoid {
+		if p >= 0 && p < len(s.plan.pnames) {
+			avoid = append(avoid, s.plan.pnames[p])
+		}
+	}
+	sent := s.now()
+	v, err := s.run(ctx, scriptAcquire, id, req.Host, strings.Join(avoid, "\n"))
+	if err != nil {
+		s.orphan(id)
+		return result{err: err}
+	}
+	switch str(v, 0) {
+	case "reset":
+		if err := s.setup(ctx, true); err != nil {
+			return result{err: err}
+		}
+		return result{wait: 0}
+	case "wait":
+		w := atoi(str(v, 2))
+		d := time.Duration(-1)
+		if w >= 0 {
+			d = time.Duration(w) * time.Microsecond
+			if str(v, 1) == "all" {
+				s.mu.Lock()
+				s.notBefore = sent.Add(d)
+				s.mu.Unlock()
+			}
+		}
+		return result{wait: d, host: str(v, 1) == "host"}
+	case "ok":
+	default:
+		return result{err: fmt.Errorf("limits/redis: unexpected reply %v", v)}
+	}
+	h := &held{id: id, proxy: str(v, 1), budget: str(v, 2), host: req.Host, epoch: str(v, 5),
+		lastOK: sent, lost: make(chan struct{})}
+	pi, bi := s.plan.proxies[h.proxy], s.plan.budgets[h.budget]
+	l := limits.NewLease(pi, bi, func(o limits.Outcome) { s.release(h, o) })
+	l.ProxyInFlight, l.HostInFlight = int(atoi(str(v, 3))), int(atoi(str(v, 4)))
+	l.Lost = h.lost
+	s.mu.Lock()
+	s.held[id] = h
+	s.epoch = h.epoch
+	if str(v, 6) == "1" {
+		s.event(pi, "probing", 0)
+	}
+	s.mu.Unlock()
+	if s.onGrant != nil {
+		s.onGrant(pi, atoi(str(v, 7)))
+	}
+	return result{lease: l}
+}
+
+// orphan remembers a lease whose acquire may have run: it is released in
+// the background until that succeeds or the lease has expired anyway.
+func (s *Scheduler) orphan(id string) {
+	s.mu.Lock()
+	s.orphans[id] = s.now()
+	s.mu.Unlock()
+}
+
+// release gives lease h back with outcome o.
+func (s *Scheduler) release(h *held, o limits.Outcome) {
+	s.renewMu.RLock() // a renewal batch that includes h has finished
+	s.mu.Lock()
+	gone := h.gone
+	h.gone = true
+	delete(s.held, h.id)
+	s.mu.Unlock()
+	s.renewMu.RUnlock()
+	if gone { // lost: Redis has dropped it already, or will at its expiry
+		s.wake()
+		return
+	}
+	ctx := s.base
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	v, err := s.run(context.WithoutCancel(ctx), scriptRelease, h.id, strconv.Itoa(int(o)))
+	if err != nil {
+		s.orphan(h.id)
+	} else if st := str(v, 1); st != "" {
+		s.mu.Lock()
+		s.event(s.plan.proxies[h.proxy], st, time.Duration(atoi(str(v, 2)))*time.Microsecond)
+		s.mu.Unlock()
+	}
+	s.wake()
+}
+
+// lose marks h lost: the attempt holding it is to be cancelled. Call with
+// s.mu held.
+func (s *Scheduler) lose(h *held) {
+	if h.gone {
+		return
+	}
+	h.gone = true
+	delete(s.held, h.id)
+	close(h.lost)
+	s.orphans[h.id] = s.now()
+}
+
+// dispatcher serves the local queue of waiters.
+func (s *Scheduler) dispatcher() {
+	defer s.wg.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	backoff := time.Duration(0)
+	for {
+		wait, failed := s.pass()
+		if failed {
+			backoff = min(max(backoff*2, 20*time.Millisecond), 2*time.Second)
+			wait = backoff/2 + time.Duration(s.rand()%uint64(backoff))
+		} else {
+			backoff = 0
+		}
+		if wait != 0 {
+			if !failed && (wait < 0 || wait > s.poll) {
+				// Poll within [poll/2, 3poll/2) for other processes' releases,
+				// in case their pub/sub message is missed.
+				wait = s.poll/2 + time.Duration(s.rand()%uint64(s.poll))
+			}
+			t.Reset(wait)
+			select {
+			case <-s.stop:
+				return
+			case <-s.kick:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		select {
+		case <-s.stop:
+			return
+		default:
+		}
+	}
+}
+
+// pass tries the waiters in order once. It returns how long until the next
+// pass is due (0: at once, -1: on a wake-up or poll), and whether Redis
+// failed.
+func (s *Scheduler) pass() (time.Duration, bool) {
+	s.mu.Lock()
+	live := s.waiters[:0]
+	for _, w := range s.waiters {
+		if !w.done {
+			live = append(live, w)
+		}
+	}
+	clear(s.waiters[len(live):])
+	s.waiters = live
+	ws := append([]*waiter(nil), live...)
+	s.mu.Unlock()
+	if len(ws) == 0 {
+		return -1, false
+	}
+	next := time.Duration(-1)
+	soon := func(d time.Duration) {
+		if d >= 0 && (next < 0 || d < next) {
+			next = d
+		}
+	}
+	var blocked map[string]bool
+	for _, w := range ws {
+		s.mu.Lock()
+		done := w.done
+		s.mu.Unlock()
+		if done || blocked[w.req.Host] {
+			continue
+		}
+		r := s.try(s.base, w.req)
+		switch {
+		case r.err != nil:
+			var conflict error
+			if errors.Is(r.err, ErrConflict) {
+				conflict = r.err
+			}
+			if conflict != nil { // the namespace was taken over with other limits: nothing will pass
+				s.fail(ws, conflict)
+			}
+			return 0, true
+		case r.lease != nil:
+			s.mu.Lock()
+			if w.done {
+				s.mu.Unlock()
+				r.lease.Release()
+				continue
+			}
+			w.done = true
+			s.nwait--
+			w.ch <- grant{l: r.lease}
+			s.mu.Unlock()
+		case r.host:
+			if blocked == nil {
+				blocked = map[string]bool{}
+			}
+			blocked[w.req.Host] = true
+			soon(r.wait)
+		default:
+			soon(r.wait)
+			return next, false // nothing can start: those behind would be told the same
+		}
+	}
+	return next, false
+}
+
+// fail ends waiters with err.
+func (s *Scheduler) fail(ws []*waiter, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range ws {
+		if !w.done {
+			w.done = true
+			s.nwait--
+			w.ch <- grant{err: fmt.Errorf("%w: %w", limits.ErrCoordinator, err)}
+		}
+	}
+}
+
+// listen wakes the dispatcher on other processes' releases.
+func (s *Scheduler) listen() {
+	defer s.wg.Done()
+	ch := s.ps.Channel()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+			s.mu.Lock()
+			n := s.nwait
+			s.mu.Unlock()
+			if n > 0 {
+				s.wake()
+			}
+		}
+	}
+}
+
+// heartbeat renews the held leases every TTL/3, more often while renewals
+// fail, and releases orphans.
+func (s *Scheduler) heartbeat() {
+	defer s.wg.Done()
+	t := time.NewTimer(s.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.expire()
+		next := s.ttl / 3
+		if !s.renewAll() {
+			next = s.ttl/16 + time.Duration(s.rand()%uint64(s.ttl/16))
+			if d := s.untilExpiry(); d < next {
+				next = max(d, time.Millisecond) // lose them on time even if Redis stays away
+			}
+		}
+		s.releaseOrphans()
+		t.Reset(next)
+	}
+}
+
+const renewBatch = 200
+
+// renewAll renews every held lease and reports whether Redis answered.
+// Leases Redis says are lost, and leases whose renewal keeps failing until
+// their last successful one is almost TTL old, are lost: their Lost
+// channel is closed.
+func (s *Scheduler) renewAll() bool {
+	s.renewMu.Lock()
+	defer s.renewMu.Unlock()
+	s.mu.Lock()
+	hs := make([]*held, 0, len(s.held))
+	for _, h := range s.held {
+		hs = append(hs, h)
+	}
+	s.mu.Unlock()
+	ok := true
+	for len(hs) > 0 {
+		n := min(renewBatch, len(hs))
+		if !s.renew(hs[:n]) {
+			ok = false
+		}
+		hs = hs[n:]
+	}
+	return ok
+}
+
+func (s *Scheduler) renew(hs []*held) bool {
+	for range 2 { // a second time after a reset
+		args := []any{strconv.Itoa(len(hs))}
+		s.mu.Lock()
+		for _, h := range hs {
+			args = append(args, h.id, h.epoch, h.proxy, h.budget, h.host)
+		}
+		s.mu.Unlock()
+		sent := s.now()
+		v, err := s.run(s.base, scriptRenew, args...)
+		if err != nil {
+			s.expire()
+			return false
+		}
+		if str(v, 0) == "reset" {
+			if s.setup(s.base, true) != nil {
+				return false
+			}
+			continue
+		}
+		e := str(v, 1)
+		s.mu.Lock()
+		for i, h := range hs {
+			if str(v, 2+i) == "1" {
+				h.lastOK, h.epoch = sent, e
+			} else {
+				s.lose(h)
+			}
+		}
+		s.mu.Unlock()
+		return true
+	}
+	return false
+}
+
+// lostAfter is how long after its last successful renewal was sent a
+// lease counts as lost when renewals fail: Redis set its expiry TTL after
+// it received that renewal, so this errs on the early side, and the margin
+// covers a renewal's timeout.
+func (s *Scheduler) lostAfter() time.Duration { return s.ttl - s.ttl/4 }
+
+// expire loses the leases whose renewals have failed for too long.
+func (s *Scheduler) expire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for _, h := range s.held {
+		if now.Sub(h.lastOK) >= s.lostAfter() {
+			s.lose(h)
+		}
+	}
+}
+
+// untilExpiry is how long until expire would lose the first held lease.
+func (s *Scheduler) untilExpiry() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	d := time.Duration(1<<63 - 1)
+	for _, h := range s.held {
+		d = min(d, s.lostAfter()-now.Sub(h.lastOK))
+	}
+	return d
+}
+
+func (s *Scheduler) releaseOrphans() {
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.orphans))
+	for id, at := range s.orphans {
+		if s.now().Sub(at) > 2*s.ttl { // expired long since: acquires sweep it
+			delete(s.orphans, id)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		if _, err := s.run(s.base, scriptRelease, id, "0"); err != nil {
+			return
+		}
+		s.mu.Lock()
+		delete(s.orphans, id)
+		s.mu.Unlock()
+	}
+}
+
+// maxEvents bounds the events kept for Events.
+const maxEvents = 1 << 16
+
+// event queues a change of state that this process caused. Call with s.mu
+// held.
+func (s *Scheduler) event(p int, state string, d time.Duration) {
+	if len(s.events) >= maxEvents {
+		s.events = s.events[len(s.events)/2:]
+	}
+	s.events = append(s.events, limits.HealthEvent{Proxy: p, At: s.now(), State: state, Cooldown: d})
+	s.pending.Store(int32(len(s.events)))
+}
+
+// Events implements limits.Scheduler: it reports the changes of proxy
+// state that this process's outcomes caused (those caused by other
+// processes are theirs to report).
+func (s *Scheduler) Events(dst []limits.HealthEvent) []limits.HealthEvent {
+	if s.pending.Load() == 0 {
+		return dst
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dst = append(dst, s.events...)
+	s.events = s.events[:0]
+	s.pending.Store(0)
+	return dst
+}
+
+// Drain implements limits.Scheduler. The shared scheduler does not hold
+// requests back from slow proxies at the end of a run: it does nothing.
+func (s *Scheduler) Drain() {}
+
+// Close implements limits.Scheduler: it wakes every waiting Acquire with
+// limits.ErrClosed and stops the background work, renewals included, so
+// leases still held lapse one TTL later. It always returns nil.
+func (s *Scheduler) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		for _, w := range s.waiters {
+			if !w.done {
+				w.done = true
+				s.nwait--
+				w.ch <- grant{err: limits.ErrClosed}
+			}
+		}
+		s.waiters = nil
+		s.mu.Unlock()
+		close(s.stop)
+		s.cancel()
+		_ = s.ps.Close()
+		s.wg.Wait()
+	})
+	return nil
+}
+
+// InFlight reports how many leases this process holds.
+func (s *Scheduler) InFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.held)
+}

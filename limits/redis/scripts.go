@@ -1,0 +1,91 @@
+package redis
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed common.lua
+	commonLua string
+	//go:embed acquire.lua
+	acquireLua string
+	//go:embed renew.lua
+	renewLua string
+	//go:embed release.lua
+	releaseLua string
+	//go:embed setup.lua
+	setupLua string
+)
+
+// The scripts. Run tries EVALSHA and falls back to EVAL on NOSCRIPT, so a
+// restarted or failed-over Redis gets them back on first use.
+var (
+	scriptAcquire = goredis.NewScript(commonLua + acquireLua)
+	scriptRenew   = goredis.NewScript(commonLua + renewLua)
+	scriptRelease = goredis.NewScript(commonLua + releaseLua)
+	scriptSetup   = goredis.NewScript(commonLua + setupLua)
+)
+
+// keyNames are the namespace's keys, in the order common.lua takes them.
+var keyNames = []string{
+	"epoch", "cfg", "limits", "bidx", "pidx", "leases", "linfo", "pin", "pused", "bin",
+	"bused", "tat", "hosts", "hexp", "bench", "probe", "health", "bavail", "want", "seq",
+}
+
+// keys returns namespace ns's keys, all under the hash tag {ns} so that they
+// live in one Redis Cluster slot.
+func keys(ns string) []string {
+	out := make([]string, len(keyNames))
+	for i, k := range keyNames {
+		out[i] = "{" + ns + "}:" + k
+	}
+	return out
+}
+
+// rediser is what the scheduler needs of a client: *goredis.Client,
+// *goredis.Ring and *goredis.ClusterClient all have it.
+type rediser interface {
+	goredis.Scripter
+	Subscribe(ctx context.Context, channels ...string) *goredis.PubSub
+}
+
+// run runs sc with the header and args, and returns its reply.
+func (s *Scheduler) run(ctx context.Context, sc *goredis.Script, args ...any) ([]any, error) {
+	all := make([]any, 0, len(s.hdr)+len(args))
+	all = append(all, s.hdr...)
+	all[seedArg] = strconv.FormatUint(uint64(s.rand()>>33), 10)
+	all = append(all, args...)
+	ctx, cancel := context.WithTimeout(ctx, s.opTimeout)
+	defer cancel()
+	v, err := sc.Run(ctx, s.c, s.keys, all...).Slice()
+	if err != nil {
+		s.noteErr(err)
+		return nil, err
+	}
+	s.noteOK()
+	return v, nil
+}
+
+// str is the i-th element of a script's reply as a string.
+func str(v []any, i int) string {
+	if i >= len(v) {
+		return ""
+	}
+	switch x := v[i].(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	}
+	return fmt.Sprint(v[i])
+}
+
+func atoi(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}

@@ -1,0 +1,216 @@
+package redis
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fetch-dev/fetch/limits"
+	"github.com/fetch-dev/fetch/limits/redis/redistest"
+)
+
+// The test binary re-executes itself as worker processes: with workerEnv
+// set, TestMain runs workerMain instead of the tests.
+const workerEnv = "LIMITS_REDIS_WORKER"
+
+// workerConfig is the configuration every worker and the parent use: 3
+// proxies of caps 1, 2, 3 and a pool of 2 proxies sharing cap 2.
+func workerConfig() limits.Config {
+	return limits.Config{
+		Budgets:     []limits.Spec{{Concurrency: 1}, {Concurrency: 2}, {Concurrency: 3}, {Concurrency: 2}},
+		BudgetOf:    []int{0, 1, 2, 3, 3},
+		ProxyIDs:    []string{"http://p0:1", "http://p1:1", "http://p2:1", "http://p3:1", "http://p4:1"},
+		BudgetNames: []string{"http://p0:1", "http://p1:1", "http://p2:1", "pool"},
+	}
+}
+
+// workerMain: LIMITS_REDIS_WORKER=mode,socket,ttl[,target]. Mode "hammer"
+// acquires, fetches target/<budget> (a fake proxy that counts requests in
+// flight) and releases, until stdin closes; mode "hold" takes every permit,
+// says "held" and waits to be killed.
+func workerMain() int {
+	f := strings.Split(os.Getenv(workerEnv), ",")
+	mode, sock := f[0], f[1]
+	ttl, _ := time.ParseDuration(f[2])
+	c := goredis.NewClient(&goredis.Options{Network: "unix", Addr: sock, MaxRetries: -1})
+	defer c.Close()
+	cfg := workerConfig()
+	s, err := New(context.Background(), c, Options{Namespace: "t", LeaseTTL: ttl}, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _, _ = io.Copy(io.Discard, os.Stdin); cancel() }()
+	switch mode {
+	case "hold":
+		for range 8 { // every permit: 1+2+3+2
+			if _, err := s.Acquire(ctx, limits.Request{Host: "h:1"}); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+		}
+		fmt.Println("held")
+		<-ctx.Done()
+		return 0
+	case "hammer":
+		var wg sync.WaitGroup
+		for range 6 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					l, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
+					if err != nil {
+						return
+					}
+					resp, err := http.Get(f[3] + "/" + strconv.Itoa(cfg.BudgetOf[l.Proxy]))
+					if err == nil {
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+					l.Release()
+				}
+			})
+		}
+		wg.Wait()
+		return 0
+	}
+	return 2
+}
+
+// worker starts the test binary as a worker; closing its stdin stops it.
+type worker struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+}
+
+func startWorker(t *testing.T, env string) *worker {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), workerEnv+"="+env)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &worker{cmd: cmd, stdin: in, out: bufio.NewReader(out)}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return w
+}
+
+func (w *worker) stop(t *testing.T) {
+	t.Helper()
+	w.stdin.Close()
+	if err := w.cmd.Wait(); err != nil {
+		t.Errorf("worker: %v", err)
+	}
+}
+
+// TestProcessesNeverExceedCaps: three worker processes fetch through fake
+// proxies that count requests in flight; no proxy or pool ever sees more
+// than its cap.
+func TestProcessesNeverExceedCaps(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := workerConfig()
+	var mu sync.Mutex
+	cur, peak, total := map[string]int{}, map[string]int{}, 0
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := r.URL.Path[1:]
+		mu.Lock()
+		cur[b]++
+		peak[b] = max(peak[b], cur[b])
+		total++
+		mu.Unlock()
+		w.WriteHeader(200)
+		for range 3 { // a slow body: in flight until its last byte
+			_, _ = w.Write([]byte("x"))
+			w.(http.Flusher).Flush()
+			time.Sleep(time.Millisecond)
+		}
+		mu.Lock()
+		cur[b]--
+		mu.Unlock()
+	}))
+	defer ts.Close()
+	var ws []*worker
+	for range 3 {
+		ws = append(ws, startWorker(t, "hammer,"+srv.Sock+",2s,"+ts.URL))
+	}
+	time.Sleep(2 * time.Second)
+	for _, w := range ws {
+		w.stop(t)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for b, sp := range cfg.Budgets {
+		if got := peak[strconv.Itoa(b)]; got > sp.Concurrency || got == 0 {
+			t.Errorf("budget %d: at most %d in flight at once, cap %d", b, got, sp.Concurrency)
+		}
+	}
+	t.Logf("%d requests, peaks %v", total, peak)
+	checkIdle(t, srv)
+}
+
+// TestKilledProcessPermitsReturn: a process killed with SIGKILL while
+// holding every permit has them back within TTL + one renew interval + one
+// acquire.
+func TestKilledProcessPermitsReturn(t *testing.T) {
+	srv := redistest.Start(t)
+	const ttl = 600 * time.Millisecond
+	w := startWorker(t, "hold,"+srv.Sock+","+ttl.String())
+	if line, err := w.out.ReadString('\n'); err != nil || line != "held\n" {
+		t.Fatalf("worker said %q, %v", line, err)
+	}
+	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: ttl}, workerConfig())
+	ctx := context.Background()
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	if _, err := s.Acquire(short, limits.Request{Host: "h:1"}); err == nil {
+		t.Fatal("a permit was free while the worker held them all")
+	}
+	cancel()
+	if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	_ = w.cmd.Wait()
+	var ls []*limits.Lease
+	for range 8 {
+		l, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	took := time.Since(killed)
+	// The last renewal was at most TTL/3 before the kill; then the TTL;
+	// then this process's poll of Redis (Poll: 50ms here) and one acquire.
+	if limit := ttl + ttl/3 + 150*time.Millisecond; took > limit {
+		t.Errorf("permits back %s after the kill, want within %s", took, limit)
+	}
+	t.Logf("permits back %s after the kill", took)
+	for _, l := range ls {
+		l.Release()
+	}
+	checkIdle(t, srv)
+}
