@@ -10,7 +10,14 @@ import (
 	"os"
 	"strings"
 	"syscall"
+
+	"github.com/fetch-dev/fetch/limits"
 )
+
+// errLeaseLost is the cause when a shared scheduler loses an attempt's
+// lease (it could not be renewed): the attempt stops at once, since its
+// permit may be given to another process.
+var errLeaseLost = errors.New("lease lost: the coordinator could not renew it in time")
 
 // errTooLarge is the cause when a body passes --max-body.
 var errTooLarge = errors.New("body larger than --max-body")
@@ -19,6 +26,11 @@ var errTooLarge = errors.New("body larger than --max-body")
 // attempt was when it failed; attemptCtx is the attempt's context and jobCtx
 // the URL's, whose causes say whether a timer or the deadline ended it.
 func classify(err error, phase string, attemptCtx, jobCtx context.Context) string {
+	if errors.Is(context.Cause(attemptCtx), errLeaseLost) || errors.Is(err, limits.ErrCoordinator) {
+		// The coordinator could not be reached: waiting for a lease ran
+		// out of time, or a lease was lost and its attempt stopped.
+		return KindCoordinator
+	}
 	var pt *phaseTimeout
 	if errors.As(context.Cause(attemptCtx), &pt) {
 		return KindTimeout

@@ -76,8 +76,18 @@ type Config struct {
 
 	// Scheduler, if set, replaces the in-process scheduler built from the
 	// limits above. It must know the proxies in the order of Proxies (one
-	// route, index 0, when Proxies is empty).
+	// route, index 0, when Proxies is empty). The caller closes it.
 	Scheduler limits.Scheduler
+
+	// NewScheduler, if set (and Scheduler is not), builds the scheduler
+	// from the configuration New derives from the limits above, in place
+	// of the in-process one: the Redis scheduler of distributed mode. The
+	// engine closes it.
+	NewScheduler func(limits.Config) (limits.Scheduler, error)
+
+	// Shard, if N > 0, takes only the input lines of shard K of N (see
+	// Shard).
+	Shard Shard
 
 	ConnectTimeout time.Duration // dns + connect + proxy handshake + tls, one attempt
 	HeaderTimeout  time.Duration // request written -> response headers, one attempt

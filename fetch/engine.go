@@ -87,7 +87,14 @@ func New(cfg Config) (*Engine, error) {
 		}
 	}
 	e.sched = cfg.Scheduler
-	if e.sched == nil {
+	switch {
+	case e.sched != nil:
+	case cfg.NewScheduler != nil:
+		if e.sched, err = cfg.NewScheduler(lc); err != nil {
+			return nil, err
+		}
+		e.ownSched = true
+	default:
 		e.sched = limits.NewLocal(lc)
 		e.ownSched = true
 	}
@@ -321,7 +328,7 @@ func (e *Engine) grace(work context.Context, end context.CancelFunc) {
 // read from a pipe or a terminal may block for ever, and is left behind.
 func (e *Engine) read(admit context.Context, inputs []Input, jobs chan<- *job, done chan<- error) {
 	defer close(jobs)
-	err := readInputs(admit, inputs, e.cfg.Done, &e.skipped, jobs)
+	err := readInputs(admit, inputs, e.cfg.Shard, e.cfg.Done, &e.skipped, jobs)
 	if err == nil {
 		e.sched.Drain() // every line is taken: the scheduler may plan the tail
 	}
@@ -552,6 +559,15 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 
 	attemptCtx, cancel := context.WithCancelCause(jobCtx)
 	defer cancel(nil)
+	if lease.Lost != nil { // a shared scheduler: the lease may be lost
+		go func() {
+			select {
+			case <-lease.Lost:
+				cancel(errLeaseLost)
+			case <-attemptCtx.Done(): // the attempt is over
+			}
+		}()
+	}
 	tr := newTracker(&e.cfg, rt.handshake(j.url), cancel)
 	tr.queued(clock.since(start))
 	defer func() {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/fetch-dev/fetch/limits"
 )
 
 // failure is the error of an attempt that failed with err in phase: its
@@ -48,6 +50,12 @@ func (e *Engine) redactMessage(msg string) string {
 // message is the error text for a record: the cause of a timeout or
 // deadline where there is one.
 func (e *Engine) message(err error, attemptCtx, jobCtx context.Context) string {
+	if errors.Is(context.Cause(attemptCtx), errLeaseLost) {
+		return errLeaseLost.Error()
+	}
+	if errors.Is(err, limits.ErrCoordinator) {
+		return err.Error() // names the coordinator's address, never a password
+	}
 	if c := context.Cause(attemptCtx); c != nil && !errors.Is(c, context.Canceled) {
 		var pt *phaseTimeout
 		if errors.As(c, &pt) {

@@ -34,17 +34,18 @@ var bom = []byte{0xEF, 0xBB, 0xBF}
 // readInputs streams the URL lines of every input, in order, to jobs. It
 // skips blank and comment lines and stops early, returning ctx.Err(), when
 // ctx is done. Memory does not grow with the length of the inputs.
-// Lines that done lists are counted in skipped.
-func readInputs(ctx context.Context, inputs []Input, done *DoneSet, skipped *atomic.Int64, jobs chan<- *job) error {
+// Lines of other shards than shard are passed over; lines that done lists
+// are counted in skipped.
+func readInputs(ctx context.Context, inputs []Input, shard Shard, done *DoneSet, skipped *atomic.Int64, jobs chan<- *job) error {
 	for _, in := range inputs {
-		if err := readInput(ctx, in, done, skipped, jobs); err != nil {
+		if err := readInput(ctx, in, shard, done, skipped, jobs); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func readInput(ctx context.Context, in Input, done *DoneSet, skipped *atomic.Int64, jobs chan<- *job) error {
+func readInput(ctx context.Context, in Input, shard Shard, done *DoneSet, skipped *atomic.Int64, jobs chan<- *job) error {
 	br := bufio.NewReaderSize(in.R, 16<<10)
 	for n := 1; ; n++ {
 		raw, long, first, err := readLine(br)
@@ -61,6 +62,9 @@ func readInput(ctx context.Context, in Input, done *DoneSet, skipped *atomic.Int
 			return nil // end of input
 		}
 		j := parseLine(in.Name, n, raw, long, first)
+		if j != nil && !shard.takes(in.Name, n, raw.kept) {
+			j = nil
+		}
 		if j != nil && done.Has(j.input, j.line, j.shown) {
 			skipped.Add(1)
 			j = nil

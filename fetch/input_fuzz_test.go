@@ -38,7 +38,7 @@ func jobsOf(t testing.TB, data []byte) []*job {
 			jobs = append(jobs, j)
 		}
 	}()
-	err := readInputs(context.Background(), []Input{{Name: "fuzz.txt", R: bytes.NewReader(data)}}, nil, new(atomic.Int64), ch)
+	err := readInputs(context.Background(), []Input{{Name: "fuzz.txt", R: bytes.NewReader(data)}}, Shard{}, nil, new(atomic.Int64), ch)
 	close(ch)
 	<-done
 	if err != nil {
@@ -204,7 +204,7 @@ func TestHugeLineMemory(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	ch := make(chan *job, 4)
-	err := readInputs(context.Background(), []Input{{Name: "huge", R: &endless{prefix: "http://example.com/", n: size}}}, nil, new(atomic.Int64), ch)
+	err := readInputs(context.Background(), []Input{{Name: "huge", R: &endless{prefix: "http://example.com/", n: size}}}, Shard{}, nil, new(atomic.Int64), ch)
 	runtime.ReadMemStats(&after)
 	close(ch)
 	if err != nil {

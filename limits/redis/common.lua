@@ -23,7 +23,8 @@ local seed = tonumber(ARGV[16])
 local grace = tonumber(ARGV[17])      -- refusal after a reset
 local H = 17
 
-local SUCCESS, FAULT, PUSHBACK = 1, 2, 3
+local SUCCESS, FAULT, PUSHBACK, REJECTED = 1, 2, 3, 4
+local FOREVER = 3.15e15 -- a hundred years, in microseconds: the bench of a rejected proxy
 local SPAN = 4294967296               -- pidx: budget b's proxies score in [bi*SPAN, bi*SPAN+SPAN-1]
 local OFF = SPAN - 1                  -- a proxy's score when benched or its probe is out
 
@@ -180,7 +181,19 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight)
     local f = split(hv, ' ')
     fails, streak, level = tonumber(f[1]), tonumber(f[2]), tonumber(f[3])
   end
-  local wasAvail = pr ~= '1' and not redis.call('ZSCORE', K_bench, p)
+  local benchEnd = redis.call('ZSCORE', K_bench, p)
+  local wasAvail = pr ~= '1' and not benchEnd
+  if benchEnd and tonumber(benchEnd) > now + FOREVER / 2 then
+    return nil -- rejected already: out of the run for good
+  end
+  if o == REJECTED then
+    -- Its credentials were refused: benched for ever, for every process.
+    redis.call('HDEL', K_probe, p)
+    redis.call('HDEL', K_health, p)
+    redis.call('ZADD', K_bench, F(now + FOREVER), p)
+    if wasAvail then avail(b, c, -1) end
+    return {'rejected', '0'}
+  end
   if probing and not probe then
     -- begun before the bench: no verdict on the proxy now
   elseif o == SUCCESS or o == PUSHBACK then

@@ -114,7 +114,7 @@ func newPlan(cfg limits.Config, ttl time.Duration) (*plan, error) {
 	l["host"] = specText(cfg.Host)
 	l["global"] = cfg.Global.String()
 	l["health"] = fmt.Sprintf("max-failures=%d cooldown=%s max-cooldown=%s", cfg.Health.MaxFailures, cfg.Health.Cooldown, cfg.Health.MaxCooldown)
-	l["pushback"] = fmt.Sprintf("base=%s max=%s", cfg.Throttle.Base, cfg.Throttle.Max)
+	l["pushback"] = fmt.Sprintf("base=%s max=%s", cfg.Pushback.Delay, cfg.Pushback.Max)
 
 	members := make([][]string, nb)
 	for i, b := range cfg.BudgetOf {
@@ -181,7 +181,7 @@ func header(cfg limits.Config, ttl time.Duration, m int, channel string) []any {
 		strconv.Itoa(int(cfg.Policy)), us(ttl), strconv.Itoa(m), strconv.Itoa(m),
 		strconv.Itoa(max(cfg.Host.Concurrency, 0)), ff(ht), ff(htau), ff(gt), ff(gtau),
 		strconv.Itoa(max(cfg.Health.MaxFailures, 0)), us(cfg.Health.Cooldown), us(cfg.Health.MaxCooldown),
-		us(cfg.Throttle.Base), us(cfg.Throttle.Max), channel, "0", ff(grace),
+		us(cfg.Pushback.Delay), us(cfg.Pushback.Max), channel, "0", ff(grace),
 	}
 }
 

@@ -385,13 +385,13 @@ func TestHealthShared(t *testing.T) {
 func TestPushbackShared(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := proxies(1, limits.Spec{Concurrency: 8})
-	cfg.Throttle = limits.Throttle{Base: 200 * time.Millisecond, Max: time.Second}
+	cfg.Pushback = limits.Pushback{Delay: 200 * time.Millisecond, Max: time.Second}
 	a := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
 	b := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
 	ctx := context.Background()
 	l1, _ := a.Acquire(ctx, limits.Request{Host: "h:1"})
 	l2, _ := a.Acquire(ctx, limits.Request{Host: "h:1"})
-	l1.Finish(limits.Pushback) // the window: half of 2 in flight
+	l1.Finish(limits.PushedBack) // the window: half of 2 in flight
 	l2.Release()
 	l3, err := b.Acquire(ctx, limits.Request{Host: "h:1"})
 	if err != nil {
