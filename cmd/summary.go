@@ -16,10 +16,31 @@ import (
 	"github.com/fetch-dev/fetch/fetch"
 )
 
-// summaryPhases are the per-proxy phase columns of the summary, each shown
-// as p50/p95 in milliseconds: the proxy's own latencies. The report has
-// every phase.
-var summaryPhases = []string{fetch.PhaseConnect, fetch.PhaseProxy, fetch.PhaseHeaders, fetch.PhaseBody}
+// summaryPhases are the candidates for the per-proxy phase columns of the
+// summary, each shown as p50/p95 in milliseconds, most wanted first: at most
+// maxPhaseColumns of those that happened are shown, in the order of
+// fetch.Phases. The report has every phase.
+var summaryPhases = []string{fetch.PhaseHeaders, fetch.PhaseBody, fetch.PhaseConnect, fetch.PhaseProxy, fetch.PhaseTLS, fetch.PhaseQueue}
+
+const maxPhaseColumns = 4
+
+// phaseColumns picks the phase columns for proxies.
+func phaseColumns(proxies map[string]*fetch.ProxyReport) []string {
+	var cols []string
+	for _, ph := range summaryPhases {
+		for _, p := range proxies {
+			if _, ok := p.PhasesMS[ph]; ok {
+				cols = append(cols, ph)
+				break
+			}
+		}
+		if len(cols) == maxPhaseColumns {
+			break
+		}
+	}
+	slices.SortFunc(cols, func(a, b string) int { return slices.Index(fetch.Phases, a) - slices.Index(fetch.Phases, b) })
+	return cols
+}
 
 // Bounds of the summary: it fits a screen whatever the run. The tables show
 // the summaryTop busiest rows and the summaryTop most failing others; the
@@ -98,6 +119,7 @@ func pickRows(rows []summaryRow) []summaryRow {
 
 // writeProxies prints the proxy table: a pool is one row.
 func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport) {
+	cols := phaseColumns(proxies)
 	type pool struct {
 		row     summaryRow
 		members []*fetch.ProxyReport
@@ -113,7 +135,7 @@ func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport) {
 			states[p.State]++
 		}
 		if p.Pool == "" {
-			rows = append(rows, summaryRow{name: id, attempts: p.Attempts, failed: p.Failed, cells: phaseCells([]*fetch.ProxyReport{p})})
+			rows = append(rows, summaryRow{name: id, attempts: p.Attempts, failed: p.Failed, cells: phaseCells(cols, []*fetch.ProxyReport{p})})
 			continue
 		}
 		pl := pools[p.Pool]
@@ -128,7 +150,7 @@ func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport) {
 	for _, name := range sortedKeys(pools) {
 		pl := pools[name]
 		pl.row.name = fmt.Sprintf("pool %s (%d)", name, len(pl.members))
-		pl.row.cells = phaseCells(pl.members)
+		pl.row.cells = phaseCells(cols, pl.members)
 		rows = append(rows, pl.row)
 	}
 	all := len(rows)
@@ -143,7 +165,7 @@ func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport) {
 		title += fmt.Sprintf(": the %d busiest and the %d most failing", summaryTop, summaryTop)
 	}
 	fmt.Fprintln(w, title+"; phases p50/p95 in ms")
-	writeTable(w, append([]string{"proxy", "attempts", "failed"}, summaryPhases...), shown)
+	writeTable(w, append([]string{"proxy", "attempts", "failed"}, cols...), shown)
 	if len(shown) < all {
 		fmt.Fprintf(w, "... and %d more in the report\n", all-len(shown))
 	}
@@ -206,12 +228,12 @@ func writeTable(w io.Writer, head []string, rows []summaryRow) {
 	tw.Flush()
 }
 
-// phaseCells are the phase columns of a proxy, or of the proxies of a pool:
+// phaseCells are the phase columns cols of a proxy, or of the proxies of a pool:
 // for a pool, each quantile is the middle one of its proxies', weighted by
 // their attempts.
-func phaseCells(ps []*fetch.ProxyReport) []string {
-	cells := make([]string, 0, len(summaryPhases))
-	for _, ph := range summaryPhases {
+func phaseCells(cols []string, ps []*fetch.ProxyReport) []string {
+	cells := make([]string, 0, len(cols))
+	for _, ph := range cols {
 		var p50, p95 []weighted
 		for _, p := range ps {
 			if q, ok := p.PhasesMS[ph]; ok {
