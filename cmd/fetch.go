@@ -46,6 +46,11 @@ func NewCmdRoot(ios *IOStreams) *cobra.Command {
 	root := NewCmdFetch(ios, nil)
 	root.AddCommand(NewCmdDemo(ios, nil))
 	root.AddCommand(NewCmdCheck(ios, nil))
+	root.AddCommand(NewCmdSummarize(ios, nil))
+	root.AddCommand(NewCmdCompletion(ios, root))
+	root.Version = version()
+	root.SetVersionTemplate("fetch {{.Version}}\n")
+	root.SetUsageTemplate(usageTemplate)
 	return root
 }
 
@@ -82,18 +87,24 @@ JSON record per URL line.`,
 
 	f := cmd.Flags()
 	f.SortFlags = false
+	groups := newFlagGrouper(f)
+	defer groups.done()
 
 	// Proxies.
+	groups.begin(groupProxies)
 	f.StringArrayVarP(&opts.ProxyFiles, "proxies", "p", nil, "proxy list `FILE` (repeatable)")
 	f.StringArrayVar(&opts.ProxyURLs, "proxy", nil, "one proxy `URL` (repeatable)")
 	f.Var(&cfg.Policy, "policy", "`POLICY` to break ties between proxies: least-inflight, least-used, round-robin or random")
 
-	// Limits.
+	// Proxy health and pushback.
 	f.IntVar(&cfg.ProxyMaxFailures, "proxy-max-failures", cfg.ProxyMaxFailures, "`N` consecutive failures of a proxy's own that bench it (0 never benches)")
 	f.DurationVar(&cfg.ProxyCooldown, "proxy-cooldown", cfg.ProxyCooldown, "`D` a benched proxy sits out; doubles on each relapse")
 	f.DurationVar(&cfg.ProxyCooldownMax, "proxy-cooldown-max", cfg.ProxyCooldownMax, "`D`: the longest a benched proxy sits out")
 	f.DurationVar(&cfg.PushbackDelay, "pushback-delay", cfg.PushbackDelay, "after a 429 or 503, narrow that proxy's attempts in flight to that host, then start them `D` apart, doubling on each further one (0 never)")
 	f.DurationVar(&cfg.PushbackMax, "pushback-max", cfg.PushbackMax, "`D`: the widest spacing --pushback-delay grows to")
+
+	// Limits.
+	groups.begin(groupLimits)
 	f.IntVarP(&cfg.Concurrency, "concurrency", "c", cfg.Concurrency, "`N` jobs in flight at once, all proxies together")
 	f.IntVar(&cfg.ProxyConcurrency, "proxy-concurrency", cfg.ProxyConcurrency, "`N` in flight per proxy or pool")
 	f.Var(rateValue{&cfg.ProxyRate}, "proxy-rate", "attempts started per proxy or pool: N/s, N/m, N/h or N/DURATION")
@@ -104,6 +115,7 @@ JSON record per URL line.`,
 	f.Var(rateValue{&cfg.Rate}, "rate", "attempts started, all together (burst 1)")
 
 	// Timeouts and retries.
+	groups.begin(groupTimeouts)
 	f.DurationVar(&cfg.ConnectTimeout, "connect-timeout", cfg.ConnectTimeout, "`D`: dns + tcp connect + proxy handshake + tls, one attempt")
 	f.DurationVar(&cfg.HeaderTimeout, "header-timeout", cfg.HeaderTimeout, "`D`: request written -> response headers, one attempt")
 	f.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "`D` with no bytes of progress while sending or receiving")
@@ -115,6 +127,7 @@ JSON record per URL line.`,
 	f.DurationVar(&cfg.PoolWait, "pool-wait", cfg.PoolWait, "`D` every proxy may be unusable (benched or rejected) before the run stops, exit 3 (0 never)")
 
 	// Requests and bodies.
+	groups.begin(groupRequests)
 	f.StringVarP(&cfg.Method, "method", "X", cfg.Method, "request method `M`")
 	f.StringArrayVarP(&opts.Headers, "header", "H", nil, "request `HEADER` \"K: V\" (repeatable; replaces a default of the same name)")
 	f.IntVar(&cfg.MaxRedirects, "max-redirects", cfg.MaxRedirects, "`N` redirects followed (0 does not follow)")
@@ -125,12 +138,14 @@ JSON record per URL line.`,
 	f.StringVar(&opts.CACert, "cacert", "", "trust the PEM certificates in `FILE` (targets and https proxies)")
 
 	// Output.
+	groups.begin(groupIO)
 	f.StringVarP(&opts.Output, "output", "o", "", "results, JSON lines, to `FILE` (default standard output)")
 	f.StringVar(&opts.Report, "report", "", "summary, one JSON document, to `FILE`")
 	f.BoolVar(&opts.Resume, "resume", false, "with -o: skip URLs that FILE already finished; append the rest")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress bar, no summary, no warnings on stderr")
 
 	// Distributed mode.
+	groups.begin(groupDistributed)
 	f.StringVar(&opts.Redis, "redis", "", "share every limit through Redis at `URL` (not supported yet)")
 	f.StringVar(&opts.Namespace, "namespace", "fetch", "Redis key namespace `NAME` (not supported yet)")
 	f.StringVar(&opts.Shard, "shard", "", "take only shard `K/N` of the input lines (not supported yet)")

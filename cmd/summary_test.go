@@ -3,9 +3,12 @@ package cmd
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/fetch-dev/fetch/fetch"
 )
@@ -89,5 +92,93 @@ func TestWriteSummary(t *testing.T) {
 			writeSummary(&buf, tt.report)
 			golden(t, tt.name, buf.Bytes())
 		})
+	}
+}
+
+// bigReport is the report of a large crawl: 1,000 proxies, 980 of them in
+// 3 pools, and 300,000 hosts, some proxies benched.
+func bigReport() *fetch.Report {
+	r := &fetch.Report{
+		Jobs: 1_234_567, OK: 1_200_000, Failed: 34_567, ElapsedMS: 3_725_123.4,
+		ByKind:  map[string]int{"timeout": 20_000, "refused": 10_000, "status": 4_000, "reset": 567},
+		ByPhase: map[string]int{"connect": 10_000, "headers": 24_000, "body": 567},
+		Proxies: map[string]*fetch.ProxyReport{},
+		Hosts:   map[string]*fetch.HostReport{},
+	}
+	pools := []string{"residential", "datacenter", "mobile-eu-west"}
+	for i := range 1000 {
+		id := fmt.Sprintf("http://proxy-%03d.provider.example.net:3128", i)
+		if i%3 == 0 {
+			id = fmt.Sprintf("socks5://10.%d.%d.%d:1080#%08x", i/256, i%256, i%7, i*2654435761%(1<<32))
+		}
+		p := &fetch.ProxyReport{Attempts: 1000 + i*7%997, MaxInFlight: 4,
+			PhasesMS: map[string]fetch.Quantiles{
+				"queue": {P50: 0.4, P95: 12}, "connect": {P50: float64(i%50) + 0.5, P95: float64(i%500) + 30.25},
+				"proxy": {P50: 20, P95: 210}, "headers": {P50: 150, P95: 12_345}, "body": {P50: 3.4, P95: 1234.5},
+			}}
+		p.Failed = p.Attempts * (i % 13) / 100
+		p.OK = p.Attempts - p.Failed
+		if i < 980 {
+			p.Pool = pools[i%3]
+		}
+		if i%97 == 0 {
+			p.State = []string{"healthy", "benched", "probing"}[i%3]
+			p.Health = []fetch.StateChange{{AtMS: 1200, State: "benched", CooldownMS: 30000}}
+		}
+		r.Proxies[id] = p
+	}
+	for i := range 300_000 {
+		h := &fetch.HostReport{Attempts: 1 + i%17, MaxInFlight: 1 + i%3}
+		h.Failed = h.Attempts * (i % 11) / 20
+		h.OK = h.Attempts - h.Failed
+		r.Hosts[fmt.Sprintf("www.site-%06d.example-domain.com:443", i)] = h
+	}
+	r.Hosts["a-very-long-subdomain.of-a-very-long-domain-name.example.co.uk:8443"] = &fetch.HostReport{Attempts: 5000, OK: 10, Failed: 4990}
+	return r
+}
+
+// TestWriteSummary_bounded: a run with 1,000 proxies and 300,000 hosts
+// still gives a summary of about 40 lines, none over 100 columns.
+func TestWriteSummary_bounded(t *testing.T) {
+	var buf bytes.Buffer
+	writeSummary(&buf, bigReport())
+	golden(t, "summary_big.golden", buf.Bytes())
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) > 42 {
+		t.Errorf("%d lines, want at most 42", len(lines))
+	}
+	for _, l := range lines {
+		if n := utf8.RuneCountInString(l); n > summaryWidth {
+			t.Errorf("line of %d columns, want at most %d: %q", n, summaryWidth, l)
+		}
+	}
+}
+
+func TestForPeople(t *testing.T) {
+	tests := []struct {
+		got, want string
+	}{
+		{fmtElapsed(24929), "24.9s"},
+		{fmtElapsed(10234.5), "10.2s"},
+		{fmtElapsed(999.6), "1.00s"},
+		{fmtElapsed(532.14), "532ms"},
+		{fmtElapsed(12.5), "12.5ms"},
+		{fmtElapsed(245_400), "4m5s"},
+		{fmtElapsed(3_725_123), "1h2m"},
+		{fmtElapsed(0), "-"},
+		{sig3(48.857), "48.9"},
+		{sig3(1234.5), "1230"},
+		{sig3(9.996), "10.0"},
+		{sig3(0.012345), "0.0123"},
+		{sig3(123456), "123000"},
+		{fmtMS(12_345), "12.3s"},
+		{fmtMS(181.4), "181"},
+		{fmtMS(0.44), "0.4"},
+		{cut("http://proxy-000.provider.example.net:3128", 20), "http://pr…e.net:3128"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
 	}
 }

@@ -197,6 +197,7 @@ func (s *Local) checkPool(now time.Time) {
 	case s.rejectedN == len(s.proxies):
 		pe.For = 0
 	case s.health.PoolWait > 0 && now.Sub(s.unusableSince) >= s.health.PoolWait:
+		pe.For = s.health.PoolWait // what it waited, not the timer's lateness
 	default:
 		return
 	}

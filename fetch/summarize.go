@@ -1,0 +1,335 @@
+package fetch
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+)
+
+// ResultsSource is one results file for Summarize: its name, for messages,
+// and how to read it. Open is called once for each of Summarize's two
+// passes and must give the same bytes both times; the second pass reads no
+// further than the first did, so a file that grows meanwhile (a run still
+// writing it) is read as it was.
+type ResultsSource struct {
+	Name string
+	Open func() (io.ReadCloser, error)
+}
+
+// Summary is what Summarize read: the report of the lines counted, and how
+// it got there.
+type Summary struct {
+	Report  *Report
+	Records int      // whole records read, in all the sources
+	Torn    []string // the names of the sources whose torn last line was left out
+}
+
+// Summarize rebuilds the report of a run from its results files: the
+// resumed runs of one list, or the shards of a distributed run. Each
+// (input, line, URL) counts once, by its final record: the last one that is
+// not cancelled, else the last one. Per proxy and per host, attempts, ok
+// and failed count the final attempt and the tries of the records counted,
+// and the phases' quantiles come from theirs. What records do not hold is
+// left at zero: elapsed_ms, max_in_flight, the proxies' health.
+//
+// It streams the sources twice: first to choose each line's final record,
+// keeping 16 bytes per line (its line number and a 32-bit hash of its URL,
+// per input, and which record is its final one), then to count the records
+// chosen. A line that is not a whole JSON record is an error wrapping
+// ErrNotResults, except a torn last line (no line end), which is left out
+// and named in Summary.Torn. When ctx is done it stops with ctx.Err().
+func Summarize(ctx context.Context, srcs []ResultsSource) (*Summary, error) {
+	s := &summarizer{keys: map[string]*finalKeys{}}
+	sizes := make([]int64, len(srcs))
+	sum := &Summary{}
+	var ordinal uint64
+	for i, src := range srcs {
+		var rec struct {
+			URL   string `json:"url"`
+			Input string `json:"input"`
+			Line  int    `json:"line"`
+			Error *struct {
+				Kind string `json:"kind"`
+			} `json:"error"`
+		}
+		n := 0
+		size, torn, err := readLines(ctx, src, -1, func(line []byte) error {
+			n++
+			rec.URL, rec.Input, rec.Line, rec.Error = "", "", 0, nil
+			if jerr := json.Unmarshal(line, &rec); jerr != nil || rec.URL == "" || rec.Input == "" || rec.Line < 1 {
+				return fmt.Errorf("fetch: %s: line %d %s: %w", src.Name, n, notRecord(line, jerr), ErrNotResults)
+			}
+			rank := ordinal
+			if rec.Error == nil || rec.Error.Kind != KindCancelled {
+				rank |= finalBit
+			}
+			s.keyList(rec.Input).add(doneKey(rec.Line, rec.URL), rank)
+			ordinal++
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		sizes[i] = size
+		if torn {
+			sum.Torn = append(sum.Torn, src.Name)
+		}
+	}
+	sum.Records = int(ordinal)
+	for _, k := range s.keys {
+		k.finish()
+	}
+
+	s.start()
+	ordinal = 0
+	for i, src := range srcs {
+		n := 0
+		_, _, err := readLines(ctx, src, sizes[i], func(line []byte) error {
+			n++
+			var rec Record
+			if err := json.Unmarshal(line, &rec); err != nil {
+				return fmt.Errorf("fetch: %s: line %d %s: %w", src.Name, n, notRecord(line, err), ErrNotResults)
+			}
+			if s.isFinal(&rec, ordinal) {
+				s.count(&rec)
+			}
+			ordinal++
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	sum.Report = s.report()
+	return sum, nil
+}
+
+// finalBit marks, in a rank, a record that is not cancelled: such a record
+// outranks every cancelled one of its line, and the later outranks the
+// earlier among records alike.
+const finalBit = 1 << 63
+
+// readLines calls fn with each whole line of src, its line end included,
+// reading at most limit bytes (all of it when limit < 0). It returns the
+// size of the whole lines read and whether a torn last line followed them.
+func readLines(ctx context.Context, src ResultsSource, limit int64, fn func([]byte) error) (int64, bool, error) {
+	rc, err := src.Open()
+	if err != nil {
+		return 0, false, fmt.Errorf("fetch: %w", err)
+	}
+	defer rc.Close()
+	var r io.Reader = rc
+	if limit >= 0 {
+		r = io.LimitReader(rc, limit)
+	}
+	br := bufio.NewReaderSize(r, 256<<10)
+	var size int64
+	var long []byte // a line longer than br's buffer, put together
+	for {
+		if err := ctx.Err(); err != nil {
+			return size, false, err
+		}
+		frag, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long, frag...)
+			continue
+		}
+		line := frag
+		if len(long) > 0 {
+			long = append(long, frag...)
+			line = long
+		}
+		if len(line) > 0 && line[len(line)-1] == '\n' {
+			if ferr := fn(line); ferr != nil {
+				return size, false, ferr
+			}
+			size += int64(len(line))
+			long = long[:0]
+			continue
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			return size, len(bytes.TrimSpace(line)) > 0, nil
+		case err != nil:
+			return size, false, fmt.Errorf("fetch: reading %s: %w", src.Name, err)
+		}
+	}
+}
+
+// finalKeys holds, for the lines of one input, which record is each line's
+// final one: entries of the line's key (as in DoneSet) and the rank of its
+// best record so far. Entries are appended as records come and compacted,
+// sorted by key with one entry per key, whenever the room made for them
+// is full, so that memory follows the number of lines, not of records.
+type finalKeys struct {
+	e []finalEntry
+}
+
+type finalEntry struct {
+	key, rank uint64
+}
+
+func (k *finalKeys) add(key, rank uint64) {
+	if len(k.e) == cap(k.e) {
+		// Full: compact, then make room for as many entries again.
+		k.compact()
+		k.e = slices.Grow(k.e, max(len(k.e), 1024))
+	}
+	k.e = append(k.e, finalEntry{key, rank})
+}
+
+// compact sorts the entries by key and keeps the highest rank of each.
+func (k *finalKeys) compact() {
+	slices.SortFunc(k.e, func(a, b finalEntry) int {
+		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.rank, b.rank))
+	})
+	out := k.e[:0]
+	for i, e := range k.e {
+		if i+1 < len(k.e) && k.e[i+1].key == e.key {
+			continue // a higher rank of the same key follows
+		}
+		out = append(out, e)
+	}
+	k.e = out
+}
+
+// finish compacts the entries for good and gives back the room left.
+func (k *finalKeys) finish() {
+	k.compact()
+	if cap(k.e)-len(k.e) > len(k.e)/8 {
+		k.e = slices.Clone(k.e)
+	}
+}
+
+// rank returns the rank of key's final record, after compact.
+func (k *finalKeys) rank(key uint64) (uint64, bool) {
+	i, found := slices.BinarySearchFunc(k.e, key, func(e finalEntry, key uint64) int { return cmp.Compare(e.key, key) })
+	if !found {
+		return 0, false
+	}
+	return k.e[i].rank, true
+}
+
+// summarizer counts the final records into a report.
+type summarizer struct {
+	keys   map[string]*finalKeys // by input
+	rep    Report
+	phases map[string]map[string]*histogram // proxy -> phase -> durations
+}
+
+func (s *summarizer) keyList(input string) *finalKeys {
+	k := s.keys[input]
+	if k == nil {
+		k = &finalKeys{}
+		s.keys[input] = k
+	}
+	return k
+}
+
+// isFinal reports whether rec, the ordinal-th record read, is its line's
+// final record.
+func (s *summarizer) isFinal(rec *Record, ordinal uint64) bool {
+	k := s.keys[rec.Input]
+	if k == nil {
+		return false
+	}
+	rank, ok := k.rank(doneKey(rec.Line, rec.URL))
+	return ok && rank&^finalBit == ordinal
+}
+
+func (s *summarizer) start() {
+	s.rep = Report{
+		ByKind:  map[string]int{},
+		ByPhase: map[string]int{},
+		Proxies: map[string]*ProxyReport{},
+		Hosts:   map[string]*HostReport{},
+	}
+	s.phases = map[string]map[string]*histogram{}
+}
+
+// count adds a final record: the record to the totals, its tries and final
+// attempt to their proxies and to its host.
+func (s *summarizer) count(rec *Record) {
+	s.rep.Jobs++
+	if rec.OK {
+		s.rep.OK++
+	} else {
+		s.rep.Failed++
+		if rec.Error != nil {
+			s.rep.ByKind[rec.Error.Kind]++
+			s.rep.ByPhase[rec.Error.Phase]++
+		}
+	}
+	if len(rec.Tries) == 0 && rec.Proxy == "" {
+		return // no attempt: an invalid line, or one that never got a permit
+	}
+	_, host, why := parseTarget(rec.URL)
+	if why != "" {
+		host = ""
+	}
+	for _, t := range rec.Tries {
+		s.attempt(t.Proxy, t.Pool, host, t.Error == nil, t.Phases)
+	}
+	if rec.Proxy != "" {
+		s.attempt(rec.Proxy, rec.Pool, host, rec.OK, rec.Phases)
+	}
+}
+
+// attempt adds one attempt, as collector.attempt does in a run.
+func (s *summarizer) attempt(proxy, pool, host string, ok bool, phases PhaseTimes) {
+	if proxy == "" {
+		return
+	}
+	p := s.rep.Proxies[proxy]
+	if p == nil {
+		p = &ProxyReport{Pool: pool, PhasesMS: map[string]Quantiles{}}
+		s.rep.Proxies[proxy] = p
+		s.phases[proxy] = map[string]*histogram{}
+	}
+	var h *HostReport
+	if host != "" {
+		if h = s.rep.Hosts[host]; h == nil {
+			h = &HostReport{}
+			s.rep.Hosts[host] = h
+		}
+	}
+	p.Attempts++
+	if ok {
+		p.OK++
+	} else {
+		p.Failed++
+	}
+	if h != nil {
+		h.Attempts++
+		if ok {
+			h.OK++
+		} else {
+			h.Failed++
+		}
+	}
+	hs := s.phases[proxy]
+	for ph, ms := range phases {
+		hg := hs[ph]
+		if hg == nil {
+			hg = &histogram{}
+			hs[ph] = hg
+		}
+		hg.add(ms)
+	}
+}
+
+func (s *summarizer) report() *Report {
+	rep := s.rep
+	for id, p := range rep.Proxies {
+		for ph, hg := range s.phases[id] {
+			p.PhasesMS[ph] = Quantiles{P50: hg.quantile(0.50), P95: hg.quantile(0.95)}
+		}
+	}
+	return &rep
+}

@@ -1,0 +1,210 @@
+package fetch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/metrics"
+	"strings"
+	"testing"
+
+	"github.com/fetch-dev/fetch/fetch"
+)
+
+// sources makes a ResultsSource of each text, named r0.jsonl, r1.jsonl ...
+func sources(texts ...string) []fetch.ResultsSource {
+	var srcs []fetch.ResultsSource
+	for i, text := range texts {
+		srcs = append(srcs, fetch.ResultsSource{
+			Name: fmt.Sprintf("r%d.jsonl", i),
+			Open: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(text)), nil },
+		})
+	}
+	return srcs
+}
+
+// Records for the tests: line 1 of u.txt, in the states a line goes through.
+const (
+	cancelledRec = `{"url":"http://a.example/1","input":"u.txt","line":1,"ok":false,"status":0,"proxy":"http://127.0.0.1:8081","attempts":1,"phases":{"queue":0.1,"headers":900},"error":{"phase":"headers","kind":"cancelled","message":"interrupted"},"tries":[]}` + "\n"
+	okRec        = `{"url":"http://a.example/1","input":"u.txt","line":1,"ok":true,"status":200,"proxy":"http://127.0.0.1:8082","pool":"p","attempts":2,"phases":{"queue":0.2,"connect":1,"headers":20,"body":3},"error":null,"tries":[{"proxy":"http://127.0.0.1:8081","status":503,"phases":{"queue":0.1,"headers":10},"error":{"phase":"headers","kind":"status","message":"503 Service Unavailable"}}]}` + "\n"
+	failedRec    = `{"url":"http://a.example/1","input":"u.txt","line":1,"ok":false,"status":0,"proxy":"http://127.0.0.1:8081","attempts":1,"phases":{"queue":0.1,"connect":2},"error":{"phase":"connect","kind":"refused","message":"connection refused"},"tries":[]}` + "\n"
+	line2Rec     = `{"url":"https://b.example/2","input":"u.txt","line":2,"ok":true,"status":404,"proxy":"http://127.0.0.1:8081","attempts":1,"phases":{"headers":5},"error":null,"tries":[]}` + "\n"
+	invalidRec   = `{"url":"nope","input":"u.txt","line":3,"ok":false,"status":0,"attempts":0,"phases":{},"error":{"phase":"input","kind":"invalid","message":"not an absolute URL"},"tries":[]}` + "\n"
+)
+
+// TestSummarize_finalRecord: each line counts once, by its last record that
+// is not cancelled, else its last; files add up as one run.
+func TestSummarize_finalRecord(t *testing.T) {
+	tests := []struct {
+		name               string
+		files              []string
+		jobs, ok, failed   int
+		byKind             map[string]int
+		attempts81, fail81 int // through http://127.0.0.1:8081
+		attempts82         int
+		hostA, hostAFailed int // a.example:80
+		records            int
+	}{
+		{"cancelled then ok", []string{cancelledRec + okRec}, 1, 1, 0, map[string]int{}, 1, 1, 1, 2, 1, 2},
+		{"ok then cancelled", []string{okRec + cancelledRec}, 1, 1, 0, map[string]int{}, 1, 1, 1, 2, 1, 2},
+		{"only cancelled: the last", []string{cancelledRec + cancelledRec}, 1, 0, 1, map[string]int{"cancelled": 1}, 1, 1, 0, 1, 1, 2},
+		{"failed then ok: the later", []string{failedRec + okRec}, 1, 1, 0, map[string]int{}, 1, 1, 1, 2, 1, 2},
+		{"ok then failed: the later", []string{okRec + failedRec}, 1, 0, 1, map[string]int{"refused": 1}, 1, 1, 0, 1, 1, 2},
+		{"shards in two files", []string{cancelledRec + line2Rec, invalidRec + okRec}, 3, 2, 1, map[string]int{"invalid": 1}, 2, 1, 1, 2, 1, 4},
+		{"resumed across files", []string{cancelledRec, okRec, cancelledRec}, 1, 1, 0, map[string]int{}, 1, 1, 1, 2, 1, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sum, err := fetch.Summarize(context.Background(), sources(tt.files...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := sum.Report
+			if r.Jobs != tt.jobs || r.OK != tt.ok || r.Failed != tt.failed {
+				t.Errorf("jobs/ok/failed = %d/%d/%d, want %d/%d/%d", r.Jobs, r.OK, r.Failed, tt.jobs, tt.ok, tt.failed)
+			}
+			if fmt.Sprint(r.ByKind) != fmt.Sprint(tt.byKind) {
+				t.Errorf("by_kind = %v, want %v", r.ByKind, tt.byKind)
+			}
+			if sum.Records != tt.records {
+				t.Errorf("Records = %d, want %d", sum.Records, tt.records)
+			}
+			p81 := r.Proxies["http://127.0.0.1:8081"]
+			if p81 == nil || p81.Attempts != tt.attempts81 || p81.Failed != tt.fail81 {
+				t.Errorf("proxy 8081 = %+v, want %d attempts, %d failed", p81, tt.attempts81, tt.fail81)
+			}
+			got82 := 0
+			if p := r.Proxies["http://127.0.0.1:8082"]; p != nil {
+				got82 = p.Attempts
+				if p.Pool != "p" || p.OK != p.Attempts || p.MaxInFlight != 0 {
+					t.Errorf("proxy 8082 = %+v, want pool p, every attempt ok, max_in_flight 0", p)
+				}
+				if q := p.PhasesMS["headers"]; q.P50 < 19.5 || q.P50 > 20.5 {
+					t.Errorf("proxy 8082 headers p50 %v, want about 20", q.P50)
+				}
+			}
+			if got82 != tt.attempts82 {
+				t.Errorf("proxy 8082: %d attempts, want %d", got82, tt.attempts82)
+			}
+			h := r.Hosts["a.example:80"]
+			if h == nil || h.Attempts != tt.hostA || h.Failed != tt.hostAFailed {
+				t.Errorf("host a.example:80 = %+v, want %d attempts, %d failed", h, tt.hostA, tt.hostAFailed)
+			}
+			if r.ElapsedMS != 0 || r.Interrupted {
+				t.Errorf("elapsed %v, interrupted %v: records do not say", r.ElapsedMS, r.Interrupted)
+			}
+		})
+	}
+}
+
+func TestSummarize_tornAndNotResults(t *testing.T) {
+	sum, err := fetch.Summarize(context.Background(), sources(okRec+line2Rec[:40], line2Rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Report.Jobs != 2 || sum.Records != 2 || fmt.Sprint(sum.Torn) != "[r0.jsonl]" {
+		t.Errorf("jobs %d, records %d, torn %v; want 2, 2, [r0.jsonl]", sum.Report.Jobs, sum.Records, sum.Torn)
+	}
+
+	for _, text := range []string{"hello\n", okRec + "[1,2]\n", `{"url":"x"}` + "\n", okRec[:50] + "\n" + line2Rec} {
+		_, err := fetch.Summarize(context.Background(), sources(okRec, text))
+		if !errors.Is(err, fetch.ErrNotResults) {
+			t.Errorf("%.30q: err = %v, want ErrNotResults", text, err)
+		} else if !strings.HasPrefix(err.Error(), "fetch: r1.jsonl: line ") || strings.Contains(err.Error(), "hello") {
+			t.Errorf("message %q: want the file and line, never its text", err)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := fetch.Summarize(ctx, sources(okRec)); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: err = %v", err)
+	}
+}
+
+// generated streams n records without holding them (a file of them would
+// take about 330 bytes a record): every tenth one is cancelled, and in each
+// block of 1000 the lines of 10 cancelled ones are taken again, ok, by
+// records near the block's end, as a resumed run would.
+type generated struct {
+	n, i    int
+	pending []byte
+	peak    *uint64 // the most heap seen live while reading
+}
+
+// liveHeap is the heap found live by the last garbage collection: unlike
+// HeapInuse, it leaves out the garbage not collected yet.
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+func (g *generated) Read(p []byte) (int, error) {
+	for len(g.pending) == 0 {
+		if g.i >= g.n {
+			return 0, io.EOF
+		}
+		i := g.i
+		g.i++
+		if i%4096 == 0 && g.peak != nil {
+			*g.peak = max(*g.peak, liveHeap())
+		}
+		line, ok := i, `"ok":true,"status":200,"error":null`
+		if i%10 == 9 {
+			ok = `"ok":false,"status":0,"error":{"phase":"headers","kind":"cancelled","message":"interrupted"}`
+		} else if i%1000 >= 900 && i%10 == 0 {
+			line = i - 900 + 9 // the retaken line of a cancelled one
+		}
+		g.pending = fmt.Appendf(g.pending[:0], `{"url":"https://site-%d.example.com/products/item/%d?ref=feed","input":"urls.txt","line":%d,%s,"proxy":"http://127.0.0.1:%d","attempts":1,"bytes":18324,"elapsed_ms":532.1,"phases":{"queue":1.2,"connect":1.1,"proxy":0.5,"headers":50.3,"body":3.4},"tries":[]}`+"\n",
+			line%977, line, line+1, ok, 8000+line%50)
+	}
+	n := copy(p, g.pending)
+	g.pending = g.pending[n:]
+	return n, nil
+}
+
+// TestSummarize_memory streams a million records (fewer with -race) through Summarize: the
+// heap grows by its 16 bytes per line (a few times that for a moment, as
+// the first pass makes room), never with the bytes read.
+func TestSummarize_memory(t *testing.T) {
+	n := memoryRecords
+	if testing.Short() {
+		n = 100_000
+	}
+	runtime.GC()
+	before := liveHeap()
+	var peaks []*uint64 // of each pass
+	src := fetch.ResultsSource{Name: "generated", Open: func() (io.ReadCloser, error) {
+		peak := before
+		peaks = append(peaks, &peak)
+		return io.NopCloser(&generated{n: n, peak: &peak}), nil
+	}}
+	sum, err := fetch.Summarize(context.Background(), []fetch.ResultsSource{src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// In each block of 1000 records, 100 are cancelled and 10 of their
+	// lines are retaken (ok) by 10 of the block's last 100 records.
+	lines := n - n/100
+	if r := sum.Report; sum.Records != n || r.Jobs != lines || r.Failed != 9*n/100 {
+		t.Fatalf("records %d, jobs %d, failed %d; want %d, %d, %d", sum.Records, r.Jobs, r.Failed, n, lines, 9*n/100)
+	}
+	if len(peaks) != 2 {
+		t.Fatalf("%d passes, want 2", len(peaks))
+	}
+	grown1 := float64(*peaks[0]) - float64(before)
+	grown2 := float64(*peaks[1]) - float64(before)
+	t.Logf("%d records (~%d MB of results): live heap grew by at most %.1f MiB (%.1f bytes a line) in the first pass, %.1f MiB (%.1f bytes a line) in the second",
+		n, n*330/1e6, grown1/(1<<20), grown1/float64(lines), grown2/(1<<20), grown2/float64(lines))
+	// 16 bytes a line, three times that while the first pass makes room,
+	// and a few MiB for the rest of the process.
+	if limit := 48*float64(lines) + 8<<20; grown1 > limit {
+		t.Errorf("first pass: heap grew by %.0f bytes, want at most %.0f", grown1, limit)
+	}
+	if limit := 16*float64(lines) + 8<<20; grown2 > limit {
+		t.Errorf("second pass: heap grew by %.0f bytes, want at most %.0f", grown2, limit)
+	}
+}
