@@ -35,7 +35,3 @@ func usageError(err error) error {
 // ErrNotAllOK is returned by a run in which at least one record is not ok.
 // Nothing is printed for it: the records and the summary already say why.
 var ErrNotAllOK = errors.New("fetch: at least one record not ok")
-
-// ErrNotSupported is wrapped by the usage error of a flag that is accepted
-// but not implemented yet.
-var ErrNotSupported = errors.New("not supported yet")

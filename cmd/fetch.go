@@ -34,7 +34,9 @@ type FetchOptions struct {
 
 	Resume bool // with Output: skip what it finished, append the rest
 
-	// Distributed mode: accepted, rejected as not supported yet.
+	// Distributed mode: with Redis set, every limit, proxy health and the
+	// usage counts are shared through that Redis by all the processes of
+	// Namespace. Shard is "K/N" or "" (Config.Shard is parsed from it).
 	Redis     string
 	Namespace string
 	Shard     string
@@ -146,10 +148,10 @@ JSON record per URL line.`,
 
 	// Distributed mode.
 	groups.begin(groupDistributed)
-	f.StringVar(&opts.Redis, "redis", "", "share every limit through Redis at `URL` (not supported yet)")
-	f.StringVar(&opts.Namespace, "namespace", "fetch", "Redis key namespace `NAME` (not supported yet)")
-	f.StringVar(&opts.Shard, "shard", "", "take only shard `K/N` of the input lines (not supported yet)")
-	f.DurationVar(&opts.LeaseTTL, "lease-ttl", 10*time.Second, "`D`: how long a permit outlives a dead process (not supported yet)")
+	f.StringVar(&opts.Redis, "redis", "", "share every limit, proxy health and usage count through Redis at `URL` (redis://, rediss://, unix://)")
+	f.StringVar(&opts.Namespace, "namespace", "fetch", "Redis key namespace `NAME`: the processes that share limits")
+	f.StringVar(&opts.Shard, "shard", "", "take only the input lines of shard `K/N` (1 <= K <= N)")
+	f.DurationVar(&opts.LeaseTTL, "lease-ttl", 10*time.Second, "`D`: how long a permit outlives a process that died holding it")
 
 	return cmd
 }
@@ -157,10 +159,8 @@ JSON record per URL line.`,
 // complete checks the flags and finishes building opts.Config: headers,
 // the CA pool and the proxies, whose files are read here.
 func (opts *FetchOptions) complete(cmd *cobra.Command) error {
-	for _, name := range []string{"redis", "namespace", "shard", "lease-ttl"} {
-		if cmd.Flags().Changed(name) {
-			return fmt.Errorf("--%s: %w", name, ErrNotSupported)
-		}
+	if err := opts.completeDistributed(cmd); err != nil {
+		return err
 	}
 	if opts.Resume && (opts.Output == "" || opts.Output == "-") {
 		return errors.New("--resume needs -o FILE: the results of the run to resume")
@@ -324,6 +324,11 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 		}
 	}
 	warn := newWarnings(ios.ErrOut, opts.Quiet)
+	closeCoordinator, err := opts.dialCoordinator(ctx, warn)
+	if err != nil {
+		return err
+	}
+	defer closeCoordinator()
 	opts.Config.Warn = warn.warn
 	defer routeLog(warn)() // after Close: the transports log until then
 	eng, err := fetch.New(opts.Config)

@@ -1,0 +1,82 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+
+	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/limits"
+	redislimits "github.com/fetch-dev/fetch/limits/redis"
+)
+
+// redisLog is go-redis's logger, writing warnings.
+type redisLog struct{ w *warnings }
+
+func (l redisLog) Printf(_ context.Context, format string, v ...any) {
+	l.w.warn(fmt.Sprintf(format, v...))
+}
+
+// namespaceRE is what a --namespace may be: it names Redis keys under one
+// hash tag, so braces and white space are out.
+var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+
+// completeDistributed checks the distributed-mode flags.
+func (opts *FetchOptions) completeDistributed(cmd *cobra.Command) error {
+	if opts.Shard != "" {
+		sh, err := fetch.ParseShard(opts.Shard)
+		if err != nil {
+			return fmt.Errorf("--shard: %w", err)
+		}
+		opts.Config.Shard = sh
+	}
+	if !namespaceRE.MatchString(opts.Namespace) {
+		return fmt.Errorf("--namespace %q: want 1 to 64 letters, digits, '.', '_', ':' or '-'", opts.Namespace)
+	}
+	if opts.LeaseTTL < time.Second || opts.LeaseTTL > time.Hour {
+		return fmt.Errorf("--lease-ttl %s: want from 1s to 1h", opts.LeaseTTL)
+	}
+	if opts.Redis == "" {
+		for _, name := range []string{"namespace", "lease-ttl"} {
+			if cmd.Flags().Changed(name) {
+				return fmt.Errorf("--%s needs --redis", name)
+			}
+		}
+	}
+	return nil
+}
+
+// dialCoordinator connects to --redis, before any request, and sets the
+// engine up to build its scheduler there. The returned function closes the
+// connection; call it after the engine is closed. Redis that cannot be
+// reached is a usage error naming its address (never its password), and so
+// are limits that differ from those live in the namespace.
+func (opts *FetchOptions) dialCoordinator(ctx context.Context, warn *warnings) (closeFn func(), err error) {
+	if opts.Redis == "" {
+		return func() {}, nil
+	}
+	// go-redis logs its connection troubles itself: they are warnings, cut
+	// short, and -q silences them.
+	goredis.SetLogger(redisLog{warn})
+	client, addr, err := redislimits.Dial(ctx, opts.Redis)
+	if err != nil {
+		return nil, usageError(fmt.Errorf("--redis: %w", err))
+	}
+	ro := redislimits.Options{Namespace: opts.Namespace, LeaseTTL: opts.LeaseTTL, Addr: addr}
+	opts.Config.NewScheduler = func(lc limits.Config) (limits.Scheduler, error) {
+		s, err := redislimits.New(ctx, client, ro, lc)
+		if err != nil {
+			if errors.Is(err, redislimits.ErrConflict) {
+				return nil, fmt.Errorf("--namespace %s: %w", opts.Namespace, err)
+			}
+			return nil, fmt.Errorf("--redis: %w", err)
+		}
+		return s, nil
+	}
+	return func() { client.Close() }, nil
+}

@@ -1,0 +1,145 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/limits/redis/redistest"
+)
+
+// TestDistributed_processesShareLimits: three fetch processes, each with
+// its shard of one list, share two proxies through one Redis. No proxy ever
+// has more in flight than its --proxy-concurrency, although each process
+// alone would allow -c 16; and the shards cover every line exactly once.
+func TestDistributed_processesShareLimits(t *testing.T) {
+	rds := redistest.Start(t)
+	target, err := fetchtest.StartTarget(fetchtest.TargetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	var pxs []*fetchtest.Proxy
+	for i := range 2 {
+		p, err := fetchtest.StartHTTPProxy(fetchtest.ProxyOptions{BindIP: fetchtest.LoopbackIP(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		pxs = append(pxs, p)
+	}
+	dir := t.TempDir()
+	const n = 90
+	var lines strings.Builder
+	for i := range n {
+		fmt.Fprintf(&lines, "%s/d?i=%d&size=2048&chunks=4&drip=10ms\n", target.URL, i)
+	}
+	urls := writeFile(t, dir, "urls.txt", lines.String())
+	const cap = 2
+	var procs []*proc
+	var outs []string
+	for k := 1; k <= 3; k++ {
+		out := filepath.Join(dir, fmt.Sprintf("out%d.jsonl", k))
+		outs = append(outs, out)
+		procs = append(procs, startFetch(t, "", "-q", "-c", "16", "--proxy-concurrency", fmt.Sprint(cap),
+			"--redis", rds.URL, "--namespace", "t1", "--shard", fmt.Sprintf("%d/3", k),
+			"--proxy", pxs[0].URL, "--proxy", pxs[1].URL, "-o", out, urls))
+	}
+	for i, p := range procs {
+		if code := p.wait(t, time.Minute); code != ExitOK {
+			t.Fatalf("process %d: exit %d; stderr:\n%s", i+1, code, p.stderr.String())
+		}
+	}
+	seen := map[int]int{}
+	for _, out := range outs {
+		recs := recordsOf(t, out)
+		if len(recs) == 0 || len(recs) == n {
+			t.Errorf("%s holds %d records: a shard should hold some, not all, of %d", out, len(recs), n)
+		}
+		for _, r := range recs {
+			seen[r.Line]++
+			if !r.OK {
+				t.Errorf("line %d: %+v", r.Line, r.Error)
+			}
+		}
+	}
+	for line := 1; line <= n; line++ {
+		if seen[line] != 1 {
+			t.Errorf("line %d has %d records across the shards, want 1", line, seen[line])
+		}
+	}
+	for i, p := range pxs {
+		st := p.Stats()
+		t.Logf("proxy %d: %d requests, at most %d in flight", i, st.Requests, st.MaxInFlight)
+		if st.MaxInFlight > cap {
+			t.Errorf("proxy %d had %d in flight at once across the processes, cap %d", i, st.MaxInFlight, cap)
+		}
+	}
+}
+
+// TestDistributed_usageErrors: Redis that cannot be reached at the start,
+// and limits that differ from those live in the namespace, are usage
+// errors (exit 2) that name the address or the difference, never a
+// password.
+func TestDistributed_usageErrors(t *testing.T) {
+	dir := t.TempDir()
+	urls := writeFile(t, dir, "urls.txt", "http://127.0.0.1:1/\n")
+	closed := closedAddr(t)
+	for _, tt := range []struct {
+		name      string
+		args      []string
+		want, not string
+	}{
+		{"unreachable", []string{"--redis", "redis://:hunter2@" + closed}, closed, "hunter2"},
+		{"bad shard", []string{"--shard", "4/3"}, "--shard", ""},
+		{"bad namespace", []string{"--redis", "redis://" + closed, "--namespace", "a{b}"}, "--namespace", ""},
+		{"namespace without redis", []string{"--namespace", "x"}, "needs --redis", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, _, stderr := Test()
+			code := Run(context.Background(), ios, append(tt.args, urls))
+			if code != ExitUsage {
+				t.Fatalf("exit %d, want 2; stderr:\n%s", code, stderr)
+			}
+			if !strings.Contains(stderr.String(), tt.want) || tt.not != "" && strings.Contains(stderr.String(), tt.not) {
+				t.Errorf("stderr:\n%s", stderr)
+			}
+		})
+	}
+
+	t.Run("limits differ from the namespace's", func(t *testing.T) {
+		rds := redistest.Start(t)
+		target, err := fetchtest.StartTarget(fetchtest.TargetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer target.Close()
+		slow := writeFile(t, dir, "slow.txt", target.URL+"/d?delay=3s\n")
+		px := "http://" + closedAddr(t) // never reached: the first process holds its URL in the proxy's budget... or fails it
+		first := startFetch(t, "", "-q", "--redis", rds.URL, "--proxy-concurrency", "2", "--pool-wait", "0", "--proxy", px, "-o", filepath.Join(dir, "a.jsonl"), slow)
+		// Wait until the first process has set the namespace up.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			v, _ := rds.Do("EXISTS", "{fetch}:limits")
+			if n, ok := v.(int64); ok && n == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the first process never set up its namespace; stderr:\n%s", first.stderr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		ios, _, _, stderr := Test()
+		code := Run(context.Background(), ios, []string{"--redis", rds.URL, "--proxy-concurrency", "3", "--proxy", px, urls})
+		if code != ExitUsage {
+			t.Fatalf("exit %d, want 2; stderr:\n%s", code, stderr)
+		}
+		if !strings.Contains(stderr.String(), "concurrency") {
+			t.Errorf("stderr does not name the difference:\n%s", stderr)
+		}
+	})
+}
