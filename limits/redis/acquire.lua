@@ -5,6 +5,7 @@
 --   {'ok', proxy, budget, proxyInFlight, hostInFlight, epoch, probe, now}
 --   {'wait', 'host'|'all', µs}   (-1: until a release)
 --   {'reset'}                     (no epoch: Redis lost its data)
+--   {'dead', n}                   (every one of the n proxies is rejected)
 local id, host, avoidS = ARGV[H + 1], ARGV[H + 2], ARGV[H + 3]
 local now = nowUs()
 local eid, graceEnd = epoch()
@@ -100,6 +101,10 @@ for _, b in ipairs(budgets) do
 end
 if not pick then pick = fb end
 if not pick then
+  local total = redis.call('ZCARD', K_pidx)
+  if total > 0 and redis.call('ZCOUNT', K_bench, F(now + FOREVER / 2), '+inf') >= total then
+    return {'dead', I(total)}
+  end
   local first = redis.call('ZRANGE', K_bench, 0, 0, 'WITHSCORES')
   if first[2] then soon(math.max(tonumber(first[2]) - now, 1)) end
   redis.call('SET', K_want, '1', 'PX', 2000)

@@ -421,3 +421,47 @@ func TestPushbackShared(t *testing.T) {
 	l5.Release()
 	checkIdle(t, srv)
 }
+
+// TestRejectedShared: a proxy that refused its credentials in one process
+// is out for every process, for good; once every proxy is, Acquire fails
+// with a PoolError everywhere instead of waiting.
+func TestRejectedShared(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := proxies(2, limits.Spec{Concurrency: 4})
+	cfg.Health = limits.Health{MaxFailures: 2, Cooldown: 100 * time.Millisecond, MaxCooldown: time.Second}
+	a := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+	b := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+	ctx := context.Background()
+	l, err := a.Acquire(ctx, limits.Request{Host: "h:1", Avoid: []int{1}})
+	if err != nil || l.Proxy != 0 {
+		t.Fatalf("got %v, %v", l, err)
+	}
+	l.Finish(limits.Rejected)
+	if ev := a.Events(nil); len(ev) != 1 || ev[0].State != "rejected" || ev[0].Proxy != 0 {
+		t.Fatalf("events %+v, want proxy 0 rejected", ev)
+	}
+	time.Sleep(300 * time.Millisecond) // past any cooldown: a rejection is no bench that ends
+	for range 6 {
+		l, err := b.Acquire(ctx, limits.Request{Host: "h:1", Avoid: []int{1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Proxy == 0 {
+			t.Fatal("b got the rejected proxy")
+		}
+		if l.Proxy == 1 {
+			l.Finish(limits.Rejected)
+			break
+		}
+	}
+	for _, s := range []*Scheduler{a, b} {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := s.Acquire(cctx, limits.Request{Host: "h:1"})
+		cancel()
+		var pe *limits.PoolError
+		if !errors.As(err, &pe) || pe.Rejected != 2 || pe.Total != 2 || errors.Is(err, limits.ErrCoordinator) {
+			t.Errorf("Acquire once every proxy is rejected: %v, want a PoolError of 2 rejected", err)
+		}
+	}
+	checkIdle(t, srv)
+}

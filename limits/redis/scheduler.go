@@ -328,6 +328,9 @@ func (s *Scheduler) try(ctx context.Context, req limits.Request) result {
 			}
 		}
 		return result{wait: d, host: str(v, 1) == "host"}
+	case "dead":
+		n := int(atoi(str(v, 1)))
+		return result{err: &limits.PoolError{Rejected: n, Total: n}}
 	case "ok":
 	default:
 		return result{err: fmt.Errorf("limits/redis: unexpected reply %v", v)}
@@ -472,10 +475,10 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 		switch {
 		case r.err != nil:
 			var conflict error
-			if errors.Is(r.err, ErrConflict) {
+			if errors.Is(r.err, ErrConflict) || errors.Is(r.err, limits.ErrNoUsableProxy) {
 				conflict = r.err
 			}
-			if conflict != nil { // the namespace was taken over with other limits: nothing will pass
+			if conflict != nil { // the namespace was taken over with other limits, or every proxy is out: nothing will pass
 				s.fail(ws, conflict)
 			}
 			return 0, true
@@ -508,11 +511,14 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 func (s *Scheduler) fail(ws []*waiter, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !errors.Is(err, limits.ErrNoUsableProxy) {
+		err = fmt.Errorf("%w: %w", limits.ErrCoordinator, err)
+	}
 	for _, w := range ws {
 		if !w.done {
 			w.done = true
 			s.nwait--
-			w.ch <- grant{err: fmt.Errorf("%w: %w", limits.ErrCoordinator, err)}
+			w.ch <- grant{err: err}
 		}
 	}
 }
