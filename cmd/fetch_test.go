@@ -127,8 +127,18 @@ func Test_NewCmdFetch(t *testing.T) {
 		{name: "bad method", args: []string{"-X", "GE T"}, wantErr: "--method"},
 		{name: "unknown flag", args: []string{"--nope"}, wantErr: "unknown flag"},
 		{name: "stdin twice", args: []string{"-", "-"}, wantErr: "only once"},
-		{name: "redis", args: []string{"--redis", "redis://localhost:6379"}, wantErr: "not supported yet"},
-		{name: "shard", args: []string{"--shard", "1/2"}, wantErr: "not supported yet"},
+		{
+			name:    "distributed mode",
+			args:    []string{"--redis", "redis://127.0.0.1:1", "--namespace", "n1", "--shard", "2/3", "--lease-ttl", "3s"},
+			wantCfg: func(c *fetch.Config) { c.Shard = fetch.Shard{K: 2, N: 3} },
+			wantOpts: func(t *testing.T, o *FetchOptions) {
+				if o.Redis != "redis://127.0.0.1:1" || o.Namespace != "n1" || o.LeaseTTL != 3*time.Second {
+					t.Errorf("distributed options = %q %q %s", o.Redis, o.Namespace, o.LeaseTTL)
+				}
+			},
+		},
+		{name: "bad shard", args: []string{"--shard", "0/2"}, wantErr: "--shard"},
+		{name: "short lease", args: []string{"--redis", "redis://127.0.0.1:1", "--lease-ttl", "10ms"}, wantErr: "--lease-ttl"},
 		{name: "resume without -o", args: []string{"--resume"}, wantErr: "--resume needs -o FILE"},
 		{name: "resume to stdout", args: []string{"--resume", "-o", "-"}, wantErr: "--resume needs -o FILE"},
 		{name: "missing cacert", args: []string{"--cacert", filepath.Join(dir, "nope.pem")}, wantErr: "--cacert"},
@@ -191,6 +201,7 @@ func TestRun_usageErrors(t *testing.T) {
 	keepReport := writeFile(t, dir, "keep-report.json", "{\"jobs\":1}\n")
 	notResults := writeFile(t, dir, "not-results.txt", "http://user:s3cret@127.0.0.1:1/\n")
 	notRecords := writeFile(t, dir, "not-records.jsonl", "[1,2]\n")
+	closed := closedAddr(t)
 
 	tests := []struct {
 		name       string
@@ -212,7 +223,7 @@ func TestRun_usageErrors(t *testing.T) {
 		{name: "input is a directory", args: []string{dir}, wantStderr: []string{"directory"}},
 		{name: "output dir missing", args: []string{"-o", filepath.Join(dir, "no", "out.jsonl"), urls}, wantStderr: []string{"--output"}},
 		{name: "report dir missing", args: []string{"--report", filepath.Join(dir, "no", "r.json"), urls}, wantStderr: []string{"--report"}},
-		{name: "distributed mode", args: []string{"--redis", "redis://127.0.0.1:6379", urls}, wantStderr: []string{"not supported yet"}},
+		{name: "redis unreachable", args: []string{"--redis", "redis://:pw0rd@" + closed, urls}, wantStderr: []string{"cannot reach Redis at redis://" + closed}, notStderr: []string{"pw0rd"}},
 		{name: "resume without -o", args: []string{"--resume", urls}, wantStderr: []string{"--resume needs -o"}},
 		{name: "resume of a file that is not results", args: []string{"--resume", "-o", notResults, urls}, wantStderr: []string{"fetch: --resume " + notResults + ": line 1 is not JSON: this is not a results file of fetch"}, notStderr: []string{"fetch: fetch:", "s3cret", "struct"}},
 		{name: "resume of JSON that is not results", args: []string{"--resume", "-o", notRecords, urls}, wantStderr: []string{"line 1 is a JSON array, not a record"}, notStderr: []string{"struct {"}},
