@@ -5,12 +5,19 @@
 --   {'ok', proxy, budget, proxyInFlight, hostInFlight, epoch, probe, now}
 --   {'wait', 'host'|'all', µs}   (-1: until a release)
 --   {'reset'}                     (no epoch: Redis lost its data)
---   {'dead', n}                   (every one of the n proxies is rejected)
+--   {'dead', n, rejected, µs}     (the pool of n proxies cannot serve: every one
+--                                  rejected, or none healthy for µs = the pool wait)
 local id, host, avoidS = ARGV[H + 1], ARGV[H + 2], ARGV[H + 3]
 local now = nowUs()
 local eid, graceEnd = epoch()
 if not eid then return {'reset'} end
 if now < graceEnd then return {'wait', 'all', I(graceEnd - now)} end
+-- A pool that could not serve stays so for the rest of the run.
+local dead = redis.call('HGET', K_tat, 'dead')
+if dead then
+  local f = split(dead, ' ')
+  return {'dead', f[1], f[2], f[3]}
+end
 -- The same id again (a client library's retry of a call that did run):
 -- answer as the first time rather than take a second permit.
 if redis.call('ZSCORE', K_leases, id) then
@@ -102,8 +109,25 @@ end
 if not pick then pick = fb end
 if not pick then
   local total = redis.call('ZCARD', K_pidx)
-  if total > 0 and redis.call('ZCOUNT', K_bench, F(now + FOREVER / 2), '+inf') >= total then
-    return {'dead', I(total)}
+  local rejected = redis.call('ZCOUNT', K_bench, F(now + FOREVER / 2), '+inf')
+  if total > 0 and rejected >= total then
+    redis.call('HSET', K_tat, 'dead', I(total) .. ' ' .. I(rejected) .. ' 0')
+    return {'dead', I(total), I(rejected), '0'}
+  end
+  -- Benched and probing proxies have a probe entry, rejected ones none:
+  -- when they add up to every proxy, none is healthy, and the pool's wait
+  -- runs from the first acquire that saw it so (field nh of tat).
+  if poolWait > 0 and total > 0 and redis.call('HLEN', K_probe) + rejected >= total then
+    local since = tonumber(redis.call('HGET', K_tat, 'nh'))
+    if not since then
+      since = now
+      redis.call('HSET', K_tat, 'nh', F(now))
+    end
+    if now - since >= poolWait then
+      redis.call('HSET', K_tat, 'dead', I(total) .. ' ' .. I(rejected) .. ' ' .. I(poolWait))
+      return {'dead', I(total), I(rejected), I(poolWait)}
+    end
+    soon(poolWait - (now - since))
   end
   local first = redis.call('ZRANGE', K_bench, 0, 0, 'WITHSCORES')
   if first[2] then soon(math.max(tonumber(first[2]) - now, 1)) end

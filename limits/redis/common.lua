@@ -6,7 +6,7 @@ local K_bidx, K_pidx, K_leases, K_linfo = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local K_pin, K_pused, K_bin, K_bused = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local K_tat, K_hosts, K_hexp, K_bench = KEYS[12], KEYS[13], KEYS[14], KEYS[15]
 local K_probe, K_health, K_bavail, K_want = KEYS[16], KEYS[17], KEYS[18], KEYS[19]
-local K_seq = KEYS[20]
+local K_seq, K_procs = KEYS[20], KEYS[21] -- procs: the processes in the namespace, scored by when they are gone
 
 -- The header every client sends first; processes of a namespace agree on it.
 local policy = tonumber(ARGV[1])      -- 0 least-inflight, 1 least-used, 2 round-robin, 3 random
@@ -21,7 +21,8 @@ local pushBase, pushMax = tonumber(ARGV[13]), tonumber(ARGV[14])
 local chan = ARGV[15]
 local seed = tonumber(ARGV[16])
 local grace = tonumber(ARGV[17])      -- refusal after a reset
-local H = 17
+local poolWait = tonumber(ARGV[18])   -- how long no proxy may be healthy before the pool cannot serve; 0 never
+local H = 18
 
 local SUCCESS, FAULT, PUSHBACK, REJECTED = 1, 2, 3, 4
 local FOREVER = 3.15e15 -- a hundred years, in microseconds: the bench of a rejected proxy
@@ -209,6 +210,7 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight)
         local u = num(redis.call('HGET', K_pused, p), 0)
         if lo and lo > u then redis.call('HSET', K_pused, p, I(lo)) end
       end
+      redis.call('HDEL', K_tat, 'nh') -- a proxy is healthy: the pool's wait is over
       ev = {'healthy', '0'}
     end
   elseif o == FAULT then

@@ -113,7 +113,7 @@ func newPlan(cfg limits.Config, ttl time.Duration) (*plan, error) {
 	l["policy"] = policyName(cfg.Policy)
 	l["host"] = specText(cfg.Host)
 	l["global"] = cfg.Global.String()
-	l["health"] = fmt.Sprintf("max-failures=%d cooldown=%s max-cooldown=%s", cfg.Health.MaxFailures, cfg.Health.Cooldown, cfg.Health.MaxCooldown)
+	l["health"] = fmt.Sprintf("max-failures=%d cooldown=%s max-cooldown=%s pool-wait=%s", cfg.Health.MaxFailures, cfg.Health.Cooldown, cfg.Health.MaxCooldown, cfg.Health.PoolWait)
 	l["pushback"] = fmt.Sprintf("base=%s max=%s", cfg.Pushback.Delay, cfg.Pushback.Max)
 
 	members := make([][]string, nb)
@@ -182,6 +182,7 @@ func header(cfg limits.Config, ttl time.Duration, m int, channel string) []any {
 		strconv.Itoa(max(cfg.Host.Concurrency, 0)), ff(ht), ff(htau), ff(gt), ff(gtau),
 		strconv.Itoa(max(cfg.Health.MaxFailures, 0)), us(cfg.Health.Cooldown), us(cfg.Health.MaxCooldown),
 		us(cfg.Pushback.Delay), us(cfg.Pushback.Max), channel, "0", ff(grace),
+		us(cfg.Health.PoolWait),
 	}
 }
 
@@ -195,7 +196,7 @@ func (s *Scheduler) setup(ctx context.Context, reset bool) error {
 	s.setupMu.Lock()
 	defer s.setupMu.Unlock()
 	for range 3 {
-		v, err := s.run(ctx, scriptSetup, "claim", s.plan.sum)
+		v, err := s.run(ctx, scriptSetup, "claim", s.plan.sum, s.id)
 		if err != nil {
 			return err
 		}

@@ -465,3 +465,78 @@ func TestRejectedShared(t *testing.T) {
 	}
 	checkIdle(t, srv)
 }
+
+// TestPoolWaitShared: the pool's wait is measured on the shared state: once
+// no proxy has been healthy for PoolWait, whichever process asks, Acquire
+// fails with a PoolError instead of waiting out its deadline.
+func TestPoolWaitShared(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := proxies(2, limits.Spec{Concurrency: 4})
+	const wait = 600 * time.Millisecond
+	cfg.Health = limits.Health{MaxFailures: 1, Cooldown: 200 * time.Millisecond, MaxCooldown: 400 * time.Millisecond, PoolWait: wait}
+	a := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+	b := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+	ctx := context.Background()
+	// Process a benches both proxies; their probes keep failing.
+	start := time.Now()
+	fail := func(s *Scheduler) error {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		l, err := s.Acquire(cctx, limits.Request{Host: "h:1"})
+		if err != nil {
+			return err
+		}
+		l.Finish(limits.ProxyFault)
+		return nil
+	}
+	var err error
+	for err == nil && time.Since(start) < 5*time.Second {
+		err = fail(a)
+	}
+	var pe *limits.PoolError
+	if !errors.As(err, &pe) || pe.Benched != 2 || pe.For != wait {
+		t.Fatalf("a: %v, want a PoolError of 2 benched for %s", err, wait)
+	}
+	if took := time.Since(start); took < wait || took > wait+time.Second {
+		t.Errorf("the pool gave up after %s, want about %s (plus a poll)", took, wait)
+	}
+	// Process b, which never saw a failure, sees the same.
+	if err := fail(b); !errors.As(err, &pe) {
+		t.Errorf("b: %v, want a PoolError", err)
+	}
+	checkIdle(t, srv)
+}
+
+// TestNamespaceFreedAtTheEnd: once every process has left a namespace (or
+// its presence has expired), the next run starts afresh: other limits are
+// no conflict, and no bench, rejection or dead pool of the old run is left.
+func TestNamespaceFreedAtTheEnd(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := proxies(1, limits.Spec{Concurrency: 2})
+	a, err := New(context.Background(), srv.Client(), Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := a.Acquire(context.Background(), limits.Request{Host: "h:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Finish(limits.Rejected) // the run stops: every proxy is rejected
+	a.Close()
+	cfg.Budgets[0].Concurrency = 3 // the list mended, other limits
+	b := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var ls []*limits.Lease
+	for range 3 {
+		l, err := b.Acquire(ctx, limits.Request{Host: "h:1"})
+		if err != nil {
+			t.Fatalf("a fresh run: %v", err)
+		}
+		ls = append(ls, l)
+	}
+	for _, l := range ls {
+		l.Finish(limits.Success)
+	}
+	checkIdle(t, srv)
+}

@@ -1,4 +1,4 @@
--- renew: ARGV after the header: n, then n times: lease id, the epoch it was
+-- renew: ARGV after the header: the process's id, n, then n times: lease id, the epoch it was
 -- taken in, proxy, budget, host. A lease present and valid gets a new expiry;
 -- present but expired is removed (LOST, never brought back); missing is LOST,
 -- unless Redis lost its data (another epoch) and the grace is still on: then
@@ -7,10 +7,11 @@
 local now = nowUs()
 local eid, graceEnd = epoch()
 if not eid then return {'reset'} end
-local n = tonumber(ARGV[H + 1])
+redis.call('ZADD', K_procs, F(now + 3 * ttl), ARGV[H + 1]) -- still in the namespace
+local n = tonumber(ARGV[H + 2])
 local out = {'ok', eid}
 for i = 0, n - 1 do
-  local at = H + 2 + i * 5
+  local at = H + 3 + i * 5
   local id, le, p, b, host = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
   local exp = redis.call('ZSCORE', K_leases, id)
   local st = '0'

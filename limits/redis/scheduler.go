@@ -56,6 +56,7 @@ type Options struct {
 type Scheduler struct {
 	c         rediser
 	ns        string
+	id        string // this process's (this scheduler's) name in the namespace's procs
 	keys      []string
 	hdr       []any
 	plan      *plan
@@ -152,6 +153,7 @@ func New(ctx context.Context, c rediser, opt Options, cfg limits.Config) (*Sched
 	s := &Scheduler{
 		c:         c,
 		ns:        opt.Namespace,
+		id:        newID(),
 		keys:      keys(opt.Namespace),
 		plan:      pl,
 		ttl:       opt.LeaseTTL,
@@ -329,8 +331,8 @@ func (s *Scheduler) try(ctx context.Context, req limits.Request) result {
 		}
 		return result{wait: d, host: str(v, 1) == "host"}
 	case "dead":
-		n := int(atoi(str(v, 1)))
-		return result{err: &limits.PoolError{Rejected: n, Total: n}}
+		n, rej := int(atoi(str(v, 1))), int(atoi(str(v, 2)))
+		return result{err: &limits.PoolError{Total: n, Rejected: rej, Benched: n - rej, For: time.Duration(atoi(str(v, 3))) * time.Microsecond}}
 	case "ok":
 	default:
 		return result{err: fmt.Errorf("limits/redis: unexpected reply %v", v)}
@@ -586,7 +588,7 @@ func (s *Scheduler) renewAll() bool {
 	}
 	s.mu.Unlock()
 	ok := true
-	for len(hs) > 0 {
+	for first := true; first || len(hs) > 0; first = false { // once with none: the process's presence
 		n := min(renewBatch, len(hs))
 		if !s.renew(hs[:n]) {
 			ok = false
@@ -598,7 +600,7 @@ func (s *Scheduler) renewAll() bool {
 
 func (s *Scheduler) renew(hs []*held) bool {
 	for range 2 { // a second time after a reset
-		args := []any{strconv.Itoa(len(hs))}
+		args := []any{s.id, strconv.Itoa(len(hs))}
 		s.mu.Lock()
 		for _, h := range hs {
 			args = append(args, h.id, h.epoch, h.proxy, h.budget, h.host)
@@ -734,6 +736,10 @@ func (s *Scheduler) Close() error {
 		s.cancel()
 		_ = s.ps.Close()
 		s.wg.Wait()
+		// Leave the namespace, so that the next run may start afresh.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, _ = s.run(ctx, scriptSetup, "leave", s.plan.sum, s.id)
+		cancel()
 	})
 	return nil
 }

@@ -35,6 +35,7 @@ var (
 var keyNames = []string{
 	"epoch", "cfg", "limits", "bidx", "pidx", "leases", "linfo", "pin", "pused", "bin",
 	"bused", "tat", "hosts", "hexp", "bench", "probe", "health", "bavail", "want", "seq",
+	"procs",
 }
 
 // keys returns namespace ns's keys, all under the hash tag {ns} so that they

@@ -1,13 +1,33 @@
 -- setup: ARGV after the header: step, the limits' digest, then the step's
 -- arguments. Steps:
---   claim             → {'install'} | {'match', epoch} | {'differ'}
+--   claim me          → {'install'} | {'match', epoch} | {'differ'}
+--                       (me is the process's id: it joins procs; when no
+--                       other process is in the namespace, what it holds is
+--                       a finished run's and is cleared first)
+--   leave me          → {'ok'}
 --   install n (kind field value)*n: kind 'l' limits text, 'b' budget, 'p' proxy → {'ok'} | {'differ'}
 --   seal fields seq id reset → {'ok', epoch} | {'incomplete'} | {'differ'}
 --   dump              → the limits hash
 local step, sum = ARGV[H + 1], ARGV[H + 2]
 if step == 'dump' then return redis.call('HGETALL', K_limits) end
+if step == 'leave' then
+  redis.call('ZREM', K_procs, ARGV[H + 3])
+  return {'ok'}
+end
 local live = redis.call('HGET', K_limits, '~sum')
 if step == 'claim' then
+  local now = nowUs()
+  redis.call('ZREMRANGEBYSCORE', K_procs, '-inf', F(now))
+  if live and redis.call('ZCARD', K_procs) == 0 then
+    -- Nobody is in the namespace: its limits, health and leases are those
+    -- of a run that is over (leases expire long before a process leaves
+    -- procs). A new run starts afresh, with new limits if it likes.
+    for i = 1, #KEYS do
+      if KEYS[i] ~= K_procs then redis.call('DEL', KEYS[i]) end
+    end
+    live = nil
+  end
+  redis.call('ZADD', K_procs, F(now + 3 * ttl), ARGV[H + 3])
   if not live then
     redis.call('HSET', K_limits, '~sum', sum)
     return {'install'}
