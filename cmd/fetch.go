@@ -372,8 +372,13 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 	}
 	rep, runErr := runEngine(ctx, ios, warn, eng, inputs, out, opts.Quiet, total)
 	if opts.Resume && rep != nil && !opts.Quiet {
-		fmt.Fprintf(ios.ErrOut, "resumed %s: skipped %d lines it had already finished; the counts above are this run's only\n",
-			opts.Output, eng.Stats().Skipped)
+		n := eng.Stats().Skipped
+		lines := "lines"
+		if n == 1 {
+			lines = "line"
+		}
+		fmt.Fprintf(ios.ErrOut, "resumed %s: skipped %d %s it had already finished; the counts above are this run's only\n",
+			opts.Output, n, lines)
 	}
 	if report != nil && rep != nil {
 		if err := writeReport(report.f, rep); err != nil {

@@ -391,3 +391,34 @@ func TestRun_quietSilencesGoLogs(t *testing.T) {
 		})
 	}
 }
+
+// TestRun_resumeCountsThisRunsLines: "skipped N lines" counts the lines of
+// this run's inputs that the results file had finished, not the records in
+// the file (which may hold other inputs' lines, or cancelled ones).
+func TestRun_resumeCountsThisRunsLines(t *testing.T) {
+	srv := okServer(t)
+	dir := t.TempDir()
+	urls := writeFile(t, dir, "urls.txt", srv.URL+"/1\n"+srv.URL+"/2\n"+srv.URL+"/3\n")
+	var prior strings.Builder
+	rec := func(input string, line int, u string, kind string) {
+		errField := "null"
+		if kind != "" {
+			errField = `{"phase":"queue","kind":"` + kind + `","message":"x"}`
+		}
+		fmt.Fprintf(&prior, `{"url":%q,"input":%q,"line":%d,"ok":%v,"status":200,"attempts":1,"bytes":2,"elapsed_ms":1,"phases":{},"error":%s,"tries":[]}`+"\n",
+			u, input, line, kind == "", errField)
+	}
+	for i := 1; i <= 5; i++ {
+		rec("other.txt", i, fmt.Sprintf("http://x/%d", i), "") // another input's lines
+	}
+	rec(urls, 1, srv.URL+"/1", "")          // finished
+	rec(urls, 2, srv.URL+"/2", "cancelled") // not finished: taken again
+	out := writeFile(t, dir, "out.jsonl", prior.String())
+	ios, _, _, stderr := Test()
+	if code := Run(context.Background(), ios, []string{"--resume", "-o", out, urls}); code != ExitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr.String(), "skipped 1 line it had already finished") {
+		t.Errorf("stderr does not count this run's one skipped line:\n%s", stderr)
+	}
+}

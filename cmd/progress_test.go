@@ -53,8 +53,8 @@ func TestProgressBar(t *testing.T) {
 		total int64
 		want  []string
 	}{
-		{"known total", 10, []string{"ok 3 failed 1 in flight 2", "4/10", "url/s"}},
-		{"standard input: no total", -1, []string{"ok 3 failed 1 in flight 2", "4", "url/s"}},
+		{"known total", 10, []string{"ok 3 failed 1 in flight 2", "(4/10, ", "url/s"}},
+		{"standard input: no total", -1, []string{"ok 3 failed 1 in flight 2", "(4/-, ", "url/s"}}, // done of an unknown total
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out lockedBuffer

@@ -64,7 +64,7 @@ type Config struct {
 	Pushback    Pushback // slowing of proxy-host pairs the target pushes back on; the zero value never slows
 
 	// Clock tells the time and wakes waiting attempts; nil means the
-	// real clock. Tests pass a fake.
+	// real clock. Tests pass a fake one (limits.FakeClock in export_test.go).
 	Clock Clock
 }
 
