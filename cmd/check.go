@@ -103,18 +103,8 @@ func (opts *CheckOptions) complete() error {
 	case opts.Count < 1 || opts.Count > maxCount:
 		return fmt.Errorf("--count %d: want an integer from 1 to %d", opts.Count, maxCount)
 	}
-	if err := checkConfig(cfg); err != nil {
+	if err := completeConfig(cfg, opts.Headers, opts.CACert); err != nil {
 		return err
-	}
-	h, err := parseHeaders(opts.Headers)
-	if err != nil {
-		return err
-	}
-	cfg.Header = h
-	if opts.CACert != "" {
-		if cfg.RootCAs, err = loadCertPool(opts.CACert); err != nil {
-			return err
-		}
 	}
 	// Every proxy is tried, whatever its health: nothing is benched, no
 	// attempt is retried elsewhere, and the pool never gives up.
@@ -143,11 +133,7 @@ func checkRun(ctx context.Context, opts *CheckOptions) (err error) {
 		if err := checkFiles(opts.inputFiles(), []namedFile{{role: "--output", name: opts.Output}}); err != nil {
 			return usageError(err)
 		}
-		if out, err = openOutput("--output", opts.Output, false); err != nil {
-			return usageError(err)
-		}
-		if err := out.start(); err != nil {
-			out.abandon()
+		if out, err = createOutput("--output", opts.Output); err != nil {
 			return usageError(err)
 		}
 		defer func() {

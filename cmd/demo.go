@@ -77,11 +77,7 @@ func demoRun(ctx context.Context, opts *DemoOptions) (err error) {
 		out = ios.Out
 	default:
 		var results *outputFile
-		if results, err = openOutput("--output", opts.Output, false); err != nil {
-			return usageError(err)
-		}
-		if err := results.start(); err != nil {
-			results.abandon()
+		if results, err = createOutput("--output", opts.Output); err != nil {
 			return usageError(err)
 		}
 		defer func() {

@@ -175,20 +175,8 @@ func (opts *FetchOptions) complete(cmd *cobra.Command) error {
 	if stdin > 1 {
 		return errors.New("standard input (-) can be given only once")
 	}
-	if err := checkConfig(cfg); err != nil {
+	if err := completeConfig(cfg, opts.Headers, opts.CACert); err != nil {
 		return err
-	}
-	h, err := parseHeaders(opts.Headers)
-	if err != nil {
-		return err
-	}
-	cfg.Header = h
-	if opts.CACert != "" {
-		pool, err := loadCertPool(opts.CACert)
-		if err != nil {
-			return err
-		}
-		cfg.RootCAs = pool
 	}
 	if len(opts.ProxyFiles) > 0 || len(opts.ProxyURLs) > 0 {
 		warn := func(msg string) {
@@ -259,6 +247,25 @@ func checkConfig(cfg *fetch.Config) error {
 	for _, c := range checks {
 		if c.bad {
 			return fmt.Errorf("%s: want %s", c.flag, c.want)
+		}
+	}
+	return nil
+}
+
+// completeConfig checks the values the flags set in cfg and adds what
+// takes reading: the -H headers and the --cacert pool.
+func completeConfig(cfg *fetch.Config, headers []string, cacert string) error {
+	if err := checkConfig(cfg); err != nil {
+		return err
+	}
+	h, err := parseHeaders(headers)
+	if err != nil {
+		return err
+	}
+	cfg.Header = h
+	if cacert != "" {
+		if cfg.RootCAs, err = loadCertPool(cacert); err != nil {
+			return err
 		}
 	}
 	return nil

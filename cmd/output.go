@@ -67,6 +67,20 @@ func (o *outputFile) start() error {
 	return nil
 }
 
+// createOutput opens name and starts it at once, for a command that has no
+// other check to make first (check, demo); on failure nothing is left.
+func createOutput(flag, name string) (*outputFile, error) {
+	o, err := openOutput(flag, name, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.start(); err != nil {
+		o.abandon()
+		return nil, err
+	}
+	return o, nil
+}
+
 // abandon closes the output and removes it if openOutput created it.
 func (o *outputFile) abandon() {
 	o.f.Close()

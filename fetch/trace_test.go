@@ -7,6 +7,8 @@ import (
 	"net/http/httptrace"
 	"testing"
 	"time"
+
+	"github.com/fetch-dev/fetch/internal/clock/clocktest"
 )
 
 // trackerStep is one step of a tracker row: call a hook (or none), then
@@ -20,15 +22,15 @@ type trackerStep struct {
 
 // trackerRun drives one tracker on a fake clock.
 type trackerRun struct {
-	clock *fakeClock
+	clock *clocktest.Clock
 	ctx   context.Context
 	tr    *tracker
 	ct    *httptrace.ClientTrace
 }
 
 func newTrackerRun(t *testing.T, cfg Config, handshake bool) *trackerRun {
-	r := &trackerRun{clock: newFakeClock()}
-	cfg.Clock = r.clock.clock()
+	r := &trackerRun{clock: clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))}
+	cfg.Clock = r.clock
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t.Cleanup(func() { cancel(nil) })
 	r.ctx, r.tr = ctx, newTracker(&cfg, handshake, cancel)
@@ -73,7 +75,7 @@ func (r *trackerRun) run(t *testing.T, steps []trackerStep) {
 	t.Helper()
 	for i, s := range steps {
 		r.call(t, s.hook)
-		r.clock.advance(s.advance)
+		r.clock.Advance(s.advance)
 		cause := ""
 		if c := context.Cause(r.ctx); c != nil {
 			cause = c.Error()

@@ -3,7 +3,6 @@ package limits
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 )
@@ -238,28 +237,10 @@ func (s *Local) leastUsed(p int) (int64, bool) {
 	return lo, found
 }
 
-// maxEvents bounds the events kept for Events: a caller that never takes
-// them loses the oldest, not memory.
-const maxEvents = 1 << 16
-
 // event queues a proxy's change of state for Events. Call with s.mu held.
 func (s *Local) event(p int, at time.Time, state string, d time.Duration) {
-	if len(s.events) >= maxEvents {
-		s.events = slices.Delete(s.events, 0, len(s.events)/2)
-	}
-	s.events = append(s.events, HealthEvent{Proxy: p, At: at, State: state, Cooldown: d})
-	s.pending.Store(int32(len(s.events)))
+	s.events.Add(HealthEvent{Proxy: p, At: at, State: state, Cooldown: d})
 }
 
 // Events implements Scheduler.
-func (s *Local) Events(dst []HealthEvent) []HealthEvent {
-	if s.pending.Load() == 0 {
-		return dst
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	dst = append(dst, s.events...)
-	s.events = s.events[:0]
-	s.pending.Store(0)
-	return dst
-}
+func (s *Local) Events(dst []HealthEvent) []HealthEvent { return s.events.Take(dst) }

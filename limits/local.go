@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -41,8 +40,7 @@ type Local struct {
 
 	health   Health
 	pushback Pushback
-	events   []HealthEvent // not yet taken by Events
-	pending  atomic.Int32  // len(events), read without the lock
+	events   Events // not yet taken by Events
 	pairs    map[pairKey]*pairState
 	draining bool  // no request will come but those waiting or in flight
 	members  []int // proxies per budget

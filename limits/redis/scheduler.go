@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -77,8 +76,7 @@ type Scheduler struct {
 	held    map[string]*held
 	orphans map[string]time.Time // leases whose acquire may or may not have run: release them
 	epoch   string
-	events  []limits.HealthEvent
-	pending atomic.Int32
+	events  limits.Events
 	closed  bool
 	down    error // the last Redis error, nil since a call succeeded
 	// notBefore (client clock): Redis said nothing can start before then,
@@ -684,32 +682,17 @@ func (s *Scheduler) releaseOrphans() {
 	}
 }
 
-// maxEvents bounds the events kept for Events.
-const maxEvents = 1 << 16
-
 // event queues a change of state that this process caused. Call with s.mu
 // held.
 func (s *Scheduler) event(p int, state string, d time.Duration) {
-	if len(s.events) >= maxEvents {
-		s.events = s.events[len(s.events)/2:]
-	}
-	s.events = append(s.events, limits.HealthEvent{Proxy: p, At: s.now(), State: state, Cooldown: d})
-	s.pending.Store(int32(len(s.events)))
+	s.events.Add(limits.HealthEvent{Proxy: p, At: s.now(), State: state, Cooldown: d})
 }
 
 // Events implements limits.Scheduler: it reports the changes of proxy
 // state that this process's outcomes caused (those caused by other
 // processes are theirs to report).
 func (s *Scheduler) Events(dst []limits.HealthEvent) []limits.HealthEvent {
-	if s.pending.Load() == 0 {
-		return dst
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	dst = append(dst, s.events...)
-	s.events = s.events[:0]
-	s.pending.Store(0)
-	return dst
+	return s.events.Take(dst)
 }
 
 // Drain implements limits.Scheduler. The shared scheduler does not hold
