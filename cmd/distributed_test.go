@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
 	"github.com/fetch-dev/fetch/limits/redis/redistest"
 )
@@ -142,4 +143,38 @@ func TestDistributed_usageErrors(t *testing.T) {
 			t.Errorf("stderr does not name the difference:\n%s", stderr)
 		}
 	})
+}
+
+// TestShard_resume: --resume works per shard: a shard resumed from its own
+// results takes nothing its last run finished, and no line of the other
+// shard.
+func TestShard_resume(t *testing.T) {
+	srv := okServer(t)
+	dir := t.TempDir()
+	urls := urlList(t, dir, srv.URL, 200)
+	out := filepath.Join(dir, "shard1.jsonl")
+	args := []string{"-q", "--shard", "1/2", "-o", out, urls}
+	ios, _, _, stderr := Test()
+	if code := Run(context.Background(), ios, args); code != ExitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	first := recordsOf(t, out)
+	if len(first) == 0 || len(first) >= 200 {
+		t.Fatalf("shard 1/2 of 200 lines has %d records", len(first))
+	}
+	for _, r := range first {
+		if got := (fetch.Shard{K: 1, N: 2}).Of(urls, r.Line, []byte(r.URL)); got != 1 {
+			t.Errorf("line %d belongs to shard %d", r.Line, got)
+		}
+	}
+	ios, _, _, stderr = Test()
+	if code := Run(context.Background(), ios, append([]string{"--resume"}, args[1:]...)); code != ExitOK {
+		t.Fatalf("resume: exit %d; stderr:\n%s", code, stderr)
+	}
+	if again := recordsOf(t, out); len(again) != len(first) {
+		t.Errorf("resume added %d records to a finished shard", len(again)-len(first))
+	}
+	if want := fmt.Sprintf("skipped %d lines", len(first)); !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr does not say %q:\n%s", want, stderr)
+	}
 }
