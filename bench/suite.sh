@@ -23,6 +23,7 @@
 #   BENCH_SLOW=2000/640 and BENCH_SLOW_MS=50   URLs that take that long each
 #   BENCH_RATE_N=500/100 and BENCH_RATE=50     starts at that rate per second
 #   BENCH_WRK_SECS=3/1       how long each wrk run lasts (wrk runs by time)
+#   BENCH_SKIP="nginx wrk"  tools and servers to treat as not installed
 #
 # Every run is bounded by its count and by a timeout. The exit status is
 # non-zero only when the suite itself fails; a missed goal is printed as
@@ -83,10 +84,11 @@ want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 for tool in bc timeout awk; do
 	command -v "$tool" >/dev/null || { echo "suite.sh: $tool is needed" >&2; exit 1; }
 done
-have() { command -v "$1" >/dev/null; }
+# have TOOL: installed, and not named in BENCH_SKIP.
+have() { [[ " ${BENCH_SKIP:-} " != *" $1 "* ]] && command -v "$1" >/dev/null; }
 peers=()
 for tool in hey curl vegeta wrk; do
-	if have "$tool"; then peers+=("$tool"); else echo "suite.sh: $tool is not installed: skipped (bench/setup.sh installs it)"; fi
+	if have "$tool"; then peers+=("$tool"); else echo "suite.sh: $tool is not installed (or is in BENCH_SKIP): skipped; bench/setup.sh installs it"; fi
 done
 have_peer() { [[ " ${peers[*]} " == *" $1 "* ]]; }
 
@@ -169,7 +171,7 @@ if have nginx; then
 		echo "suite.sh: nginx did not start ($(tail -n 1 "$d/logs/stderr" 2>/dev/null)): using the Go target"
 	fi
 else
-	echo "suite.sh: nginx is not installed: the 1 KiB and 100 KiB URLs come from the Go target"
+	echo "suite.sh: nginx is not installed (or is in BENCH_SKIP): the 1 KiB and 100 KiB URLs come from the Go target"
 fi
 # web_path SIZE: the path of a SIZE-byte body on the web target.
 web_path() {
