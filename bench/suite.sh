@@ -12,7 +12,10 @@
 #   --install    run bench/setup.sh first (installs the missing peers; root)
 #   --repeats N  runs of every tool in every case (default 3, quick 1)
 #   --only LIST  cases to run: direct,sustained,big,squid,tinyproxy,slow,rate
-#   --tsv FILE   machine-readable results (default $TMPDIR/fetch-bench.tsv)
+#   --tsv FILE   machine-readable results (default $TMPDIR/fetch-bench.tsv): a
+#                row "result" per case and tool (median, min, max, every run,
+#                fetch/tool), then a row "goal" per goal: case, the goal,
+#                peer, value, operator, target, -, met|MISSED|skipped
 #
 # Counts, from the environment (full default / quick default):
 #   BENCH_C=64               concurrency of every tool
@@ -511,7 +514,7 @@ goal() {
 	fi
 	[ "$v" = - ] || v="$(printf '%.3f' "$v")"
 	printf '  %-52s %8s  %s\n' "$text" "$v" "$verdict"
-	printf 'goal\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cs" "$text" "$peer" "$v" "$op" "$want" "" "$verdict" >>"$tsv"
+	printf 'goal\t%s\t%s\t%s\t%s\t%s\t%s\t-\t%s\n' "$cs" "$text" "$peer" "$v" "$op" "$want" "$verdict" >>"$tsv"
 }
 echo
 echo "goals (ratios from this run):"
