@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
 # bench/compare.sh: fetch side by side with the hand-rolled alternative it
 # replaces, a parallel curl loop (xargs -P), on the same loopback target and
-# proxies. Loopback only; every run is bounded by its URL count.
+# proxies. Loopback only; every run is bounded by its URL count. For the
+# suite against hey, curl --parallel, vegeta and wrk see bench/suite.sh.
 #
 #   bench/compare.sh [URLS] [PARALLEL]      (defaults: 2000 URLs, 12 at once)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export PATH="$PATH:/usr/local/go/bin"
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+. "$(dirname "$0")/lib.sh"
+bench_path
 urls="${1:-2000}"
 par="${2:-12}"
 work="$(mktemp -d)"
-trap 'kill "$srv" 2>/dev/null || true; rm -rf "$work"' EXIT
+LOOPBACK_PID=
+trap 'if [ -n "$LOOPBACK_PID" ]; then kill "$LOOPBACK_PID" 2>/dev/null || true; fi; rm -rf "$work"' EXIT
 
 command -v curl >/dev/null || { echo "compare.sh: curl is needed" >&2; exit 1; }
-go build -o "$work/fetch" .
-go build -o "$work/loopback" ./bench/loopback
-"$work/loopback" -dir "$work" -urls "$urls" -proxies 3 -for 10m >"$work/ready" &
-srv=$!
-for _ in $(seq 100); do grep -q ready "$work/ready" 2>/dev/null && break; sleep 0.1; done
+bench_build "$work"
+bench_loopback "$work" -urls "$urls" -proxies 3 -for 10m
 
 mapfile -t px <"$work/proxies.txt"
 secs() { local s e; s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N); echo "$e - $s" | bc; }

@@ -1,15 +1,31 @@
 // Command loopback serves the side-by-side benchmarks in bench/: it starts a
-// fetchtest target and forward proxies on loopback, writes a URL list and a
-// proxy list, and serves until it is interrupted or -for runs out.
+// plain Go target and forward proxies on loopback, writes a URL list, a proxy
+// list and the target's base URL, and serves until it is interrupted or -for
+// runs out.
+//
+// The target answers any path with a body of size= bytes (default 1024) after
+// delay= (default none). It does no bookkeeping per URL, so a list of millions
+// of distinct URLs costs it nothing more than one URL repeated. Requests whose
+// path starts with /rate/ are timed on arrival: GET /_arrivals answers
+// "COUNT FIRST_NS LAST_NS" (Unix nanoseconds) for them, and ?reset=1 forgets
+// them after answering.
+//
+// With -free-ports N it prints N free loopback TCP ports, one a line, and
+// exits (for servers such as nginx that need a port in their config).
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -17,31 +33,63 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", ".", "where to write urls.txt and proxies.txt")
+	dir := flag.String("dir", ".", "where to write urls.txt, proxies.txt and target.txt")
 	n := flag.Int("urls", 2000, "URLs in urls.txt")
-	size := flag.Int("size", 4096, "body bytes of each URL")
+	size := flag.Int("size", 4096, "body bytes of each URL in urls.txt")
 	proxyCount := flag.Int("proxies", 3, "forward proxies to start")
 	latency := flag.Duration("latency", 0, "latency each proxy adds to a request")
 	life := flag.Duration("for", 10*time.Minute, "serve at most this long")
+	freePorts := flag.Int("free-ports", 0, "print this many free loopback ports and exit")
 	flag.Parse()
-	if err := run(*dir, *n, *size, *proxyCount, *latency, *life); err != nil {
+	var err error
+	if *freePorts > 0 {
+		err = printFreePorts(*freePorts)
+	} else {
+		err = run(*dir, *n, *size, *proxyCount, *latency, *life)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "loopback:", err)
 		os.Exit(1)
 	}
 }
 
+func printFreePorts(n int) error {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		ls = append(ls, l)
+		fmt.Println(l.Addr().(*net.TCPAddr).Port)
+	}
+	return nil
+}
+
 func run(dir string, n, size, proxyCount int, latency, life time.Duration) error {
-	tg, err := fetchtest.StartTarget(fetchtest.TargetOptions{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	defer tg.Close()
+	tg := &target{}
+	srv := &http.Server{Handler: tg, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+	base := "http://" + ln.Addr().String()
+	if err := os.WriteFile(filepath.Join(dir, "target.txt"), []byte(base+"\n"), 0o644); err != nil {
+		return err
+	}
 	urls, err := os.Create(filepath.Join(dir, "urls.txt"))
 	if err != nil {
 		return err
 	}
 	for i := range n {
-		fmt.Fprintf(urls, "%s/b/%d?size=%d\n", tg.URL, i, size)
+		fmt.Fprintf(urls, "%s/b/%d?size=%d\n", base, i, size)
 	}
 	if err := urls.Close(); err != nil {
 		return err
@@ -69,4 +117,68 @@ func run(dir string, n, size, proxyCount int, latency, life time.Duration) error
 	case <-time.After(life):
 	}
 	return nil
+}
+
+// target is the plain Go target: a body of size= bytes after delay=.
+type target struct {
+	mu          sync.Mutex
+	count       int
+	first, last int64
+}
+
+const maxBody = 64 << 20
+
+var zeros = make([]byte, 64<<10)
+
+func (t *target) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/_arrivals" {
+		t.mu.Lock()
+		fmt.Fprintf(w, "%d %d %d\n", t.count, t.first, t.last)
+		if r.URL.Query().Get("reset") == "1" {
+			t.count, t.first, t.last = 0, 0, 0
+		}
+		t.mu.Unlock()
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, "/rate/") {
+		now := time.Now().UnixNano()
+		t.mu.Lock()
+		if t.count == 0 {
+			t.first = now
+		}
+		t.count++
+		t.last = now
+		t.mu.Unlock()
+	}
+	q := r.URL.Query()
+	size := 1024
+	if v := q.Get("size"); v != "" {
+		s, err := strconv.Atoi(v)
+		if err != nil || s < 0 || s > maxBody {
+			http.Error(w, "bad size", http.StatusBadRequest)
+			return
+		}
+		size = s
+	}
+	if v := q.Get("delay"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > time.Minute {
+			http.Error(w, "bad delay", http.StatusBadRequest)
+			return
+		}
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(size))
+	for size > 0 {
+		k := min(size, len(zeros))
+		if _, err := w.Write(zeros[:k]); err != nil {
+			return
+		}
+		size -= k
+	}
 }

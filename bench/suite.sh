@@ -1,0 +1,535 @@
+#!/usr/bin/env bash
+# bench/suite.sh: fetch side by side with hey, curl --parallel, vegeta and wrk
+# on the same URL lists and proxies, all on 127.0.0.1. It starts the servers
+# itself (nginx when installed, else the Go target of bench/loopback; squid
+# and tinyproxy when installed), each on a free loopback port with a config
+# in a temp dir, and stops them on exit. A peer that is not installed is
+# skipped, and the table says so.
+#
+#   bench/suite.sh [--quick] [--install] [--repeats N] [--only CASE,...] [--tsv FILE]
+#
+#   --quick      small counts and one repeat: a sanity run of about a minute
+#   --install    run bench/setup.sh first (installs the missing peers; root)
+#   --repeats N  runs of every tool in every case (default 3, quick 1)
+#   --only LIST  cases to run: direct,sustained,big,squid,tinyproxy,slow,rate
+#   --tsv FILE   machine-readable results (default $TMPDIR/fetch-bench.tsv): a
+#                row "result" per case and tool (median, min, max, every run,
+#                fetch/tool), then a row "goal" per goal: case, the goal,
+#                peer, value, operator, target, -, met|MISSED|skipped
+#
+# Counts, from the environment (full default / quick default):
+#   BENCH_C=64               concurrency of every tool
+#   BENCH_DIRECT=20000/2000  1 KiB URLs in the direct case
+#   BENCH_LINES=2000000/200000 and BENCH_SECS=20/3   the sustained case
+#   BENCH_BIG=2000/200       100 KiB URLs
+#   BENCH_PROXY=5000/1000    1 KiB URLs through squid and through tinyproxy
+#   BENCH_SLOW=2000/640 and BENCH_SLOW_MS=50   URLs that take that long each
+#   BENCH_RATE_N=500/100 and BENCH_RATE=50     starts at that rate per second
+#   BENCH_WRK_SECS=3/1       how long each wrk run lasts (wrk runs by time)
+#   BENCH_SKIP="nginx wrk"  tools and servers to treat as not installed
+#
+# Every run is bounded by its count and by a timeout. The exit status is
+# non-zero only when the suite itself fails; a missed goal is printed as
+# MISSED.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+. "$here/lib.sh"
+bench_path
+
+quick=0 install=0 repeats="" only="" tsv=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--quick) quick=1 ;;
+	--install) install=1 ;;
+	--repeats) repeats="${2:?--repeats N}"; shift ;;
+	--only) only="${2:?--only CASE,...}"; shift ;;
+	--tsv) tsv="${2:?--tsv FILE}"; shift ;;
+	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) echo "suite.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+	esac
+	shift
+done
+if [ "$install" = 1 ]; then
+	"$here/setup.sh"
+	bench_path
+fi
+
+# size VAR FULL QUICK: VAR from the environment, else the default.
+size() {
+	local v="${!1:-}"
+	if [ -z "$v" ]; then
+		if [ "$quick" = 1 ]; then v="$3"; else v="$2"; fi
+	fi
+	case "$v" in '' | *[!0-9]*) echo "suite.sh: $1 must be a whole number" >&2; exit 2 ;; esac
+	printf -v "$1" '%s' "$v"
+}
+size BENCH_C 64 64
+size BENCH_DIRECT 20000 2000
+size BENCH_LINES 2000000 200000
+size BENCH_SECS 20 3
+size BENCH_BIG 2000 200
+size BENCH_PROXY 5000 1000
+size BENCH_SLOW 2000 640
+size BENCH_SLOW_MS 50 50
+size BENCH_RATE_N 500 100
+size BENCH_RATE 50 50
+size BENCH_WRK_SECS 3 1
+if [ -z "$repeats" ]; then
+	if [ "$quick" = 1 ]; then repeats=1; else repeats=3; fi
+fi
+case "$repeats" in '' | *[!0-9]* | 0) echo "suite.sh: --repeats takes a positive number" >&2; exit 2 ;; esac
+c="$BENCH_C"
+tsv="${tsv:-${TMPDIR:-/tmp}/fetch-bench.tsv}"
+all_cases="direct sustained big squid tinyproxy slow rate"
+want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
+
+for tool in bc timeout awk; do
+	command -v "$tool" >/dev/null || { echo "suite.sh: $tool is needed" >&2; exit 1; }
+done
+# have TOOL: installed, and not named in BENCH_SKIP.
+have() { [[ " ${BENCH_SKIP:-} " != *" $1 "* ]] && command -v "$1" >/dev/null; }
+peers=()
+for tool in hey curl vegeta wrk; do
+	if have "$tool"; then peers+=("$tool"); else echo "suite.sh: $tool is not installed (or is in BENCH_SKIP): skipped; bench/setup.sh installs it"; fi
+done
+have_peer() { [[ " ${peers[*]} " == *" $1 "* ]]; }
+
+# Records and results go to a tmpfs when there is one.
+if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+	work="$(mktemp -d /dev/shm/fetch-bench.XXXXXX)"
+else
+	work="$(mktemp -d)"
+fi
+chmod 755 "$work"
+server_pids=()
+LOOPBACK_PID=
+cleanup() {
+	local pid _
+	for pid in "${server_pids[@]}" $LOOPBACK_PID; do kill "$pid" 2>/dev/null || true; done
+	for pid in "${server_pids[@]}" $LOOPBACK_PID; do
+		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$pid" 2>/dev/null || true
+	done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "suite.sh: building fetch and bench/loopback"
+bench_build "$work"
+fetch="$work/fetch"
+bench_loopback "$work" -urls 0 -proxies 0 -for 60m
+gotarget="$(cat "$work/target.txt")"
+
+mapfile -t ports < <("$work/loopback" -free-ports 3)
+
+# wait_url URL [PROXY]: up to 10 s for URL to answer 200.
+wait_url() {
+	local _ x=()
+	if [ -n "${2:-}" ]; then x=(-x "$2"); fi
+	for _ in $(seq 100); do
+		[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "${x[@]}" "$1" 2>/dev/null)" = 200 ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# The 1 KiB and 100 KiB target: nginx, else the Go target.
+web="" web_name=""
+if have nginx; then
+	d="$work/nginx"
+	mkdir -p "$d/www" "$d/logs"
+	head -c 1024 /dev/zero >"$d/www/1k"
+	head -c 102400 /dev/zero >"$d/www/100k"
+	cat >"$d/nginx.conf" <<-EOF
+		user root;
+		worker_processes auto;
+		daemon off;
+		pid $d/nginx.pid;
+		error_log $d/logs/error.log warn;
+		events { worker_connections 4096; }
+		http {
+		    access_log off;
+		    sendfile on;
+		    tcp_nopush on;
+		    keepalive_requests 1000000;
+		    keepalive_timeout 60s;
+		    client_body_temp_path $d/body;
+		    proxy_temp_path $d/proxy;
+		    fastcgi_temp_path $d/fastcgi;
+		    uwsgi_temp_path $d/uwsgi;
+		    scgi_temp_path $d/scgi;
+		    server {
+		        listen 127.0.0.1:${ports[0]};
+		        root $d/www;
+		    }
+		}
+	EOF
+	nginx -p "$d" -c "$d/nginx.conf" 2>"$d/logs/stderr" &
+	server_pids+=($!)
+	if wait_url "http://127.0.0.1:${ports[0]}/1k"; then
+		web="http://127.0.0.1:${ports[0]}" web_name="nginx $(nginx -v 2>&1 | sed 's|.*/||')"
+	else
+		echo "suite.sh: nginx did not start ($(tail -n 1 "$d/logs/stderr" 2>/dev/null)): using the Go target"
+	fi
+else
+	echo "suite.sh: nginx is not installed (or is in BENCH_SKIP): the 1 KiB and 100 KiB URLs come from the Go target"
+fi
+# web_path SIZE: the path of a SIZE-byte body on the web target.
+web_path() {
+	if [ -n "$web" ]; then
+		case "$1" in 1024) echo /1k ;; 102400) echo /100k ;; esac
+	else
+		echo "/b?size=$1"
+	fi
+}
+[ -n "$web" ] || web="$gotarget" web_name="Go target"
+
+# A name for 127.0.0.1 other than localhost: Go clients (vegeta takes its
+# proxy from HTTP_PROXY) never send a loopback IP or localhost to a proxy.
+alias_host="$(awk '$1 == "127.0.0.1" && $2 != "localhost" { print $2; exit }' /etc/hosts 2>/dev/null || true)"
+proxy_host="${alias_host:-127.0.0.1}"
+
+squid_url=""
+if have squid && want squid; then
+	d="$work/squid"
+	mkdir -p "$d"
+	chmod 777 "$d"
+	cat >"$d/squid.conf" <<-EOF
+		http_port 127.0.0.1:${ports[1]}
+		http_access allow all
+		cache deny all
+		access_log none
+		cache_store_log none
+		cache_log $d/cache.log
+		pid_filename $d/squid.pid
+		coredump_dir $d
+		dns_nameservers 127.0.0.1
+		pinger_enable off
+		shutdown_lifetime 0 seconds
+		max_filedescriptors 8192
+		via off
+		forwarded_for delete
+	EOF
+	squid -N -f "$d/squid.conf" >"$d/stderr" 2>&1 &
+	server_pids+=($!)
+	if wait_url "http://$proxy_host:${web#http://127.0.0.1:}$(web_path 1024)" "http://127.0.0.1:${ports[1]}"; then
+		squid_url="http://127.0.0.1:${ports[1]}"
+	else
+		echo "suite.sh: squid did not start ($(tail -n 1 "$d/cache.log" 2>/dev/null)): skipped"
+	fi
+fi
+tinyproxy_url=""
+if have tinyproxy && want tinyproxy; then
+	d="$work/tinyproxy"
+	mkdir -p "$d"
+	printf 'Port %s\nListen 127.0.0.1\nTimeout 60\nMaxClients 1024\nAllow 127.0.0.1\nLogLevel Critical\nDisableViaHeader Yes\n' \
+		"${ports[2]}" >"$d/tinyproxy.conf"
+	tinyproxy -d -c "$d/tinyproxy.conf" >"$d/stderr" 2>&1 &
+	server_pids+=($!)
+	if wait_url "http://$proxy_host:${web#http://127.0.0.1:}$(web_path 1024)" "http://127.0.0.1:${ports[2]}"; then
+		tinyproxy_url="http://127.0.0.1:${ports[2]}"
+	else
+		echo "suite.sh: tinyproxy did not start ($(tail -n 1 "$d/stderr" 2>/dev/null)): skipped"
+	fi
+fi
+
+# mklist NAME N PREFIX [SUFFIX]: the same N URLs PREFIX<i>SUFFIX as a fetch
+# list (NAME.txt), a curl config (NAME.curl) and vegeta targets (NAME.vegeta).
+mklist() {
+	awk -v n="$2" -v p="$3" -v s="${4:-}" -v f="$work/$1" 'BEGIN {
+		for (i = 0; i < n; i++) {
+			u = p i s
+			print u > (f ".txt")
+			printf "url = \"%s\"\noutput = \"/dev/null\"\n", u > (f ".curl")
+			print "GET " u > (f ".vegeta")
+		}
+	}'
+}
+
+# timed LIMIT SIGNAL CMD...: runs CMD (stdout to $work/out, stderr to
+# $work/err) for at most LIMIT seconds, then sends SIGNAL (and SIGKILL 10 s
+# later); sets wall, cpu (user+sys seconds of CMD and its children).
+timed() {
+	local limit="$1" sig="$2" u s
+	shift 2
+	local TIMEFORMAT='%R %U %S'
+	{ time timeout -s "$sig" -k 10 "$limit" "$@" >"$work/out" 2>"$work/err" || true; } 2>"$work/time"
+	read -r wall u s <"$work/time"
+	cpu="$(echo "$u + $s" | bc -l)"
+}
+
+# One run of TOOL over list NAME (N URLs), direct or through PROXY; sets ok
+# (responses with status 200), wall and cpu. LIMIT bounds the run; with
+# SECS set, the run is stopped after SECS seconds (the sustained case).
+# shellcheck disable=SC2034 # wall and cpu are read by the callers
+run_tool() {
+	local tool="$1" name="$2" n="$3" proxy="${4:-}" secs="${5:-}"
+	local limit="${secs:-300}" sig=TERM list="$work/$name" one
+	one="$(head -n 1 "$list.txt")"
+	rm -f "$work/records.jsonl" "$work/vegeta.bin"
+	case "$tool" in
+	fetch)
+		local px=()
+		if [ -n "$proxy" ]; then px=(--proxy "$proxy" --proxy-concurrency "$c"); fi
+		[ -n "$secs" ] && sig=INT
+		timed "$limit" "$sig" "$fetch" -q -o "$work/records.jsonl" --retries 0 -c "$c" "${px[@]}" "$list.txt"
+		ok="$(grep -c '"ok":true' "$work/records.jsonl" || true)"
+		;;
+	hey)
+		local px=()
+		if [ -n "$proxy" ]; then px=(-x "$proxy"); fi
+		timed "$limit" "$sig" hey -n "$n" -c "$c" -disable-compression "${px[@]}" "$one"
+		ok="$(awk '$1 == "[200]" { print $2 }' "$work/out")"
+		;;
+	curl)
+		local px=()
+		if [ -n "$proxy" ]; then px=(-x "$proxy"); fi
+		[ -n "$secs" ] && sig=INT
+		# The status of each transfer goes to stderr, unbuffered, so a run
+		# stopped by a signal loses none.
+		timed "$limit" "$sig" curl -s --no-progress-meter -Z --parallel-max "$c" "${px[@]}" -w '%{stderr}%{http_code}\n' -K "$list.curl"
+		ok="$(grep -c '^200$' "$work/err" || true)"
+		;;
+	vegeta)
+		local env=() d="${secs:-$limit}"
+		if [ -n "$proxy" ]; then env=("HTTP_PROXY=$proxy"); fi
+		timed $((d + 30)) TERM env "${env[@]}" vegeta attack -lazy -rate 0 -workers "$c" -max-workers "$c" \
+			-duration "${d}s" -targets "$list.vegeta" -output "$work/vegeta.bin"
+		ok="$(vegeta report -type=json "$work/vegeta.bin" | grep -o '"200":[0-9]*' | cut -d: -f2 || true)"
+		;;
+	esac
+	ok="${ok:-0}"
+}
+
+# wrk_run URL [PROXY]: wrk for BENCH_WRK_SECS; sets ok, wall (wrk's own
+# measured duration) and cpu.
+wrk_run() {
+	local url="$1" proxy="${2:-}" total bad dur
+	if [ -n "$proxy" ]; then
+		WRK_TARGET="$url" timed $((BENCH_WRK_SECS + 30)) TERM wrk -t 2 -c "$c" -d "${BENCH_WRK_SECS}s" -s "$here/wrk-proxy.lua" "$proxy/"
+	else
+		timed $((BENCH_WRK_SECS + 30)) TERM wrk -t 2 -c "$c" -d "${BENCH_WRK_SECS}s" "$url"
+	fi
+	total="$(awk '/requests in/ { print $1 }' "$work/out")"
+	bad="$(awk '/Non-2xx/ { print $NF }' "$work/out")"
+	dur="$(awk '/requests in/ { sub(/s,$/, "", $4); print $4 }' "$work/out")"
+	ok=$(( ${total:-0} - ${bad:-0} ))
+	wall="${dur:-0}"
+	[[ "$wall" =~ ^[0-9.]+$ ]] && [ "$wall" != 0 ] || wall=1
+}
+
+# Results: res[CASE|TOOL] is the list of values over the repeats.
+declare -A res=()
+add() { res["$1|$2"]="${res["$1|$2"]:-} $3"; }
+div() { echo "scale=6; $1 / $2" | bc -l; }
+note() { printf '  %-10s %-7s run %s: %s\n' "$1" "$2" "$3" "$4"; }
+
+# rate_case CASE LIST N PROXY TOOLS...: URLs/s over the repeats, tools in turn
+# within each repeat; in the direct case also client CPU per URL.
+rate_case() {
+	local cs="$1" name="$2" n="$3" proxy="$4" r tool url
+	shift 4
+	url="$(head -n 1 "$work/$name.txt")"
+	url="${url%%\?*}"
+	for r in $(seq "$repeats"); do
+		for tool in "$@"; do
+			if [ "$tool" = wrk ]; then wrk_run "$url" "$proxy"; else run_tool "$tool" "$name" "$n" "$proxy"; fi
+			if [ "$ok" -le 0 ]; then note "$cs" "$tool" "$r" "no URL done ($(tail -n 1 "$work/err" 2>/dev/null))"; continue; fi
+			add "$cs" "$tool" "$(div "$ok" "$wall")"
+			[ "$cs" = direct ] && add cpu "$tool" "$(div "$cpu * 1000000" "$ok")"
+			note "$cs" "$tool" "$r" "$ok ok in ${wall}s, cpu ${cpu}s"
+		done
+	done
+}
+
+peers_but() { local t; for t in "${peers[@]}"; do [[ " $* " == *" $t "* ]] || echo "$t"; done; }
+mapfile -t count_peers < <(peers_but wrk)
+
+started="$(date +%s)"
+if want direct; then
+	echo "suite.sh: direct: $BENCH_DIRECT x 1 KiB from $web_name"
+	mklist direct "$BENCH_DIRECT" "$web$(web_path 1024)?i="
+	rate_case direct direct "$BENCH_DIRECT" "" fetch "${peers[@]}"
+fi
+if want sustained; then
+	echo "suite.sh: sustained: $BENCH_LINES lines from the Go target, each tool stopped after ${BENCH_SECS}s"
+	mklist sustained "$BENCH_LINES" "$gotarget/s/" "?size=1024"
+	for r in $(seq "$repeats"); do
+		for tool in fetch curl vegeta; do
+			if [ "$tool" != fetch ] && ! have_peer "$tool"; then continue; fi
+			run_tool "$tool" sustained "$BENCH_LINES" "" "$BENCH_SECS"
+			add sustained "$tool" "$ok"
+			note sustained "$tool" "$r" "$ok done, stopped after ${wall}s"
+		done
+	done
+	rm -f "$work"/sustained.*
+fi
+if want big; then
+	echo "suite.sh: big: $BENCH_BIG x 100 KiB from $web_name"
+	mklist big "$BENCH_BIG" "$web$(web_path 102400)?i="
+	rate_case big big "$BENCH_BIG" "" fetch "${peers[@]}"
+fi
+proxied_peers=("${peers[@]}")
+if [ -z "$alias_host" ]; then
+	mapfile -t proxied_peers < <(peers_but vegeta wrk)
+	have_peer wrk && proxied_peers+=(wrk)
+	have_peer vegeta && echo "suite.sh: no name for 127.0.0.1 but localhost in /etc/hosts: vegeta skipped through proxies"
+fi
+for px in squid tinyproxy; do
+	want "$px" || continue
+	case "$px" in squid) purl="$squid_url" ;; *) purl="$tinyproxy_url" ;; esac
+	if [ -z "$purl" ]; then echo "suite.sh: $px: not installed or not started: skipped"; continue; fi
+	echo "suite.sh: $px: $BENCH_PROXY x 1 KiB from $web_name through $px, proxy concurrency $c"
+	mklist "$px" "$BENCH_PROXY" "http://$proxy_host:${web#http://127.0.0.1:}$(web_path 1024)?i="
+	rate_case "$px" "$px" "$BENCH_PROXY" "$purl" fetch "${proxied_peers[@]}"
+done
+if want slow; then
+	# ideal N: N URLs in rounds of c at once, each round BENCH_SLOW_MS long.
+	ideal() { echo "scale=6; $(( ($1 + c - 1) / c )) * $BENCH_SLOW_MS / 1000" | bc; }
+	ideal="$(ideal "$BENCH_SLOW")"
+	echo "suite.sh: slow: $BENCH_SLOW URLs of ${BENCH_SLOW_MS} ms from the Go target: makespan / ideal ${ideal}s"
+	mklist slow "$BENCH_SLOW" "$gotarget/d/" "?delay=${BENCH_SLOW_MS}ms"
+	for r in $(seq "$repeats"); do
+		for tool in fetch "${count_peers[@]}"; do
+			run_tool "$tool" slow "$BENCH_SLOW" ""
+			# hey -n N -c C makes C workers of N/C requests each, rounded down.
+			expect="$BENCH_SLOW"
+			[ "$tool" = hey ] && expect=$(( BENCH_SLOW / c * c ))
+			if [ "$ok" -ne "$expect" ]; then note slow "$tool" "$r" "only $ok of $expect ok: no figure"; continue; fi
+			add slow "$tool" "$(div "$wall" "$(ideal "$ok")")"
+			note slow "$tool" "$r" "$ok ok in ${wall}s"
+		done
+	done
+fi
+if want rate; then
+	echo "suite.sh: rate: $BENCH_RATE_N starts at $BENCH_RATE/s, timed on arrival at the Go target"
+	mklist rate "$BENCH_RATE_N" "$gotarget/rate/"
+	for r in $(seq "$repeats"); do
+		for tool in fetch vegeta; do
+			if [ "$tool" = vegeta ] && ! have_peer vegeta; then continue; fi
+			curl -s -o /dev/null "$gotarget/_arrivals?reset=1"
+			if [ "$tool" = fetch ]; then
+				timed 300 TERM "$fetch" -q -o "$work/records.jsonl" --retries 0 -c "$c" --rate "$BENCH_RATE/s" "$work/rate.txt"
+			else
+				secs="$(echo "scale=6; $BENCH_RATE_N / $BENCH_RATE" | bc)"
+				timed 300 TERM vegeta attack -rate "$BENCH_RATE/1s" -duration "${secs}s" -workers "$c" -max-workers "$c" \
+					-targets "$work/rate.vegeta" -output "$work/vegeta.bin"
+			fi
+			read -r n first last < <(curl -s "$gotarget/_arrivals?reset=1")
+			if [ "$n" -lt 2 ]; then note rate "$tool" "$r" "only $n arrivals: no figure"; continue; fi
+			add rate "$tool" "$(echo "scale=6; ($n - 1) * 1000000000 / ($last - $first)" | bc)"
+			note rate "$tool" "$r" "$n starts in $(echo "scale=3; ($last - $first) / 1000000000" | bc)s"
+		done
+	done
+fi
+elapsed=$(( $(date +%s) - started ))
+
+# stats CASE TOOL: "median min max" of the values, empty when there are none.
+stats() {
+	local v="${res["$1|$2"]:-}"
+	[ -n "${v// /}" ] || return 0
+	# shellcheck disable=SC2086 # one value a word
+	printf '%s\n' $v | sort -g | awk '{ a[NR] = $1 } END {
+		m = (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
+		print m, a[1], a[NR] }'
+}
+median() { local m _; read -r m _ < <(stats "$1" "$2"); echo "${m:-}"; }
+# fmt CASE VALUE: the value in the case's precision.
+fmt() {
+	case "$1" in
+	slow) printf '%.3f' "$2" ;;
+	rate) printf '%.2f' "$2" ;;
+	cpu) printf '%.1f' "$2" ;;
+	*) printf '%.0f' "$2" ;;
+	esac
+}
+ratio() {
+	local f p
+	f="$(median "$1" fetch)" p="$(median "$1" "$2")"
+	if [ -z "$f" ] || [ -z "$p" ] || [ "$(echo "$p == 0" | bc)" = 1 ]; then echo "-"; return; fi
+	printf '%.2f' "$(div "$f" "$p")"
+}
+
+declare -A label=(
+	[direct]="$BENCH_DIRECT x 1 KiB, req/s"
+	[cpu]="client CPU, us/URL"
+	[sustained]="${BENCH_LINES} lines, done in ${BENCH_SECS}s"
+	[big]="$BENCH_BIG x 100 KiB, req/s"
+	[squid]="via squid, req/s"
+	[tinyproxy]="via tinyproxy, req/s"
+	[slow]="$BENCH_SLOW x ${BENCH_SLOW_MS}ms, makespan/ideal"
+	[rate]="$BENCH_RATE_N at ${BENCH_RATE}/s, mean rate/s"
+)
+tools=(fetch hey curl vegeta wrk)
+rows=(direct cpu)
+for cs in $all_cases; do [ "$cs" = direct ] || rows+=("$cs"); done
+
+echo
+echo "fetch side by side: concurrency $c, $repeats repeat(s), median [min..max]; f/peer = fetch's median / the peer's, same run"
+{
+	printf '%-30s' case
+	for t in "${tools[@]}"; do printf ' %-24s' "$t"; done
+	for t in "${tools[@]:1}"; do printf ' %7s' "f/$t"; done
+	echo
+} >"$work/table"
+mkdir -p "$(dirname "$tsv")"
+printf 'kind\tcase\tunit\ttool\tmedian\tmin\tmax\truns\tfetch_over_tool\n' >"$tsv"
+for cs in "${rows[@]}"; do
+	have_any=0
+	for t in "${tools[@]}"; do [ -n "$(median "$cs" "$t")" ] && have_any=1; done
+	[ "$have_any" = 1 ] || continue
+	{
+		printf '%-30s' "${label[$cs]}"
+		for t in "${tools[@]}"; do
+			read -r m lo hi < <(stats "$cs" "$t"; echo)
+			if [ -n "${m:-}" ]; then
+				printf ' %-24s' "$(fmt "$cs" "$m") [$(fmt "$cs" "$lo")..$(fmt "$cs" "$hi")]"
+				# shellcheck disable=SC2086
+				printf 'result\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cs" "${label[$cs]#*, }" "$t" "$m" "$lo" "$hi" \
+					"$(echo ${res["$cs|$t"]} | tr ' ' ,)" "$(ratio "$cs" "$t")" >>"$tsv"
+			else
+				printf ' %-24s' "-"
+			fi
+		done
+		for t in "${tools[@]:1}"; do printf ' %7s' "$(ratio "$cs" "$t")"; done
+		echo
+	} >>"$work/table"
+done
+cat "$work/table"
+
+# goal CASE PEER OP TARGET TEXT: fetch's median over the peer's (or, with
+# PEER "-", fetch's median itself) compared with TARGET.
+goal() {
+	local cs="$1" peer="$2" op="$3" want="$4" text="$5" v verdict
+	if [ "$peer" = - ]; then v="$(median "$cs" fetch)"; else v="$(ratio "$cs" "$peer")"; fi
+	if [ -z "$v" ] || [ "$v" = - ]; then
+		verdict="skipped (no figure)"
+		v="-"
+	elif [ "$(echo "$v $op $want" | bc -l)" = 1 ]; then
+		verdict=met
+	else
+		verdict=MISSED
+	fi
+	[ "$v" = - ] || v="$(printf '%.3f' "$v")"
+	printf '  %-52s %8s  %s\n' "$text" "$v" "$verdict"
+	printf 'goal\t%s\t%s\t%s\t%s\t%s\t%s\t-\t%s\n' "$cs" "$text" "$peer" "$v" "$op" "$want" "$verdict" >>"$tsv"
+}
+echo
+echo "goals (ratios from this run):"
+goal direct hey '>=' 1 "direct: fetch req/s / hey's >= 1"
+goal cpu hey '<=' 1 "direct: fetch CPU per URL / hey's <= 1"
+goal sustained curl '>=' 1 "sustained: fetch URLs done / curl's >= 1"
+goal sustained vegeta '>=' 1.2 "sustained: fetch URLs done / vegeta's >= 1.2"
+goal big curl '>=' 1 "100 KiB: fetch req/s / curl's >= 1"
+goal squid wrk '>=' 0.95 "squid: fetch req/s / wrk's >= 0.95"
+goal tinyproxy wrk '>=' 0.8 "tinyproxy: fetch req/s / wrk's >= 0.8"
+goal slow - '<=' 1.03 "latency-bound: fetch makespan / ideal <= 1.03"
+f_rate="$(median rate fetch)"
+if [ -n "$f_rate" ]; then
+	res["rate_err|fetch"]="$(echo "e = ($f_rate - $BENCH_RATE) / $BENCH_RATE; if (e < 0) e = -e; e" | bc -l)"
+fi
+goal rate_err - '<=' 0.005 "rate: |fetch mean rate / ${BENCH_RATE} - 1| <= 0.005"
+echo
+echo "suite.sh: ${elapsed}s of runs; load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo ?) now; table as TSV in $tsv"
