@@ -190,7 +190,7 @@ var ErrInterrupted = errors.New("fetch: interrupted")
 // with an error wrapping ErrInterrupted and context.Canceled.
 func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Report, error) {
 	start := e.clock().now()
-	coll := newCollector(e.routes, start)
+	coll := newCollector(e.routes, start, e.cfg.ReportHosts)
 	e.coll.Store(coll)
 	defer e.coll.Store(nil)
 
