@@ -29,8 +29,8 @@ type hostTable struct {
 	max   int
 	pos   map[string]*hostEntry // the tracked hosts
 	heap  []*hostEntry          // the same, a min-heap by estimate
-	other HostsOther     // Hosts is filled in by report
-	seen  hyperLogLog    // the distinct hosts ever tracked
+	other HostsOther            // Hosts is filled in by report
+	seen  hyperLogLog           // the distinct hosts ever tracked
 }
 
 type hostEntry struct {
