@@ -42,16 +42,9 @@ func appendRecord(b []byte, r *Record) ([]byte, error) {
 	b = strconv.AppendInt(b, int64(r.Attempts), 10)
 	b = append(b, `,"bytes":`...)
 	b = strconv.AppendInt(b, r.Bytes, 10)
-	b = append(b, `,"elapsed_ms":`...)
-	if b, err = appendJSONFloat(b, r.ElapsedMS); err != nil {
+	if b, err = appendOutcome(b, r.ElapsedMS, r.Phases, r.Error); err != nil {
 		return b, err
 	}
-	b = append(b, `,"phases":`...)
-	if b, err = r.Phases.appendJSON(b); err != nil {
-		return b, err
-	}
-	b = append(b, `,"error":`...)
-	b = appendError(b, r.Error)
 	b = append(b, `,"tries":`...)
 	if r.Tries == nil {
 		b = append(b, "null"...)
@@ -88,18 +81,27 @@ func appendTry(b []byte, t *Try) ([]byte, error) {
 	}
 	b = append(b, `"status":`...)
 	b = strconv.AppendInt(b, int64(t.Status), 10)
+	b, err := appendOutcome(b, t.ElapsedMS, t.Phases, t.Error)
+	if err != nil {
+		return b, err
+	}
+	return append(b, '}'), nil
+}
+
+// appendOutcome appends the fields a record and a try share, in their
+// order: elapsed_ms, phases, error.
+func appendOutcome(b []byte, elapsedMS float64, phases PhaseTimes, e *Error) ([]byte, error) {
 	b = append(b, `,"elapsed_ms":`...)
-	var err error
-	if b, err = appendJSONFloat(b, t.ElapsedMS); err != nil {
+	b, err := appendJSONFloat(b, elapsedMS)
+	if err != nil {
 		return b, err
 	}
 	b = append(b, `,"phases":`...)
-	if b, err = t.Phases.appendJSON(b); err != nil {
+	if b, err = phases.appendJSON(b); err != nil {
 		return b, err
 	}
 	b = append(b, `,"error":`...)
-	b = appendError(b, t.Error)
-	return append(b, '}'), nil
+	return appendError(b, e), nil
 }
 
 func appendError(b []byte, e *Error) []byte {
