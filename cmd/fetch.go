@@ -34,6 +34,9 @@ type FetchOptions struct {
 
 	Resume bool // with Output: skip what it finished, append the rest
 
+	CPUProfile string // --cpuprofile FILE, or ""
+	MemProfile string // --memprofile FILE, or ""
+
 	// Distributed mode: with Redis set, every limit, proxy health and the
 	// usage counts are shared through that Redis by all the processes of
 	// Namespace. Shard is "K/N" or "" (Config.Shard is parsed from it).
@@ -145,6 +148,9 @@ JSON record per URL line.`,
 	f.StringVar(&opts.Report, "report", "", "summary, one JSON document, to `FILE`")
 	f.BoolVar(&opts.Resume, "resume", false, "with -o: skip URLs that FILE already finished; append the rest")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress bar, no summary, no warnings on stderr")
+	f.IntVar(&cfg.ReportHosts, "report-hosts", cfg.ReportHosts, "the report lists the `N` busiest hosts; the rest are summed in hosts_other")
+	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to `FILE` (go tool pprof)")
+	f.StringVar(&opts.MemProfile, "memprofile", "", "write a memory (allocations) profile of the run to `FILE` (go tool pprof)")
 
 	// Distributed mode.
 	groups.begin(groupDistributed)
@@ -218,6 +224,7 @@ func checkConfig(cfg *fetch.Config) error {
 		{"--retries", cfg.Retries, 0, maxRetries, ""},
 		{"--max-redirects", cfg.MaxRedirects, 0, maxRetries, " (0: do not follow)"},
 		{"--proxy-max-failures", cfg.ProxyMaxFailures, 0, maxCount, " (0: never bench)"},
+		{"--report-hosts", cfg.ReportHosts, 0, maxCount, " (0: none, all in hosts_other)"},
 	}
 	for _, c := range counts {
 		if c.v < c.lo || c.v > c.hi {
@@ -316,6 +323,10 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 		}
 		outs = append(outs, report)
 	}
+	var prof profiles
+	if outs, err = prof.open(opts.CPUProfile, opts.MemProfile, outs); err != nil {
+		return usageError(err)
+	}
 	out := ios.Out
 	var results *outputFile
 	if opts.Output != "" && opts.Output != "-" {
@@ -364,6 +375,15 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 	if report != nil {
 		defer report.Close()
 	}
+	stopProfiles, err := prof.start()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if perr := stopProfiles(); perr != nil && err == nil {
+			err = perr
+		}
+	}()
 
 	var total func(context.Context) int64
 	if !opts.Quiet && ios.IsStderrTTY() {
@@ -429,6 +449,11 @@ func (opts *FetchOptions) outputFiles() []namedFile {
 	}
 	if opts.Report != "" {
 		fs = append(fs, namedFile{role: "--report", name: opts.Report})
+	}
+	for _, p := range []struct{ role, name string }{{"--cpuprofile", opts.CPUProfile}, {"--memprofile", opts.MemProfile}} {
+		if p.name != "" {
+			fs = append(fs, namedFile{role: p.role, name: p.name})
+		}
 	}
 	return fs
 }

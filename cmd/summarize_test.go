@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -231,7 +232,18 @@ func TestNewCmdSummarize(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if want := (&SummarizeOptions{IO: got.IO, Files: []string{"a.jsonl", "b.jsonl"}, Report: "r.json"}); !reflect.DeepEqual(got, want) {
+	if want := (&SummarizeOptions{IO: got.IO, Files: []string{"a.jsonl", "b.jsonl"}, Report: "r.json", ReportHosts: fetch.DefaultReportHosts}); !reflect.DeepEqual(got, want) {
 		t.Errorf("options %+v, want %+v", got, want)
+	}
+	cmd = NewCmdSummarize(&IOStreams{}, func(o *SummarizeOptions) error { got = o; return nil })
+	cmd.SetArgs([]string{"--report-hosts", "5", "a.jsonl"})
+	if err := cmd.Execute(); err != nil || got.ReportHosts != 5 {
+		t.Errorf("--report-hosts 5: %v, ReportHosts %d", err, got.ReportHosts)
+	}
+	cmd = NewCmdSummarize(&IOStreams{}, func(o *SummarizeOptions) error { got = o; return nil })
+	cmd.SetArgs([]string{"--report-hosts", "-1", "a.jsonl"})
+	var ue *UsageError
+	if err := cmd.Execute(); !errors.As(err, &ue) {
+		t.Errorf("--report-hosts -1: %v, want a usage error", err)
 	}
 }

@@ -84,8 +84,8 @@ func writeSummary(w io.Writer, r *fetch.Report) {
 	if len(r.Proxies) > 0 {
 		writeProxies(w, r.Proxies)
 	}
-	if len(r.Hosts) > 0 {
-		writeHosts(w, r.Hosts)
+	if len(r.Hosts) > 0 || r.HostsOther != nil {
+		writeHosts(w, r.Hosts, r.HostsOther)
 	}
 }
 
@@ -178,8 +178,9 @@ func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport) {
 	}
 }
 
-// writeHosts prints the host table.
-func writeHosts(w io.Writer, hosts map[string]*fetch.HostReport) {
+// writeHosts prints the host table, and a line for the hosts the report
+// does not list (other), when there are any.
+func writeHosts(w io.Writer, hosts map[string]*fetch.HostReport, other *fetch.HostsOther) {
 	rows := make([]summaryRow, 0, len(hosts))
 	for h, x := range hosts {
 		inFlight := "-" // unknown, as in a report rebuilt from records
@@ -198,6 +199,10 @@ func writeHosts(w io.Writer, hosts map[string]*fetch.HostReport) {
 	writeTable(w, []string{"host", "attempts", "failed", "max in flight"}, shown)
 	if len(shown) < len(rows) {
 		fmt.Fprintf(w, "... and %d more hosts in the report\n", len(rows)-len(shown))
+	}
+	if other != nil {
+		fmt.Fprintf(w, "... and %s not listed (--report-hosts): %d attempts, %d failed\n",
+			plural(other.Hosts, "other host", "other hosts"), other.Attempts, other.Failed)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 // that grows with b.N and is not built up front inside the timed region.
 type urlLines struct {
 	base string
+	size int // the body size asked for; 0 is 512
 	n, i int
 	line []byte // the current line
 	off  int    // how much of it was read
@@ -26,7 +27,11 @@ func (u *urlLines) Read(p []byte) (int, error) {
 		if u.i == u.n {
 			return 0, io.EOF
 		}
-		u.line, u.off = fmt.Appendf(u.line[:0], "%s/b/%d?size=512\n", u.base, u.i), 0
+		size := u.size
+		if size == 0 {
+			size = 512
+		}
+		u.line, u.off = fmt.Appendf(u.line[:0], "%s/b/%d?size=%d\n", u.base, u.i, size), 0
 		u.i++
 	}
 	n := copy(p, u.line[u.off:])
@@ -35,7 +40,11 @@ func (u *urlLines) Read(p []byte) (int, error) {
 }
 
 // BenchmarkPerURL measures the engine's cost per URL on loopback: one
-// op is one URL fetched with a 512-byte body, with records encoded as JSON.
+// op is one URL fetched, with records encoded as JSON. direct and
+// http-proxy fetch 512-byte bodies at -c 16; direct-c64-1KiB is the
+// comparison with hey (1 KiB bodies at -c 64). Profile it with
+//
+//	go test -run '^$' -bench 'PerURL/direct-c64' -benchtime 20000x -cpuprofile cpu.out ./fetch/
 func BenchmarkPerURL(b *testing.B) {
 	tg, err := fetchtest.StartTarget(fetchtest.TargetOptions{})
 	if err != nil {
@@ -47,22 +56,31 @@ func BenchmarkPerURL(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer px.Close()
-	for _, via := range []string{"direct", "http-proxy"} {
-		b.Run(via, func(b *testing.B) {
+	for _, bc := range []struct {
+		name              string
+		proxy             bool
+		concurrency, size int
+	}{
+		{"direct", false, 16, 512},
+		{"http-proxy", true, 16, 512},
+		{"direct-c64-1KiB", false, 64, 1024},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
 			cfg := fetch.DefaultConfig()
-			cfg.Concurrency = 16
-			if via != "direct" {
+			cfg.Concurrency = bc.concurrency
+			if bc.proxy {
 				u, _ := proxies.ParseURL(px.URL)
-				cfg.Proxies = []proxies.Proxy{{URL: u, ID: proxies.Identity(u), Concurrency: 16}}
+				cfg.Proxies = []proxies.Proxy{{URL: u, ID: proxies.Identity(u), Concurrency: bc.concurrency}}
 			}
 			e, err := fetch.New(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
+			defer e.Close()
 			w := fetch.NewJSONLWriter(io.Discard)
 			b.ReportAllocs()
 			b.ResetTimer()
-			rep, err := e.Run(context.Background(), []fetch.Input{{Name: "-", R: &urlLines{base: tg.URL, n: b.N}}}, w)
+			rep, err := e.Run(context.Background(), []fetch.Input{{Name: "-", R: &urlLines{base: tg.URL, size: bc.size, n: b.N}}}, w)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -70,5 +88,37 @@ func BenchmarkPerURL(b *testing.B) {
 				b.Fatalf("%d of %d ok: %+v", rep.OK, b.N, rep.ByKind)
 			}
 		})
+	}
+}
+
+// benchRecords are records like a run's: a plain success, one through a
+// pool after a retry, and an invalid line.
+var benchRecords = []*fetch.Record{
+	{URL: "https://a.example/products/item/123?ref=feed", Input: "urls.txt", Line: 12, OK: true, Status: 200,
+		Proxy: "http://127.0.0.1:8081", Attempts: 1, Bytes: 18324, ElapsedMS: 532.1,
+		Phases: fetch.PhaseTimes{"queue": 1.2, "dns": 0.3, "connect": 1.1, "tls": 10.2, "request": 0.1, "headers": 50.3, "body": 3.4},
+		Tries:  []fetch.Try{}},
+	{URL: "http://b.example/x", Input: "-", Line: 7, OK: false, Status: 503,
+		Proxy: "http://127.0.0.1:8082", Pool: "shared", Attempts: 2, ElapsedMS: 40.25,
+		Phases: fetch.PhaseTimes{"queue": 0.1, "headers": 20},
+		Error:  &fetch.Error{Phase: "headers", Kind: "status", Message: "503 Service Unavailable"},
+		Tries: []fetch.Try{{Proxy: "http://127.0.0.1:8081", Pool: "shared", Status: 503, ElapsedMS: 20.4,
+			Phases: fetch.PhaseTimes{"queue": 0.1, "headers": 20.0},
+			Error:  &fetch.Error{Phase: "headers", Kind: "status", Message: "503 Service Unavailable"}}}},
+	{URL: "ftp://c.example/<a>", Input: "urls.txt", Line: 3, Phases: fetch.PhaseTimes{}, Tries: []fetch.Try{},
+		Error: &fetch.Error{Phase: "input", Kind: "invalid", Message: `unsupported scheme "ftp" (want http or https)`}},
+}
+
+// BenchmarkRecordWrite measures encoding a record as a JSON line and
+// buffering it: one op is one record.
+func BenchmarkRecordWrite(b *testing.B) {
+	w := fetch.NewJSONLWriter(io.Discard)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := w.Write(benchRecords[i%len(benchRecords)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
 	}
 }

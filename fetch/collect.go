@@ -15,6 +15,7 @@ type collector struct {
 	mu     sync.Mutex
 	rep    Report
 	phases map[string]map[string]*histogram // proxy -> phase -> durations
+	hosts  *hostTable
 	start  time.Time
 }
 
@@ -39,14 +40,14 @@ func (c *collector) health(proxy string, ev limits.HealthEvent) {
 // maxStateChanges bounds the state changes kept per proxy in a report.
 const maxStateChanges = 1000
 
-func newCollector(routes []*route, start time.Time) *collector {
+func newCollector(routes []*route, start time.Time, reportHosts int) *collector {
 	c := &collector{
 		start: start,
+		hosts: newHostTable(reportHosts),
 		rep: Report{
 			ByKind:  map[string]int{},
 			ByPhase: map[string]int{},
 			Proxies: map[string]*ProxyReport{},
-			Hosts:   map[string]*HostReport{},
 		},
 		phases: map[string]map[string]*histogram{},
 	}
@@ -62,22 +63,14 @@ func (c *collector) attempt(proxy, host string, ok bool, proxyInFlight, hostInFl
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.rep.Proxies[proxy]
-	h := c.rep.Hosts[host]
-	if h == nil {
-		h = &HostReport{}
-		c.rep.Hosts[host] = h
-	}
+	c.hosts.add(host, ok, hostInFlight)
 	p.Attempts++
-	h.Attempts++
 	if ok {
 		p.OK++
-		h.OK++
 	} else {
 		p.Failed++
-		h.Failed++
 	}
 	p.MaxInFlight = max(p.MaxInFlight, proxyInFlight)
-	h.MaxInFlight = max(h.MaxInFlight, hostInFlight)
 	hs := c.phases[proxy]
 	for ph, ms := range phases {
 		hg := hs[ph]
@@ -111,6 +104,7 @@ func (c *collector) report(elapsedMS float64) *Report {
 	defer c.mu.Unlock()
 	rep := c.rep
 	rep.ElapsedMS = elapsedMS
+	rep.Hosts, rep.HostsOther = c.hosts.report()
 	for id, p := range rep.Proxies {
 		for ph, hg := range c.phases[id] {
 			p.PhasesMS[ph] = Quantiles{P50: hg.quantile(0.50), P95: hg.quantile(0.95)}

@@ -108,6 +108,11 @@ type Config struct {
 
 	Grace time.Duration // how long work in flight may finish after the run is interrupted
 
+	// ReportHosts is how many hosts the report lists with their own counts,
+	// the busiest (see Report); 0 lists none, every host goes to
+	// Report.HostsOther. DefaultConfig sets DefaultReportHosts.
+	ReportHosts int
+
 	// PoolWait is how long every proxy may be unusable (benched or
 	// rejected) before the run stops, as on an interrupt, with an error
 	// wrapping limits.ErrNoUsableProxy; a pool whose every proxy is
@@ -157,6 +162,7 @@ func DefaultConfig() Config {
 		MaxBody:          DefaultMaxBody,
 		MaxHeader:        DefaultMaxHeader,
 		Grace:            DefaultGrace,
+		ReportHosts:      DefaultReportHosts,
 		PoolWait:         DefaultPoolWait,
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +46,7 @@ type Engine struct {
 	sched    limits.Scheduler
 	redactor *proxies.Redactor
 	retry    map[int]bool
+	header   http.Header // every request's, from requestHeader
 
 	stopNow                    chan struct{} // closed by StopNow
 	stopOnce                   sync.Once
@@ -55,6 +55,7 @@ type Engine struct {
 	coll                       atomic.Pointer[collector] // the running Run's
 	ownSched                   bool                      // sched was built by New: Close closes it
 	eventsMu                   sync.Mutex                // held while moving events to the report
+	events                     []limits.HealthEvent      // takeEvents' buffer, under eventsMu
 
 	// halt stops admitting in the running Run because the pool cannot
 	// serve; halted is why, once it has.
@@ -75,6 +76,7 @@ func New(cfg Config) (*Engine, error) {
 	for _, s := range cfg.RetryStatus {
 		e.retry[s] = true
 	}
+	e.header = requestHeader(&cfg)
 	lc, err := schedulerConfig(&cfg)
 	if err != nil {
 		return nil, err
@@ -144,10 +146,10 @@ func (e *Engine) clock() clock { return clock{e.cfg.Clock} }
 // takeEvents moves the scheduler's news of proxy health into the run's
 // report.
 func (e *Engine) takeEvents(coll *collector) {
-	var buf [4]limits.HealthEvent
 	e.eventsMu.Lock() // events reach the report in the order they happened
 	defer e.eventsMu.Unlock()
-	for _, ev := range e.sched.Events(buf[:0]) {
+	e.events = e.sched.Events(e.events[:0])
+	for _, ev := range e.events {
 		coll.health(e.routes[ev.Proxy].id, ev)
 	}
 }
@@ -190,7 +192,7 @@ var ErrInterrupted = errors.New("fetch: interrupted")
 // with an error wrapping ErrInterrupted and context.Canceled.
 func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Report, error) {
 	start := e.clock().now()
-	coll := newCollector(e.routes, start)
+	coll := newCollector(e.routes, start, e.cfg.ReportHosts)
 	e.coll.Store(coll)
 	defer e.coll.Store(nil)
 
@@ -580,18 +582,10 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 		coll.attempt(rt.id, j.host, res.ok, lease.ProxyInFlight, lease.HostInFlight, phases)
 	}()
 
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(attemptCtx, tr.clientTrace()), e.cfg.Method, j.url.String(), nil)
+	req, err := e.newRequest(httptrace.WithClientTrace(attemptCtx, tr.clientTrace()), j.url)
 	if err != nil {
 		res.err = e.newError(PhaseRequest, KindOther, err.Error())
 		return res
-	}
-	req.Header.Set("User-Agent", UserAgent)
-	req.Header.Set("Accept", "*/*")
-	for k, vs := range e.cfg.Header { // -H replaces a default of the same name, as in curl
-		req.Header[k] = slices.Clone(vs)
-	}
-	if hs := e.cfg.Header.Get("Host"); hs != "" {
-		req.Host = hs
 	}
 	tr.set(pConnect)
 	resp, err := rt.client.Do(req)

@@ -2,9 +2,13 @@ package fetch
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"math"
+	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -111,5 +115,58 @@ func TestPhaseTimesJSON(t *testing.T) {
 	}
 	if b, _ := json.Marshal(PhaseTimes(nil)); string(b) != "{}" {
 		t.Errorf("nil phases: %s", b)
+	}
+}
+
+// BenchmarkReadInput measures reading, parsing and handing over URL lines:
+// one op is one line (a URL, with a comment or blank line every tenth).
+func BenchmarkReadInput(b *testing.B) {
+	var in bytes.Buffer
+	for i := range 1000 {
+		switch i % 10 {
+		case 8:
+			in.WriteString("# a comment\n")
+		case 9:
+			in.WriteString("\r\n")
+		default:
+			fmt.Fprintf(&in, "https://site-%d.example.com/products/item/%d?ref=feed&page=%d\n", i%97, i, i%50)
+		}
+	}
+	data := in.Bytes()
+	jobs := make(chan *job, 1024)
+	var skipped atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N / 1000 {
+		if err := readInput(context.Background(), Input{Name: "urls.txt", R: bytes.NewReader(data)}, Shard{}, nil, &skipped, jobs); err != nil {
+			b.Fatal(err)
+		}
+		for len(jobs) > 0 {
+			<-jobs
+		}
+	}
+}
+
+// BenchmarkTracker measures tracing one attempt through its phases on a
+// fresh connection, with every per-phase timer armed: one op is one
+// attempt.
+func BenchmarkTracker(b *testing.B) {
+	cfg := DefaultConfig()
+	b.ReportAllocs()
+	for b.Loop() {
+		_, cancel := context.WithCancelCause(context.Background())
+		tr := newTracker(&cfg, false, cancel)
+		tr.queued(time.Microsecond)
+		ct := tr.clientTrace()
+		tr.set(pConnect)
+		ct.GetConn("a.example:80")
+		ct.ConnectStart("tcp", "127.0.0.1:80")
+		ct.ConnectDone("tcp", "127.0.0.1:80", nil)
+		ct.GotConn(httptrace.GotConnInfo{})
+		ct.WroteRequest(httptrace.WroteRequestInfo{})
+		tr.gotHeaders()
+		tr.progress()
+		tr.finish()
+		cancel(nil)
 	}
 }

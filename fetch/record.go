@@ -1,10 +1,5 @@
 package fetch
 
-import (
-	"slices"
-	"strconv"
-)
-
 // Phase names, in the order work passes through them.
 const (
 	PhaseInput   = "input"
@@ -92,32 +87,5 @@ type PhaseTimes map[string]float64
 // MarshalJSON writes the phases in the order of Phases, then any other key
 // sorted.
 func (p PhaseTimes) MarshalJSON() ([]byte, error) {
-	if p == nil {
-		return []byte("{}"), nil
-	}
-	b := []byte{'{'}
-	write := func(k string, v float64) {
-		if len(b) > 1 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendQuote(b, k)
-		b = append(b, ':')
-		b = strconv.AppendFloat(b, v, 'f', -1, 64)
-	}
-	for _, k := range Phases {
-		if v, ok := p[k]; ok {
-			write(k, v)
-		}
-	}
-	var rest []string
-	for k := range p {
-		if !slices.Contains(Phases, k) {
-			rest = append(rest, k)
-		}
-	}
-	slices.Sort(rest)
-	for _, k := range rest {
-		write(k, p[k])
-	}
-	return append(b, '}'), nil
+	return p.appendJSON(make([]byte, 0, 16*len(p)+2))
 }

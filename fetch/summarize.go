@@ -44,8 +44,17 @@ type Summary struct {
 // chosen. A line that is not a whole JSON record is an error wrapping
 // ErrNotResults, except a torn last line (no line end), which is left out
 // and named in Summary.Torn. When ctx is done it stops with ctx.Err().
+//
+// Summarize lists at most DefaultReportHosts hosts in the report; it is
+// shorthand for SummarizeHosts(ctx, srcs, DefaultReportHosts).
 func Summarize(ctx context.Context, srcs []ResultsSource) (*Summary, error) {
-	s := &summarizer{keys: map[string]*finalKeys{}}
+	return SummarizeHosts(ctx, srcs, DefaultReportHosts)
+}
+
+// SummarizeHosts is Summarize with a report listing at most reportHosts
+// hosts (the busiest, as a run's report does: see Report).
+func SummarizeHosts(ctx context.Context, srcs []ResultsSource, reportHosts int) (*Summary, error) {
+	s := &summarizer{keys: map[string]*finalKeys{}, reportHosts: reportHosts}
 	sizes := make([]int64, len(srcs))
 	sum := &Summary{}
 	var ordinal uint64
@@ -218,9 +227,11 @@ func (k *finalKeys) rank(key uint64) (uint64, bool) {
 
 // summarizer counts the final records into a report.
 type summarizer struct {
-	keys   map[string]*finalKeys // by input
-	rep    Report
-	phases map[string]map[string]*histogram // proxy -> phase -> durations
+	keys        map[string]*finalKeys // by input
+	rep         Report
+	phases      map[string]map[string]*histogram // proxy -> phase -> durations
+	reportHosts int
+	hosts       *hostTable
 }
 
 func (s *summarizer) keyList(input string) *finalKeys {
@@ -248,9 +259,9 @@ func (s *summarizer) start() {
 		ByKind:  map[string]int{},
 		ByPhase: map[string]int{},
 		Proxies: map[string]*ProxyReport{},
-		Hosts:   map[string]*HostReport{},
 	}
 	s.phases = map[string]map[string]*histogram{}
+	s.hosts = newHostTable(s.reportHosts)
 }
 
 // count adds a final record: the record to the totals, its tries and final
@@ -292,26 +303,14 @@ func (s *summarizer) attempt(proxy, pool, host string, ok bool, phases PhaseTime
 		s.rep.Proxies[proxy] = p
 		s.phases[proxy] = map[string]*histogram{}
 	}
-	var h *HostReport
 	if host != "" {
-		if h = s.rep.Hosts[host]; h == nil {
-			h = &HostReport{}
-			s.rep.Hosts[host] = h
-		}
+		s.hosts.add(host, ok, 0)
 	}
 	p.Attempts++
 	if ok {
 		p.OK++
 	} else {
 		p.Failed++
-	}
-	if h != nil {
-		h.Attempts++
-		if ok {
-			h.OK++
-		} else {
-			h.Failed++
-		}
 	}
 	hs := s.phases[proxy]
 	for ph, ms := range phases {
@@ -326,6 +325,7 @@ func (s *summarizer) attempt(proxy, pool, host string, ok bool, phases PhaseTime
 
 func (s *summarizer) report() *Report {
 	rep := s.rep
+	rep.Hosts, rep.HostsOther = s.hosts.report()
 	for id, p := range rep.Proxies {
 		for ph, hg := range s.phases[id] {
 			p.PhasesMS[ph] = Quantiles{P50: hg.quantile(0.50), P95: hg.quantile(0.95)}

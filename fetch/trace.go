@@ -19,6 +19,8 @@ func (e *phaseTimeout) Error() string {
 	return fmt.Sprintf("no progress in %s for %s (%s)", e.phase, e.limit, e.flag)
 }
 
+const idleFlag = "--idle-timeout"
+
 // phase positions in tracker arrays, in the order of Phases.
 const (
 	pInput = iota
@@ -55,7 +57,14 @@ type tracker struct {
 	connected bool
 
 	connectLimit, headerLimit, idleLimit time.Duration
-	connectTimer, headerTimer, idleTimer Timer
+	// timer is the per-phase timer: the connect, header and idle limits
+	// follow one another, never two at once, so one timer serves them all,
+	// re-armed by arm for the one in force (limit and flag since armed).
+	timer   Timer
+	timerOn bool
+	armed   time.Time
+	limit   time.Duration
+	flag    string
 }
 
 func newTracker(cfg *Config, handshake bool, cancel context.CancelCauseFunc) *tracker {
@@ -117,9 +126,7 @@ func (t *tracker) finish() (string, PhaseTimes) {
 	if !t.done {
 		t.enter(pNone)
 		t.done = true
-		stop(t.connectTimer)
-		stop(t.headerTimer)
-		stop(t.idleTimer)
+		t.disarm()
 	}
 	ms := make(PhaseTimes, 6)
 	for i, d := range t.spent {
@@ -133,38 +140,50 @@ func (t *tracker) finish() (string, PhaseTimes) {
 	return Phases[last], ms
 }
 
-func stop(tm Timer) {
-	if tm != nil {
-		tm.Stop()
+// disarm stops the per-phase timer. Call with t.mu held.
+func (t *tracker) disarm() {
+	if t.timerOn {
+		t.timer.Stop()
+		t.timerOn = false
 	}
 }
 
-// arm (re)starts a phase timer. When it fires it cancels the attempt with
-// the phase the attempt is in by then. Call with t.mu held.
-func (t *tracker) arm(tm *Timer, limit time.Duration, flag string) {
+// arm (re)starts the per-phase timer for limit, set by flag, in place of
+// the limit in force. When it runs out it cancels the attempt with the
+// phase the attempt is in by then. Call with t.mu held.
+func (t *tracker) arm(limit time.Duration, flag string) {
+	t.disarm()
 	if t.done || limit <= 0 {
 		return
 	}
-	if *tm != nil {
-		(*tm).Reset(limit)
+	t.limit, t.flag, t.armed, t.timerOn = limit, flag, t.clock.now(), true
+	if t.timer != nil {
+		t.timer.Reset(limit)
 		return
 	}
-	*tm = t.clock.afterFunc(limit, func() {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if t.done {
-			return
-		}
-		t.cancel(&phaseTimeout{phase: Phases[max(t.phase, pQueue)], limit: limit, flag: flag})
-	})
+	t.timer = t.clock.afterFunc(limit, t.fire)
+}
+
+// fire is the per-phase timer running out. A timer that went off as it
+// was stopped or re-armed finds timerOn cleared, or less than the new
+// limit gone since it was armed, and does nothing.
+func (t *tracker) fire() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done || !t.timerOn || t.clock.since(t.armed) < t.limit {
+		return
+	}
+	t.timerOn = false
+	t.cancel(&phaseTimeout{phase: Phases[max(t.phase, pQueue)], limit: t.limit, flag: t.flag})
 }
 
 // progress notes bytes moving and restarts the idle clock.
 func (t *tracker) progress() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.done && t.idleTimer != nil {
-		t.idleTimer.Reset(t.idleLimit)
+	if !t.done && t.timerOn && t.flag == idleFlag {
+		t.armed = t.clock.now()
+		t.timer.Reset(t.idleLimit)
 	}
 }
 
@@ -172,93 +191,103 @@ func (t *tracker) progress() {
 func (t *tracker) gotHeaders() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	stop(t.headerTimer)
 	t.enter(pBody)
-	t.arm(&t.idleTimer, t.idleLimit, "--idle-timeout")
+	t.arm(t.idleLimit, idleFlag)
 }
 
 // clientTrace returns the hooks that drive the tracker. Redirects run more
-// requests in the same attempt; their phases add up.
+// requests in the same attempt; their phases add up. The hooks are methods,
+// so that a hook costs a lock and no allocation.
 func (t *tracker) clientTrace() *httptrace.ClientTrace {
-	with := func(f func()) {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if !t.done {
-			f()
-		}
-	}
-	// setup runs a connection-setup hook, unless the request already has
-	// its connection.
-	setup := func(f func()) {
-		with(func() {
-			if !t.connected {
-				f()
-			}
-		})
-	}
 	return &httptrace.ClientTrace{
-		GetConn: func(string) {
-			with(func() {
-				t.connected = false
-				stop(t.headerTimer)
-				stop(t.idleTimer)
-				t.enter(pConnect)
-				t.arm(&t.connectTimer, t.connectLimit, "--connect-timeout")
-			})
-		},
-		DNSStart: func(httptrace.DNSStartInfo) { setup(func() { t.enter(pDNS) }) },
-		DNSDone:  func(httptrace.DNSDoneInfo) { setup(func() { t.enter(pConnect) }) },
-		ConnectStart: func(string, string) {
-			setup(func() {
-				if t.phase != pDNS {
-					t.enter(pConnect)
-				}
-			})
-		},
-		ConnectDone: func(_, _ string, err error) {
-			if err != nil {
-				return
-			}
-			setup(func() {
-				if t.handshake {
-					t.enter(pProxy)
-				} else {
-					t.enter(pRequest)
-				}
-			})
-		},
-		TLSHandshakeStart: func() { setup(func() { t.enter(pTLS) }) },
-		GotConn: func(info httptrace.GotConnInfo) {
-			// The connection is set up: lift the deadline handshakeDeadline
-			// put on it, or it would cut the body (and the connection's
-			// later reuse) at --connect-timeout after the dial. From here
-			// the idle, header and total timers bound the attempt.
-			if info.Conn != nil {
-				info.Conn.SetDeadline(time.Time{})
-			}
-			with(func() {
-				t.connected = true
-				stop(t.connectTimer)
-				if info.Reused && t.phase == pConnect && !t.done {
-					// A kept-alive connection: no connect happened, and
-					// none is recorded (the contract omits it).
-					t.phase, t.since = pRequest, t.clock.now()
-				}
-				t.enter(pRequest)
-				t.arm(&t.idleTimer, t.idleLimit, "--idle-timeout")
-			})
-		},
-		WroteRequest: func(httptrace.WroteRequestInfo) {
-			with(func() {
-				if t.phase != pRequest {
-					return // not this request's, or too late to matter
-				}
-				stop(t.idleTimer)
-				t.enter(pHeaders)
-				t.arm(&t.headerTimer, t.headerLimit, "--header-timeout")
-			})
-		},
+		GetConn:           t.getConn,
+		DNSStart:          t.dnsStart,
+		DNSDone:           t.dnsDone,
+		ConnectStart:      t.connectStart,
+		ConnectDone:       t.connectDone,
+		TLSHandshakeStart: t.tlsHandshakeStart,
+		GotConn:           t.gotConn,
+		WroteRequest:      t.wroteRequest,
 	}
+}
+
+func (t *tracker) getConn(string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return
+	}
+	t.connected = false
+	t.enter(pConnect)
+	t.arm(t.connectLimit, "--connect-timeout")
+}
+
+// setup moves to phase p from a connection-setup hook, unless the request
+// already has its connection: a dial it started may go on in the
+// background, and its hooks come late.
+func (t *tracker) setup(p int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.done && !t.connected {
+		t.enter(p)
+	}
+}
+
+func (t *tracker) dnsStart(httptrace.DNSStartInfo) { t.setup(pDNS) }
+func (t *tracker) dnsDone(httptrace.DNSDoneInfo)   { t.setup(pConnect) }
+func (t *tracker) tlsHandshakeStart()              { t.setup(pTLS) }
+
+func (t *tracker) connectStart(string, string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.done && !t.connected && t.phase != pDNS {
+		t.enter(pConnect)
+	}
+}
+
+func (t *tracker) connectDone(_, _ string, err error) {
+	if err != nil {
+		return
+	}
+	if t.handshake {
+		t.setup(pProxy)
+	} else {
+		t.setup(pRequest)
+	}
+}
+
+func (t *tracker) gotConn(info httptrace.GotConnInfo) {
+	// The connection is set up: lift the deadline handshakeDeadline put on
+	// it, or it would cut the body (and the connection's later reuse) at
+	// --connect-timeout after the dial. From here the idle, header and
+	// total timers bound the attempt.
+	if info.Conn != nil {
+		info.Conn.SetDeadline(time.Time{})
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return
+	}
+	t.connected = true
+	t.disarm()
+	if info.Reused && t.phase == pConnect {
+		// A kept-alive connection: no connect happened, and none is
+		// recorded (the contract omits it).
+		t.phase, t.since = pRequest, t.clock.now()
+	}
+	t.enter(pRequest)
+	t.arm(t.idleLimit, idleFlag)
+}
+
+func (t *tracker) wroteRequest(httptrace.WroteRequestInfo) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done || t.phase != pRequest {
+		return // too late, or not this request's
+	}
+	t.enter(pHeaders)
+	t.arm(t.headerLimit, "--header-timeout")
 }
 
 // millis converts d to milliseconds rounded to a hundredth.

@@ -2,8 +2,6 @@ package fetch
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 )
@@ -14,30 +12,31 @@ import (
 // concurrent use: the engine calls Write from one goroutine.
 type JSONLWriter struct {
 	bw   *bufio.Writer
-	line bytes.Buffer
-	enc  *json.Encoder
+	line []byte // the line being written, reused
 }
 
 // NewJSONLWriter returns a writer of records to w. Call Flush at the end.
 func NewJSONLWriter(w io.Writer) *JSONLWriter {
-	jw := &JSONLWriter{bw: bufio.NewWriterSize(w, 64<<10)}
-	jw.enc = json.NewEncoder(&jw.line)
-	jw.enc.SetEscapeHTML(false)
-	return jw
+	return &JSONLWriter{bw: bufio.NewWriterSize(w, 64<<10)}
 }
 
-// Write encodes r as one line.
+// Write encodes r as one line, as encoding/json would (without HTML
+// escaping).
 func (w *JSONLWriter) Write(r *Record) error {
-	w.line.Reset()
-	if err := w.enc.Encode(r); err != nil {
-		return fmt.Errorf("fetch: encoding record: %w", err)
+	line, err := appendRecord(w.line[:0], r)
+	if err != nil {
+		return fmt.Errorf("fetch: encoding record: json: %w", err)
 	}
-	if w.line.Len() > w.bw.Available() && w.bw.Buffered() > 0 {
+	line = append(line, '\n')
+	if cap(line) <= 64<<10 {
+		w.line = line // keep the room for the next line, unless one was huge
+	}
+	if len(line) > w.bw.Available() && w.bw.Buffered() > 0 {
 		if err := w.bw.Flush(); err != nil {
 			return fmt.Errorf("fetch: writing records: %w", err)
 		}
 	}
-	if _, err := w.bw.Write(w.line.Bytes()); err != nil {
+	if _, err := w.bw.Write(line); err != nil {
 		return fmt.Errorf("fetch: writing records: %w", err)
 	}
 	return nil

@@ -1,0 +1,238 @@
+package fetch
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+)
+
+// errBadFloat is the error of a record holding NaN or an infinity, which
+// JSON cannot carry (encoding/json fails on them too).
+var errBadFloat = errors.New("unsupported value: NaN or an infinity")
+
+// appendRecord appends r as one JSON object, byte for byte what
+// encoding/json's Encoder with SetEscapeHTML(false) writes (without its
+// newline): the fields in Record's order, omitempty honoured, strings
+// escaped as it escapes them and numbers formatted as it formats them. It
+// is the writer's hot path: it allocates nothing when the phases are the
+// known ones. TestAppendRecord checks it against encoding/json.
+func appendRecord(b []byte, r *Record) ([]byte, error) {
+	var err error
+	b = append(b, `{"url":`...)
+	b = appendJSONString(b, r.URL)
+	b = append(b, `,"input":`...)
+	b = appendJSONString(b, r.Input)
+	b = append(b, `,"line":`...)
+	b = strconv.AppendInt(b, int64(r.Line), 10)
+	b = append(b, `,"ok":`...)
+	b = strconv.AppendBool(b, r.OK)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(r.Status), 10)
+	if r.Proxy != "" {
+		b = append(b, `,"proxy":`...)
+		b = appendJSONString(b, r.Proxy)
+	}
+	if r.Pool != "" {
+		b = append(b, `,"pool":`...)
+		b = appendJSONString(b, r.Pool)
+	}
+	b = append(b, `,"attempts":`...)
+	b = strconv.AppendInt(b, int64(r.Attempts), 10)
+	b = append(b, `,"bytes":`...)
+	b = strconv.AppendInt(b, r.Bytes, 10)
+	if b, err = appendOutcome(b, r.ElapsedMS, r.Phases, r.Error); err != nil {
+		return b, err
+	}
+	b = append(b, `,"tries":`...)
+	if r.Tries == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range r.Tries {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, err = appendTry(b, &r.Tries[i]); err != nil {
+				return b, err
+			}
+		}
+		b = append(b, ']')
+	}
+	if r.File != "" {
+		b = append(b, `,"file":`...)
+		b = appendJSONString(b, r.File)
+	}
+	return append(b, '}'), nil
+}
+
+func appendTry(b []byte, t *Try) ([]byte, error) {
+	b = append(b, '{')
+	if t.Proxy != "" {
+		b = append(b, `"proxy":`...)
+		b = appendJSONString(b, t.Proxy)
+		b = append(b, ',')
+	}
+	if t.Pool != "" {
+		b = append(b, `"pool":`...)
+		b = appendJSONString(b, t.Pool)
+		b = append(b, ',')
+	}
+	b = append(b, `"status":`...)
+	b = strconv.AppendInt(b, int64(t.Status), 10)
+	b, err := appendOutcome(b, t.ElapsedMS, t.Phases, t.Error)
+	if err != nil {
+		return b, err
+	}
+	return append(b, '}'), nil
+}
+
+// appendOutcome appends the fields a record and a try share, in their
+// order: elapsed_ms, phases, error.
+func appendOutcome(b []byte, elapsedMS float64, phases PhaseTimes, e *Error) ([]byte, error) {
+	b = append(b, `,"elapsed_ms":`...)
+	b, err := appendJSONFloat(b, elapsedMS)
+	if err != nil {
+		return b, err
+	}
+	b = append(b, `,"phases":`...)
+	if b, err = phases.appendJSON(b); err != nil {
+		return b, err
+	}
+	b = append(b, `,"error":`...)
+	return appendError(b, e), nil
+}
+
+func appendError(b []byte, e *Error) []byte {
+	if e == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, `{"phase":`...)
+	b = appendJSONString(b, e.Phase)
+	b = append(b, `,"kind":`...)
+	b = appendJSONString(b, e.Kind)
+	b = append(b, `,"message":`...)
+	b = appendJSONString(b, e.Message)
+	return append(b, '}')
+}
+
+// appendJSON appends the phases as MarshalJSON writes them: in the order
+// of Phases, then any other key sorted.
+func (p PhaseTimes) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, '{')
+	first := true
+	write := func(k string, v float64) error {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return errBadFloat
+		}
+		b = strconv.AppendFloat(b, v, 'f', -1, 64)
+		return nil
+	}
+	known := 0
+	for _, k := range Phases {
+		if v, ok := p[k]; ok {
+			known++
+			if err := write(k, v); err != nil {
+				return b, err
+			}
+		}
+	}
+	if known < len(p) {
+		rest := make([]string, 0, len(p)-known)
+		for k := range p {
+			if !slices.Contains(Phases, k) {
+				rest = append(rest, k)
+			}
+		}
+		slices.Sort(rest)
+		for _, k := range rest {
+			if err := write(k, p[k]); err != nil {
+				return b, err
+			}
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// appendJSONFloat formats f as encoding/json formats a float64.
+func appendJSONFloat(b []byte, f float64) ([]byte, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return b, errBadFloat
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// clean up e-09 to e-9, as encoding/json does
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b, nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s quoted as encoding/json quotes a string
+// without HTML escaping: `"` and `\` escaped, control characters as \b \f
+// \n \r \t or \u00XX, invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

@@ -1,0 +1,142 @@
+package fetch
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// randString draws strings that exercise every escape: ASCII, control
+// characters, quotes and backslashes, HTML characters, multi-byte runes,
+// U+2028/U+2029 and invalid UTF-8.
+func randString(rng *rand.Rand) string {
+	pieces := []string{"a", "Z", "/", "?", "=", "&", "<", ">", "\"", "\\", "\n", "\r", "\t", "\b", "\f", "\x00", "\x1f", "\x7f",
+		"é", "日本", "\u2028", "\u2029", "\U0001F600", "\xff", "\xe2\x80", "\xed\xa0\x80", "https://a.example/x?q=1", " "}
+	var sb strings.Builder
+	for range rng.IntN(12) {
+		sb.WriteString(pieces[rng.IntN(len(pieces))])
+	}
+	return sb.String()
+}
+
+func randFloat(rng *rand.Rand) float64 {
+	switch rng.IntN(6) {
+	case 0:
+		return 0
+	case 1:
+		return math.Round(rng.Float64()*1e6) / 100 // as millis writes them
+	case 2:
+		return rng.Float64() * 1e-7 // 'e' format, small
+	case 3:
+		return (rng.Float64() + 1) * 1e21 // 'e' format, large
+	case 4:
+		return -rng.Float64() * 1e3
+	}
+	return rng.NormFloat64() * math.Pow(10, float64(rng.IntN(40)-20))
+}
+
+func randPhases(rng *rand.Rand) PhaseTimes {
+	if rng.IntN(10) == 0 {
+		return nil
+	}
+	p := PhaseTimes{}
+	for range rng.IntN(10) {
+		k := Phases[rng.IntN(len(Phases))]
+		if rng.IntN(8) == 0 {
+			k = randString(rng)
+		}
+		p[k] = math.Round(rng.Float64()*1e5) / 100
+	}
+	return p
+}
+
+func randError(rng *rand.Rand) *Error {
+	if rng.IntN(2) == 0 {
+		return nil
+	}
+	return &Error{Phase: randString(rng), Kind: randString(rng), Message: randString(rng)}
+}
+
+func randRecord(rng *rand.Rand) *Record {
+	r := &Record{URL: randString(rng), Input: randString(rng), Line: rng.IntN(1 << 20), OK: rng.IntN(2) == 0,
+		Status: rng.IntN(600), Attempts: rng.IntN(5), Bytes: rng.Int64N(1 << 40), ElapsedMS: randFloat(rng),
+		Phases: randPhases(rng), Error: randError(rng), Body: []byte("not written")}
+	if rng.IntN(2) == 0 {
+		r.Proxy = randString(rng)
+	}
+	if rng.IntN(3) == 0 {
+		r.Pool = randString(rng)
+	}
+	if rng.IntN(3) == 0 {
+		r.File = randString(rng)
+	}
+	if rng.IntN(5) > 0 {
+		r.Tries = []Try{}
+		for range rng.IntN(3) {
+			t := Try{Status: rng.IntN(600), ElapsedMS: randFloat(rng), Phases: randPhases(rng), Error: randError(rng)}
+			if rng.IntN(2) == 0 {
+				t.Proxy = randString(rng)
+			}
+			if rng.IntN(3) == 0 {
+				t.Pool = randString(rng)
+			}
+			r.Tries = append(r.Tries, t)
+		}
+	}
+	return r
+}
+
+// TestAppendRecord checks the hand-written encoder against encoding/json
+// (an Encoder without HTML escaping, as the writer used to be) on random
+// records: the same bytes, and lines that decode back to the record.
+func TestAppendRecord(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 5))
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetEscapeHTML(false)
+	var got bytes.Buffer
+	w := NewJSONLWriter(&got)
+	for i := range 20000 {
+		r := randRecord(rng)
+		want.Reset()
+		got.Reset()
+		if err := enc.Encode(r); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Fatalf("record %d:\n got %s\nwant %s", i, got.Bytes(), want.Bytes())
+		}
+	}
+}
+
+// TestAppendRecord_badFloat: NaN and infinities fail, as with
+// encoding/json, and nothing is written.
+func TestAppendRecord_badFloat(t *testing.T) {
+	for _, r := range []*Record{
+		{ElapsedMS: math.NaN()},
+		{Phases: PhaseTimes{"dns": math.Inf(1)}},
+		{Tries: []Try{{ElapsedMS: math.Inf(-1)}}},
+	} {
+		if _, err := json.Marshal(r); err == nil {
+			t.Fatalf("encoding/json took %+v", r)
+		}
+		var out bytes.Buffer
+		w := NewJSONLWriter(&out)
+		if err := w.Write(r); err == nil {
+			t.Errorf("Write(%+v) = nil, want an error", r)
+		}
+		w.Flush()
+		if out.Len() > 0 {
+			t.Errorf("wrote %q", out.Bytes())
+		}
+	}
+}
