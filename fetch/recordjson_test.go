@@ -140,3 +140,60 @@ func TestAppendRecord_badFloat(t *testing.T) {
 		}
 	}
 }
+
+// TestScanRecord: LoadDone's quick reader gets the URL, input, line and
+// whether the record was cancelled exactly as encoding/json does, from
+// records written by the writer and by encoding/json with HTML escaping
+// (as results files of older versions are), whatever their strings hold.
+func TestScanRecord(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	var out bytes.Buffer
+	w := NewJSONLWriter(&out)
+	var scratch [2][]byte
+	kinds := []string{KindCancelled, KindStatus, "cancelledx", ""}
+	for i := range 20000 {
+		r := randRecord(rng)
+		r.Line = 1 + rng.IntN(1<<20)
+		if r.URL == "" {
+			r.URL = "u"
+		}
+		if r.Input == "" {
+			r.Input = "-"
+		}
+		if k := kinds[rng.IntN(len(kinds))]; k != "" {
+			r.Error = &Error{Phase: randString(rng), Kind: k, Message: randString(rng) + `"kind":"cancelled"`}
+		} else {
+			r.Error = nil
+		}
+		out.Reset()
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+		w.Flush()
+		html, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range [][]byte{out.Bytes(), append(html, '\n')} {
+			var want struct {
+				URL   string `json:"url"`
+				Input string `json:"input"`
+				Line  int    `json:"line"`
+				Error *struct {
+					Kind string `json:"kind"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(line, &want); err != nil {
+				t.Fatal(err)
+			}
+			url, input, n, cancelled, ok := scanRecord(line, &scratch)
+			if !ok {
+				t.Fatalf("record %d not read: %s", i, line)
+			}
+			wantCancelled := want.Error != nil && want.Error.Kind == KindCancelled
+			if string(url) != want.URL || string(input) != want.Input || n != want.Line || cancelled != wantCancelled {
+				t.Fatalf("record %d: got %q %q %d %v, want %q %q %d %v\n%s", i, url, input, n, cancelled, want.URL, want.Input, want.Line, wantCancelled, line)
+			}
+		}
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"slices"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // DoneSet is the set of URL lines that already have a final record: ok, or
@@ -43,9 +45,12 @@ func notRecord(line []byte, err error) string {
 
 // LoadDone reads the records of a results file and returns the set of lines
 // they finished. Lines that are not whole JSON records are an error, except
-// that a torn last line (see RepairTail) is not looked at.
+// that a torn last line (see RepairTail) is not looked at. It reads records
+// as fetch writes them without allocating (see scanRecord), and any other
+// valid record through encoding/json.
 func LoadDone(r io.Reader) (*DoneSet, error) {
 	d := &DoneSet{byInput: map[string][]uint64{}}
+	keys := map[string]*[]uint64{} // by input, while loading
 	br := bufio.NewReaderSize(r, 256<<10)
 	var rec struct {
 		URL   string `json:"url"`
@@ -55,15 +60,39 @@ func LoadDone(r io.Reader) (*DoneSet, error) {
 			Kind string `json:"kind"`
 		} `json:"error"`
 	}
+	var long []byte       // a line longer than the reader's buffer
+	var scratch [2][]byte // unquoted URL and input
+	add := func(input []byte, line int, key uint64) {
+		ks := keys[string(input)] // no allocation for an input seen before
+		if ks == nil {
+			ks = new([]uint64)
+			keys[string(input)] = ks
+		}
+		*ks = append(*ks, key)
+	}
 	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 && line[len(line)-1] == '\n' {
-			rec.URL, rec.Input, rec.Line, rec.Error = "", "", 0, nil
-			if jerr := json.Unmarshal(line, &rec); jerr != nil || rec.URL == "" || rec.Input == "" || rec.Line < 1 {
-				return nil, fmt.Errorf("fetch: line %d %s: %w", n, notRecord(line, jerr), ErrNotResults)
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
 			}
-			if rec.Error == nil || rec.Error.Kind != KindCancelled {
-				d.add(rec.Input, rec.Line, rec.URL)
+			line = long
+		}
+		if len(line) > 0 && line[len(line)-1] == '\n' {
+			if url, input, ln, cancelled, ok := scanRecord(line, &scratch); ok {
+				if !cancelled {
+					add(input, ln, doneKeyBytes(ln, url))
+				}
+			} else {
+				rec.URL, rec.Input, rec.Line, rec.Error = "", "", 0, nil
+				if jerr := json.Unmarshal(line, &rec); jerr != nil || rec.URL == "" || rec.Input == "" || rec.Line < 1 {
+					return nil, fmt.Errorf("fetch: line %d %s: %w", n, notRecord(line, jerr), ErrNotResults)
+				}
+				if rec.Error == nil || rec.Error.Kind != KindCancelled {
+					add([]byte(rec.Input), rec.Line, doneKey(rec.Line, rec.URL))
+				}
 			}
 		}
 		if errors.Is(err, io.EOF) {
@@ -73,16 +102,166 @@ func LoadDone(r io.Reader) (*DoneSet, error) {
 			return nil, fmt.Errorf("fetch: reading results: %w", err)
 		}
 	}
-	for in, keys := range d.byInput {
-		slices.Sort(keys)
-		keys = slices.Compact(keys)
-		if cap(keys)-len(keys) > len(keys)/8 {
-			keys = slices.Clone(keys) // give back what append over-allocated
+	for in, ks := range keys {
+		k := *ks
+		slices.Sort(k)
+		k = slices.Compact(k)
+		if cap(k)-len(k) > len(k)/8 {
+			k = slices.Clone(k) // give back what append over-allocated
 		}
-		d.byInput[in] = keys
-		d.n += len(keys)
+		*ks = nil
+		d.byInput[in] = k
+		d.n += len(k)
 	}
 	return d, nil
+}
+
+// scanRecord reads the fields LoadDone needs from a record as fetch writes
+// it: {"url":"…","input":"…","line":N,… "error":null or {"phase":"…",
+// "kind":"…",…}…}. It reports false for anything else, which is then read
+// by encoding/json. The URL and input it returns alias line, or scratch
+// when they hold escapes (encoding/json writes & as \u0026).
+func scanRecord(line []byte, scratch *[2][]byte) (url, input []byte, n int, cancelled, ok bool) {
+	str := func(b []byte, prefix string, buf *[]byte) ([]byte, []byte, bool) {
+		if !bytes.HasPrefix(b, []byte(prefix)) {
+			return nil, nil, false
+		}
+		b = b[len(prefix):]
+		end := bytes.IndexByte(b, '"')
+		if end < 0 {
+			return nil, nil, false
+		}
+		if bytes.IndexByte(b[:end], '\\') < 0 {
+			return b[:end], b[end+1:], true
+		}
+		// Escapes: find the closing quote that is not escaped, unquote.
+		end = -1
+		for i := 0; i < len(b); i++ {
+			if b[i] == '\\' {
+				i++
+			} else if b[i] == '"' {
+				end = i
+				break
+			}
+		}
+		if end < 0 {
+			return nil, nil, false
+		}
+		var ok bool
+		if *buf, ok = unquoteJSON((*buf)[:0], b[:end]); !ok {
+			return nil, nil, false
+		}
+		return *buf, b[end+1:], true
+	}
+	url, rest, ok := str(line, `{"url":"`, &scratch[0])
+	if !ok || len(url) == 0 {
+		return nil, nil, 0, false, false
+	}
+	if input, rest, ok = str(rest, `,"input":"`, &scratch[1]); !ok || len(input) == 0 {
+		return nil, nil, 0, false, false
+	}
+	if !bytes.HasPrefix(rest, []byte(`,"line":`)) {
+		return nil, nil, 0, false, false
+	}
+	rest = rest[len(`,"line":`):]
+	i := 0
+	for i < len(rest) && i < 10 && rest[i] >= '0' && rest[i] <= '9' {
+		n = n*10 + int(rest[i]-'0')
+		i++
+	}
+	if i == 0 || i == len(rest) || rest[i] != ',' || n < 1 {
+		return nil, nil, 0, false, false
+	}
+	// Strings hold quotes only escaped, so `"error":` can only be the key.
+	e := bytes.Index(rest, []byte(`"error":`))
+	if e < 0 {
+		return nil, nil, 0, false, false
+	}
+	rest = rest[e+len(`"error":`):]
+	switch {
+	case bytes.HasPrefix(rest, []byte("null")):
+	case bytes.HasPrefix(rest, []byte(`{"phase":"`)):
+		k := bytes.Index(rest, []byte(`"kind":"`))
+		if k < 0 {
+			return nil, nil, 0, false, false
+		}
+		cancelled = bytes.HasPrefix(rest[k+len(`"kind":"`):], []byte(KindCancelled+`"`))
+	default:
+		return nil, nil, 0, false, false
+	}
+	return url, input, n, cancelled, true
+}
+
+// unquoteJSON appends to dst the JSON string body s (without its quotes)
+// with its escapes decoded, and reports whether s was well formed.
+func unquoteJSON(dst, s []byte) ([]byte, bool) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' {
+			dst = append(dst, c)
+			continue
+		}
+		if i++; i >= len(s) {
+			return dst, false
+		}
+		switch s[i] {
+		case '"', '\\', '/':
+			dst = append(dst, s[i])
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r, ok := hex4(s[i+1:])
+			if !ok {
+				return dst, false
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				if r2, ok := hex4(s[min(i+3, len(s)):]); ok && i+2 < len(s) && s[i+1] == '\\' && s[i+2] == 'u' {
+					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+						r = dec
+						i += 6
+					} else {
+						r = utf8.RuneError
+					}
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			dst = utf8.AppendRune(dst, r)
+		default:
+			return dst, false
+		}
+	}
+	return dst, true
+}
+
+// hex4 reads four hex digits.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 func doneKey(line int, url string) uint64 {
@@ -91,8 +270,14 @@ func doneKey(line int, url string) uint64 {
 	return uint64(line)<<32 | uint64(h.Sum32())
 }
 
-func (d *DoneSet) add(input string, line int, url string) {
-	d.byInput[input] = append(d.byInput[input], doneKey(line, url))
+// doneKeyBytes is doneKey of a URL in bytes, without allocating.
+func doneKeyBytes(line int, url []byte) uint64 {
+	h := uint32(2166136261) // FNV-1a, 32 bits, as hash/fnv's
+	for _, c := range url {
+		h ^= uint32(c)
+		h *= 16777619
+	}
+	return uint64(line)<<32 | uint64(h)
 }
 
 // Len returns how many lines have a final record (a line with more than
