@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,8 @@ type Engine struct {
 	redactor *proxies.Redactor
 	retry    map[int]bool
 
+	hostFails *hostFailures // --host-max-failures
+
 	stopNow                    chan struct{} // closed by StopNow
 	stopOnce                   sync.Once
 	done, ok, failed, inFlight atomic.Int64
@@ -71,7 +74,8 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Timeout <= 0 {
 		return nil, fmt.Errorf("fetch: timeout must be positive")
 	}
-	e := &Engine{cfg: cfg, redactor: proxies.NewRedactor(cfg.Proxies), retry: map[int]bool{}, stopNow: make(chan struct{})}
+	e := &Engine{cfg: cfg, redactor: proxies.NewRedactor(cfg.Proxies), retry: map[int]bool{}, stopNow: make(chan struct{}),
+		hostFails: newHostFailures(cfg.HostMaxFailures)}
 	for _, s := range cfg.RetryStatus {
 		e.retry[s] = true
 	}
@@ -492,6 +496,7 @@ type result struct {
 	final      bool   // a failure another attempt would not mend
 	targetSide bool   // the proxy answered that it could not reach the target
 	rejected   bool   // the proxy refused its credentials
+	banned     bool   // the response was a ban (--ban-status, --ban-match)
 	body       []byte // the start of the body, with Config.KeepBody
 }
 
@@ -517,7 +522,23 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	clock := e.clock()
 	start := clock.now()
 	res.proxy = -1
+	skip := func() bool { // the host is down: no attempt
+		n, down := e.hostFails.down(j.host)
+		if down {
+			res.elapsed = clock.since(start)
+			res.phases = PhaseTimes{PhaseQueue: millis(res.elapsed)}
+			res.err = e.skippedError(j.host, n)
+		}
+		return down
+	}
+	if skip() {
+		return res
+	}
 	lease, err := e.sched.Acquire(waitCtx, limits.Request{Host: j.host, Avoid: avoid})
+	if err == nil && skip() { // it went down while this waited
+		lease.Release()
+		return res
+	}
 	if err != nil {
 		res.elapsed = clock.since(start)
 		res.phases = PhaseTimes{PhaseQueue: millis(res.elapsed)}
@@ -544,7 +565,17 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	}
 	res.proxy = lease.Proxy
 	rt := e.routes[lease.Proxy]
+	var sawByte atomic.Bool // a byte of a response arrived
 	defer func() { // runs last: after the body is closed
+		switch {
+		case noResponse(rt, res, sawByte.Load()):
+			e.hostFails.failed(j.host)
+		case res.status != 0 || sawByte.Load():
+			e.hostFails.answered(j.host)
+		}
+		if res.banned {
+			coll.ban(rt.id, j.host)
+		}
 		o := outcome(rt, res)
 		if o == limits.ProxyFault || o == limits.Rejected {
 			msg := res.err.Message
@@ -580,7 +611,9 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 		coll.attempt(rt.id, j.host, res.ok, lease.ProxyInFlight, lease.HostInFlight, phases)
 	}()
 
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(attemptCtx, tr.clientTrace()), e.cfg.Method, j.url.String(), nil)
+	trace := tr.clientTrace()
+	trace.GotFirstResponseByte = func() { sawByte.Store(true) }
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(attemptCtx, trace), e.cfg.Method, j.url.String(), nil)
 	if err != nil {
 		res.err = e.newError(PhaseRequest, KindOther, err.Error())
 		return res
@@ -606,6 +639,22 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	body := &progressReader{r: resp.Body, t: tr}
 	defer resp.Body.Close()
 
+	var rest io.Reader = body // the body still to be read
+	if rt.proxy == nil || resp.StatusCode != http.StatusProxyAuthRequired {
+		b, start, err := e.checkBan(resp, body)
+		if err != nil {
+			res.err = e.failure(err, tr.current(), attemptCtx, jobCtx)
+			return res
+		}
+		if b != nil {
+			res.err = e.newError(b.phase, KindBanned, b.why)
+			res.banned = true
+			return res
+		}
+		if start != nil {
+			rest = io.MultiReader(bytes.NewReader(start), body)
+		}
+	}
 	if e.retryPolicy().retryStatus(resp.StatusCode) {
 		io.Copy(io.Discard, io.LimitReader(body, 64<<10)) // let the connection be reused
 		res.err = e.newError(PhaseHeaders, KindStatus, resp.Status)
@@ -617,7 +666,7 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 		res.rejected = true
 		return res
 	}
-	n, file, head, err := e.readBody(j, resp, body)
+	n, file, head, err := e.readBody(j, resp, rest)
 	res.body = head
 	res.bytes = n
 	if err != nil {
@@ -658,6 +707,8 @@ func outcome(rt *route, res result) limits.Outcome {
 	switch {
 	case res.ok:
 		return limits.Success
+	case res.banned:
+		return limits.Banned
 	case res.err == nil:
 		return limits.Neutral
 	case res.err.Kind == KindStatus:

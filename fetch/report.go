@@ -25,6 +25,7 @@ type ProxyReport struct {
 	OK          int                  `json:"ok"`
 	Failed      int                  `json:"failed"`
 	MaxInFlight int                  `json:"max_in_flight"`
+	Banned      int                  `json:"banned,omitempty"` // attempts whose response was a ban
 	PhasesMS    map[string]Quantiles `json:"phases_ms"`
 	State       string               `json:"state,omitempty"`  // the last health state, when it ever changed
 	Health      []StateChange        `json:"health,omitempty"` // state changes, in order
@@ -44,6 +45,7 @@ type HostReport struct {
 	OK          int `json:"ok"`
 	Failed      int `json:"failed"`
 	MaxInFlight int `json:"max_in_flight"`
+	Banned      int `json:"banned,omitempty"` // attempts whose response was a ban
 }
 
 // Quantiles of a phase's duration in milliseconds.

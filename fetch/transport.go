@@ -82,10 +82,26 @@ func newRoute(cfg *Config, p *proxies.Proxy) *route {
 			tr.DialContext = handshakeDeadline(tlsDial(dialer, proxyTLS, cfg.ConnectTimeout), cfg.ConnectTimeout)
 		}
 		tr.Proxy = http.ProxyURL(&u)
+		if rotates(cfg, p) {
+			// A new connection (and tunnel) to the proxy for every
+			// attempt, never HTTP/2 (which would share one).
+			tr.DisableKeepAlives = true
+			tr.ForceAttemptHTTP2 = false
+			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+		}
 	}
 	r.tr = tr
 	r.client = &http.Client{Transport: tr, CheckRedirect: checkRedirect(cfg.MaxRedirects)}
 	return r
+}
+
+// rotates reports whether attempts through p each take a new connection:
+// its line's rotate=, else --proxy-rotate.
+func rotates(cfg *Config, p *proxies.Proxy) bool {
+	if p.Rotate != proxies.RotateDefault {
+		return p.Rotate == proxies.RotateRequest
+	}
+	return cfg.ProxyRotate == proxies.RotateRequest
 }
 
 type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
