@@ -161,7 +161,7 @@ func (e *Engine) takeEvents(coll *collector) {
 // once no Run is running.
 func (e *Engine) Close() error {
 	for _, r := range e.routes {
-		r.tr.CloseIdleConnections()
+		r.closeIdle()
 	}
 	if e.ownSched {
 		return e.sched.Close()
@@ -231,7 +231,7 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 	writeErr := g.Wait()
 	cancelWork() // ends the grace timer
 	for _, r := range e.routes {
-		r.tr.CloseIdleConnections()
+		r.closeIdle()
 	}
 
 	var readErr error
@@ -627,7 +627,7 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 		req.Host = hs
 	}
 	tr.set(pConnect)
-	resp, err := rt.client.Do(req)
+	resp, err := rt.http().Do(req)
 	if err != nil {
 		res.err = e.failure(err, tr.current(), attemptCtx, jobCtx)
 		res.targetSide = targetSide(err)
