@@ -565,7 +565,8 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	}
 	res.proxy = lease.Proxy
 	rt := e.routes[lease.Proxy]
-	var sawByte atomic.Bool // a byte of a response arrived
+	// sawByte is set when a byte of a response arrives.
+	var sawByte atomic.Bool
 	defer func() { // runs last: after the body is closed
 		switch {
 		case noResponse(rt, res, sawByte.Load()):
