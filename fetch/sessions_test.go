@@ -259,6 +259,7 @@ func TestBanRetriesOnAnotherProxy(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := fetch.DefaultConfig()
 			cfg.Concurrency = 8
+			cfg.ProxyConcurrency = 8 // a retry always finds room on the good proxy
 			cfg.RetryBackoff = time.Millisecond
 			tt.set(&cfg)
 			cfg.Proxies = []proxies.Proxy{proxyOf(t, bad.URL, nil), proxyOf(t, good.URL, nil)}
