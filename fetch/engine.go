@@ -613,7 +613,13 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	}()
 
 	trace := tr.clientTrace()
-	trace.GotFirstResponseByte = func() { sawByte.Store(true) }
+	gotByte := trace.GotFirstResponseByte
+	trace.GotFirstResponseByte = func() {
+		sawByte.Store(true)
+		if gotByte != nil {
+			gotByte()
+		}
+	}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(attemptCtx, trace), e.cfg.Method, j.url.String(), nil)
 	if err != nil {
 		res.err = e.newError(PhaseRequest, KindOther, err.Error())
