@@ -214,8 +214,10 @@ func TestRotateRequest(t *testing.T) {
 					if target == secure && st.Connects != urls {
 						t.Errorf("%d CONNECTs for %d attempts, want one each", st.Connects, urls)
 					}
-				} else if conns > 8 {
-					t.Errorf("%d connections to the proxy for %d attempts with keep-alive, want at most 8", conns, urls)
+				} else if conns > urls/3 {
+					// c=4 needs 4; a dial that loses the race for an idle
+					// connection makes one more now and then.
+					t.Errorf("%d connections to the proxy for %d attempts with keep-alive, want at most %d", conns, urls, urls/3)
 				}
 			})
 		}
