@@ -107,6 +107,11 @@ JSON record per URL line.`,
 	f.DurationVar(&cfg.ProxyCooldownMax, "proxy-cooldown-max", cfg.ProxyCooldownMax, "`D`: the longest a benched proxy sits out")
 	f.DurationVar(&cfg.PushbackDelay, "pushback-delay", cfg.PushbackDelay, "after a 429 or 503, narrow that proxy's attempts in flight to that host, then start them `D` apart, doubling on each further one (0 never)")
 	f.DurationVar(&cfg.PushbackMax, "pushback-max", cfg.PushbackMax, "`D`: the widest spacing --pushback-delay grows to")
+	f.Var(rotationValue{&cfg.ProxyRotate}, "proxy-rotate", "when to open a new connection to a proxy: never (keep-alive) or request (every attempt; a proxy line's rotate= wins)")
+	f.Var(statusListValue{&cfg.BanStatus}, "ban-status", "statuses that mean this proxy is banned by this host: retried on another proxy, failed as kind banned (default none)")
+	f.Var(regexpValue{&cfg.BanMatch}, "ban-match", "a ban when `REGEX` matches the status line and headers, or the start of the body")
+	f.Var(sizeValue{&cfg.BanScan}, "ban-scan", "how much of the body --ban-match reads")
+	f.IntVar(&cfg.HostMaxFailures, "host-max-failures", cfg.HostMaxFailures, "`N` attempts in a row to a host without a response before its other URLs are skipped (0 never)")
 
 	// Limits.
 	groups.begin(groupLimits)
@@ -205,6 +210,7 @@ const (
 	maxConcurrency = 100_000   // -c
 	maxCount       = 1_000_000 // per proxy or host: concurrency, bursts, failures (as a proxy line's concurrency= and burst=)
 	maxRetries     = 100       // --retries, --max-redirects
+	maxBanScan     = 64 << 20  // --ban-scan: what is read of a body is held in memory
 )
 
 // checkConfig checks the values the flags set directly. It is the one place
@@ -225,6 +231,7 @@ func checkConfig(cfg *fetch.Config) error {
 		{"--max-redirects", cfg.MaxRedirects, 0, maxRetries, " (0: do not follow)"},
 		{"--proxy-max-failures", cfg.ProxyMaxFailures, 0, maxCount, " (0: never bench)"},
 		{"--report-hosts", cfg.ReportHosts, 0, maxCount, " (0: none, all in hosts_other)"},
+		{"--host-max-failures", cfg.HostMaxFailures, 0, maxCount, " (0: never skip)"},
 	}
 	for _, c := range counts {
 		if c.v < c.lo || c.v > c.hi {
@@ -250,6 +257,7 @@ func checkConfig(cfg *fetch.Config) error {
 		{!isToken(cfg.Method), "--method", "a method name such as GET"},
 		{cfg.MaxBody < 1, "--max-body", "at least 1 byte"},
 		{cfg.MaxHeader < 1, "--max-header", "at least 1 byte"},
+		{cfg.BanScan < 1 || cfg.BanScan > maxBanScan, "--ban-scan", "from 1 byte to 64MiB"},
 	}
 	for _, c := range checks {
 		if c.bad {

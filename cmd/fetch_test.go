@@ -6,12 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/limits"
+	"github.com/fetch-dev/fetch/proxies"
 )
 
 // writeFile writes content to name in dir and returns its path.
@@ -27,6 +29,8 @@ func writeFile(t *testing.T, dir, name, content string) string {
 func Test_NewCmdFetch(t *testing.T) {
 	dir := t.TempDir()
 	proxyFile := writeFile(t, dir, "proxies.txt", "# two proxies\nhttp://127.0.0.1:8081 concurrency=2\nsocks5://u:p@127.0.0.1:1080\n")
+	sessionFile := writeFile(t, dir, "sessions.txt", "http://cust-{session}:pw@127.0.0.1:8081 sessions=5 rotate=request\n")
+	badSessions := writeFile(t, dir, "bad-sessions.txt", "\nhttp://cust:pw@127.0.0.1:8081 sessions=5\n")
 
 	tests := []struct {
 		name        string
@@ -112,6 +116,28 @@ func Test_NewCmdFetch(t *testing.T) {
 			wantCfg:     func(c *fetch.Config) {},
 			wantProxies: 3,
 		},
+		{
+			name: "sessions, rotation, bans and hosts that are down",
+			args: []string{"--proxy-rotate", "request", "--ban-status", "403,429", "--ban-match", "(?i)captcha", "--ban-scan", "8k", "--host-max-failures", "0"},
+			wantCfg: func(c *fetch.Config) {
+				c.ProxyRotate = proxies.RotateRequest
+				c.BanStatus, c.BanMatch, c.BanScan = []int{403, 429}, regexp.MustCompile("(?i)captcha"), 8<<10
+				c.HostMaxFailures = 0
+			},
+		},
+		{name: "bad rotate", args: []string{"--proxy-rotate", "always"}, wantErr: "want never or request"},
+		{name: "bad ban match", args: []string{"--ban-match", "(unclosed"}, wantErr: "bad regular expression"},
+		{name: "bad ban status", args: []string{"--ban-status", "6000"}, wantErr: "bad status"},
+		{name: "zero ban scan", args: []string{"--ban-scan", "0"}, wantErr: "--ban-scan: want from 1 byte to 64MiB"},
+		{name: "huge ban scan", args: []string{"--ban-scan", "1g"}, wantErr: "--ban-scan"},
+		{name: "negative host max failures", args: []string{"--host-max-failures", "-1"}, wantErr: "--host-max-failures -1: want an integer from 0 to 1000000 (0: never skip)"},
+		{
+			name:        "a line with sessions",
+			args:        []string{"-p", sessionFile},
+			wantCfg:     func(c *fetch.Config) {},
+			wantProxies: 5,
+		},
+		{name: "sessions without {session}", args: []string{"-p", badSessions}, wantErr: badSessions + ":2: sessions= needs {session} in the user name or password"},
 		{name: "bad rate", args: []string{"--proxy-rate", "fast"}, wantErr: "bad rate"},
 		{name: "bad rate period", args: []string{"--rate", "5/0s"}, wantErr: "bad rate"},
 		{name: "bad size", args: []string{"--max-body", "lots"}, wantErr: "bad size"},

@@ -3,10 +3,12 @@ package cmd
 import (
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/fetch-dev/fetch/limits"
+	"github.com/fetch-dev/fetch/proxies"
 	"github.com/spf13/pflag"
 )
 
@@ -139,3 +141,50 @@ func isToken(s string) bool {
 	}
 	return true
 }
+
+// rotationValue is a pflag.Value for --proxy-rotate: never or request.
+type rotationValue struct{ p *proxies.Rotation }
+
+var _ pflag.Value = rotationValue{}
+
+func (v rotationValue) String() string {
+	if v.p == nil || *v.p == proxies.RotateDefault {
+		return proxies.RotateNever.String()
+	}
+	return v.p.String()
+}
+func (v rotationValue) Set(s string) error {
+	r, err := proxies.ParseRotation(s)
+	if err != nil {
+		return err
+	}
+	*v.p = r
+	return nil
+}
+func (rotationValue) Type() string { return "WHEN" }
+
+// regexpValue is a pflag.Value for a regular expression (RE2 syntax, as
+// Go's regexp takes it); empty is none.
+type regexpValue struct{ p **regexp.Regexp }
+
+var _ pflag.Value = regexpValue{}
+
+func (v regexpValue) String() string {
+	if v.p == nil || *v.p == nil {
+		return ""
+	}
+	return (*v.p).String()
+}
+func (v regexpValue) Set(s string) error {
+	if s == "" {
+		*v.p = nil
+		return nil
+	}
+	re, err := regexp.Compile(s)
+	if err != nil {
+		return fmt.Errorf("bad regular expression: %w", err)
+	}
+	*v.p = re
+	return nil
+}
+func (regexpValue) Type() string { return "REGEX" }

@@ -82,6 +82,17 @@ func (c *collector) attempt(proxy, host string, ok bool, proxyInFlight, hostInFl
 	}
 }
 
+// ban counts an attempt whose response was a ban, for its proxy and its
+// host (after attempt has counted it).
+func (c *collector) ban(proxy, host string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.rep.Proxies[proxy]; p != nil {
+		p.Banned++
+	}
+	c.hosts.ban(host)
+}
+
 // record counts one record.
 func (c *collector) record(r *Record) {
 	c.mu.Lock()

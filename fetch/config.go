@@ -7,6 +7,7 @@ package fetch
 import (
 	"crypto/x509"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/fetch-dev/fetch/limits"
@@ -33,6 +34,8 @@ const (
 	DefaultCooldownMax      = 10 * time.Minute
 	DefaultPushbackDelay    = time.Second
 	DefaultPushbackMax      = time.Minute
+	DefaultBanScan          = 64 << 10
+	DefaultHostMaxFailures  = 30
 )
 
 // DefaultRetryStatus lists the statuses retried by default.
@@ -73,6 +76,30 @@ type Config struct {
 	// up to PushbackMax. Each success undoes one step. 0 delay: never.
 	PushbackDelay time.Duration
 	PushbackMax   time.Duration
+
+	// ProxyRotate is when connections to a proxy are replaced, unless its
+	// line says (rotate=): RotateNever (the zero value RotateDefault too)
+	// keeps them alive; RotateRequest opens a new one, and a new tunnel,
+	// for every attempt, so that a rotating gateway gives a new exit each
+	// time.
+	ProxyRotate proxies.Rotation
+
+	// Bans: a response whose status is in BanStatus, or where BanMatch
+	// matches its status line and headers or the first BanScan bytes of
+	// its body, is a ban of that proxy by that host. The URL is retried
+	// on another proxy, the pair slows down as on pushback, a proxy
+	// banned by limits.BanHosts hosts in a row is benched, and a URL
+	// whose last attempt was a ban fails with kind banned.
+	BanStatus []int
+	BanMatch  *regexp.Regexp
+	BanScan   int64 // 0 is DefaultBanScan
+
+	// HostMaxFailures: after that many attempts in a row to one host
+	// failed before any response (dns, refused, connect timeout, tls;
+	// through a proxy only what the proxy reports as the target's
+	// failure), the host's other URLs fail at once with kind skipped. Any
+	// response resets the count. 0 never skips.
+	HostMaxFailures int
 
 	// Scheduler, if set, replaces the in-process scheduler built from the
 	// limits above. It must know the proxies in the order of Proxies (one
@@ -150,6 +177,9 @@ func DefaultConfig() Config {
 		ProxyCooldownMax: DefaultCooldownMax,
 		PushbackDelay:    DefaultPushbackDelay,
 		PushbackMax:      DefaultPushbackMax,
+		ProxyRotate:      proxies.RotateNever,
+		BanScan:          DefaultBanScan,
+		HostMaxFailures:  DefaultHostMaxFailures,
 		ConnectTimeout:   DefaultConnectTimeout,
 		HeaderTimeout:    DefaultHeaderTimeout,
 		IdleTimeout:      DefaultIdleTimeout,

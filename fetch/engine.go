@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,8 @@ type Engine struct {
 	retry    map[int]bool
 	header   http.Header // every request's, from requestHeader
 
+	hostFails *hostFailures // --host-max-failures
+
 	stopNow                    chan struct{} // closed by StopNow
 	stopOnce                   sync.Once
 	done, ok, failed, inFlight atomic.Int64
@@ -72,7 +75,8 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Timeout <= 0 {
 		return nil, fmt.Errorf("fetch: timeout must be positive")
 	}
-	e := &Engine{cfg: cfg, redactor: proxies.NewRedactor(cfg.Proxies), retry: map[int]bool{}, stopNow: make(chan struct{})}
+	e := &Engine{cfg: cfg, redactor: proxies.NewRedactor(cfg.Proxies), retry: map[int]bool{}, stopNow: make(chan struct{}),
+		hostFails: newHostFailures(cfg.HostMaxFailures)}
 	for _, s := range cfg.RetryStatus {
 		e.retry[s] = true
 	}
@@ -159,7 +163,7 @@ func (e *Engine) takeEvents(coll *collector) {
 // once no Run is running.
 func (e *Engine) Close() error {
 	for _, r := range e.routes {
-		r.tr.CloseIdleConnections()
+		r.closeIdle()
 	}
 	if e.ownSched {
 		return e.sched.Close()
@@ -229,7 +233,7 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 	writeErr := g.Wait()
 	cancelWork() // ends the grace timer
 	for _, r := range e.routes {
-		r.tr.CloseIdleConnections()
+		r.closeIdle()
 	}
 
 	var readErr error
@@ -494,6 +498,7 @@ type result struct {
 	final      bool   // a failure another attempt would not mend
 	targetSide bool   // the proxy answered that it could not reach the target
 	rejected   bool   // the proxy refused its credentials
+	banned     bool   // the response was a ban (--ban-status, --ban-match)
 	body       []byte // the start of the body, with Config.KeepBody
 }
 
@@ -519,7 +524,23 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	clock := e.clock()
 	start := clock.now()
 	res.proxy = -1
+	skip := func() bool { // the host is down: no attempt
+		n, down := e.hostFails.down(j.host)
+		if down {
+			res.elapsed = clock.since(start)
+			res.phases = PhaseTimes{PhaseQueue: millis(res.elapsed)}
+			res.err = e.skippedError(j.host, n)
+		}
+		return down
+	}
+	if skip() {
+		return res
+	}
 	lease, err := e.sched.Acquire(waitCtx, limits.Request{Host: j.host, Avoid: avoid})
+	if err == nil && skip() { // it went down while this waited
+		lease.Release()
+		return res
+	}
 	if err != nil {
 		res.elapsed = clock.since(start)
 		res.phases = PhaseTimes{PhaseQueue: millis(res.elapsed)}
@@ -546,7 +567,18 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	}
 	res.proxy = lease.Proxy
 	rt := e.routes[lease.Proxy]
+	// sawByte is set when a byte of a response arrives.
+	var sawByte atomic.Bool
 	defer func() { // runs last: after the body is closed
+		switch {
+		case noResponse(rt, res, sawByte.Load()):
+			e.hostFails.failed(j.host)
+		case res.status != 0 || sawByte.Load():
+			e.hostFails.answered(j.host)
+		}
+		if res.banned {
+			coll.ban(rt.id, j.host)
+		}
 		o := outcome(rt, res)
 		if o == limits.ProxyFault || o == limits.Rejected {
 			msg := res.err.Message
@@ -582,13 +614,21 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 		coll.attempt(rt.id, j.host, res.ok, lease.ProxyInFlight, lease.HostInFlight, phases)
 	}()
 
-	req, err := e.newRequest(httptrace.WithClientTrace(attemptCtx, tr.clientTrace()), j.url)
+	trace := tr.clientTrace()
+	gotByte := trace.GotFirstResponseByte
+	trace.GotFirstResponseByte = func() {
+		sawByte.Store(true)
+		if gotByte != nil {
+			gotByte()
+		}
+	}
+	req, err := e.newRequest(httptrace.WithClientTrace(attemptCtx, trace), j.url)
 	if err != nil {
 		res.err = e.newError(PhaseRequest, KindOther, err.Error())
 		return res
 	}
 	tr.set(pConnect)
-	resp, err := rt.client.Do(req)
+	resp, err := rt.http().Do(req)
 	if err != nil {
 		res.err = e.failure(err, tr.current(), attemptCtx, jobCtx)
 		res.targetSide = targetSide(err)
@@ -600,6 +640,22 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	body := &progressReader{r: resp.Body, t: tr}
 	defer resp.Body.Close()
 
+	var rest io.Reader = body // the body still to be read
+	if rt.proxy == nil || resp.StatusCode != http.StatusProxyAuthRequired {
+		b, start, err := e.checkBan(resp, body)
+		if err != nil {
+			res.err = e.failure(err, tr.current(), attemptCtx, jobCtx)
+			return res
+		}
+		if b != nil {
+			res.err = e.newError(b.phase, KindBanned, b.why)
+			res.banned = true
+			return res
+		}
+		if start != nil {
+			rest = io.MultiReader(bytes.NewReader(start), body)
+		}
+	}
 	if e.retryPolicy().retryStatus(resp.StatusCode) {
 		io.Copy(io.Discard, io.LimitReader(body, 64<<10)) // let the connection be reused
 		res.err = e.newError(PhaseHeaders, KindStatus, resp.Status)
@@ -611,7 +667,7 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 		res.rejected = true
 		return res
 	}
-	n, file, head, err := e.readBody(j, resp, body)
+	n, file, head, err := e.readBody(j, resp, rest)
 	res.body = head
 	res.bytes = n
 	if err != nil {
@@ -652,6 +708,8 @@ func outcome(rt *route, res result) limits.Outcome {
 	switch {
 	case res.ok:
 		return limits.Success
+	case res.banned:
+		return limits.Banned
 	case res.err == nil:
 		return limits.Neutral
 	case res.err.Kind == KindStatus:

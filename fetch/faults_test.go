@@ -53,6 +53,9 @@ func faultConfig(roots *x509.CertPool) fetch.Config {
 	cfg.MaxRedirects = 3
 	cfg.ProxyConcurrency = faultProxyConcurrency
 	cfg.RootCAs = roots
+	// Each fault is classified on its own: a host that fails every
+	// attempt on purpose is not skipped here (see TestHostDown).
+	cfg.HostMaxFailures = 0
 	return cfg
 }
 

@@ -88,6 +88,16 @@ func (o *HostsOther) count(ok bool) {
 	}
 }
 
+// ban counts a ban of an attempt to host, already added: on the host's
+// entry, or with the hosts not listed.
+func (t *hostTable) ban(host string) {
+	if e := t.pos[host]; e != nil {
+		e.r.Banned++
+		return
+	}
+	t.other.Banned++
+}
+
 func (t *hostTable) swap(i, j int) {
 	t.heap[i], t.heap[j] = t.heap[j], t.heap[i]
 	t.heap[i].i, t.heap[j].i = i, j

@@ -35,7 +35,13 @@ const (
 	// queue), or an attempt whose lease was lost. The in-process scheduler
 	// never produces it.
 	KindCoordinator = "coordinator"
-	KindOther       = "other"
+	// KindBanned: the final attempt's response was a ban (--ban-status,
+	// --ban-match), phase headers or body.
+	KindBanned = "banned"
+	// KindSkipped: the URL's host had --host-max-failures attempts in a
+	// row fail before any response; no attempt was made (phase queue).
+	KindSkipped = "skipped"
+	KindOther   = "other"
 )
 
 // Record is the one result line written for each URL line taken for work.

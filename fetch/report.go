@@ -29,6 +29,7 @@ type ProxyReport struct {
 	OK          int                  `json:"ok"`
 	Failed      int                  `json:"failed"`
 	MaxInFlight int                  `json:"max_in_flight"`
+	Banned      int                  `json:"banned,omitempty"` // attempts whose response was a ban
 	PhasesMS    map[string]Quantiles `json:"phases_ms"`
 	State       string               `json:"state,omitempty"`  // the last health state, when it ever changed
 	Health      []StateChange        `json:"health,omitempty"` // state changes, in order
@@ -54,6 +55,7 @@ type HostReport struct {
 	Failed      int `json:"failed"`
 	MaxInFlight int `json:"max_in_flight"`
 	Missed      int `json:"missed,omitempty"`
+	Banned      int `json:"banned,omitempty"` // attempts whose response was a ban
 }
 
 // HostsOther is the part of a Report for the hosts it does not list, or
@@ -66,6 +68,7 @@ type HostsOther struct {
 	Attempts int `json:"attempts"`
 	OK       int `json:"ok"`
 	Failed   int `json:"failed"`
+	Banned   int `json:"banned,omitempty"`
 }
 
 // Quantiles of a phase's duration in milliseconds.

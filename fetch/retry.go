@@ -67,7 +67,7 @@ func (p retryPolicy) wait(ctx context.Context, n int, res result, left time.Dura
 // again (on another proxy when there is one).
 func retryable(kind string) bool {
 	switch kind {
-	case KindTooLarge, KindRedirect, KindDeadline, KindCancelled, KindInvalid, KindCoordinator:
+	case KindTooLarge, KindRedirect, KindDeadline, KindCancelled, KindInvalid, KindCoordinator, KindSkipped:
 		return false
 	}
 	return true

@@ -286,10 +286,22 @@ func (s *summarizer) count(rec *Record) {
 	}
 	for _, t := range rec.Tries {
 		s.attempt(t.Proxy, t.Pool, host, t.Error == nil, t.Phases)
+		s.ban(t.Proxy, host, t.Error)
 	}
 	if rec.Proxy != "" {
 		s.attempt(rec.Proxy, rec.Pool, host, rec.OK, rec.Phases)
+		s.ban(rec.Proxy, host, rec.Error)
 	}
+}
+
+// ban counts an attempt that failed with err as a ban when it was one, as
+// collector.ban does in a run; after attempt has counted it.
+func (s *summarizer) ban(proxy, host string, err *Error) {
+	if proxy == "" || err == nil || err.Kind != KindBanned {
+		return
+	}
+	s.rep.Proxies[proxy].Banned++
+	s.hosts.ban(host)
 }
 
 // attempt adds one attempt, as collector.attempt does in a run.

@@ -208,3 +208,27 @@ func TestSummarize_memory(t *testing.T) {
 		t.Errorf("second pass: heap grew by %.0f bytes, want at most %.0f", grown2, limit)
 	}
 }
+
+// TestSummarize_bans: bans are counted per proxy and per host from the
+// records' tries and final attempts, as a run counts them.
+func TestSummarize_bans(t *testing.T) {
+	banned := `{"url":"http://a.example/3","input":"u.txt","line":3,"ok":false,"status":403,"proxy":"http://127.0.0.1:8081","attempts":2,"phases":{"headers":5},"error":{"phase":"headers","kind":"banned","message":"403 Forbidden: banned (--ban-status)"},"tries":[{"proxy":"http://127.0.0.1:8081","status":403,"phases":{"headers":4},"error":{"phase":"headers","kind":"banned","message":"403 Forbidden: banned (--ban-status)"}}]}` + "\n"
+	retried := `{"url":"http://a.example/4","input":"u.txt","line":4,"ok":true,"status":200,"proxy":"http://127.0.0.1:8082","attempts":2,"phases":{"headers":5},"error":null,"tries":[{"proxy":"http://127.0.0.1:8081","status":200,"phases":{"body":4},"error":{"phase":"body","kind":"banned","message":"200 OK: banned (--ban-match in the body)"}}]}` + "\n"
+	sum, err := fetch.Summarize(context.Background(), sources(banned+retried))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sum.Report
+	if p := r.Proxies["http://127.0.0.1:8081"]; p == nil || p.Banned != 3 || p.Attempts != 3 {
+		t.Errorf("proxy 8081 = %+v, want 3 attempts, 3 banned", p)
+	}
+	if p := r.Proxies["http://127.0.0.1:8082"]; p == nil || p.Banned != 0 || p.OK != 1 {
+		t.Errorf("proxy 8082 = %+v, want 1 ok, none banned", p)
+	}
+	if h := r.Hosts["a.example:80"]; h == nil || h.Banned != 3 || h.Attempts != 4 {
+		t.Errorf("host = %+v, want 4 attempts, 3 banned", h)
+	}
+	if r.ByKind["banned"] != 1 {
+		t.Errorf("by_kind %v", r.ByKind)
+	}
+}

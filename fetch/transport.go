@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,15 +16,35 @@ import (
 )
 
 // route is one way out: a proxy, or direct. Each has its own transport so
-// that connection pools never mix proxies.
+// that connection pools never mix proxies. The transport is built when the
+// route is first used: a list of 100,000 sessions costs little until its
+// proxies carry attempts.
 type route struct {
-	id     string // identity for records: proxies.Identity, or "direct"
-	pool   string
-	proxy  *url.URL // nil for direct
-	client *http.Client
-	tr     *http.Transport
+	id    string // identity for records: proxies.Identity, or "direct"
+	pool  string
+	proxy *url.URL // nil for direct
+
+	cfg    *Config
+	p      *proxies.Proxy // nil for direct
+	once   sync.Once
+	client *http.Client                   // set by build
+	tr     atomic.Pointer[http.Transport] // set by build
 
 	rejected atomic.Bool // the proxy refused its credentials: warned about once
+}
+
+// http returns the route's client, building its transport on first use.
+func (r *route) http() *http.Client {
+	r.once.Do(r.build)
+	return r.client
+}
+
+// closeIdle closes the idle connections of the route's transport, if it
+// has been built.
+func (r *route) closeIdle() {
+	if tr := r.tr.Load(); tr != nil {
+		tr.CloseIdleConnections()
+	}
 }
 
 // proxyStatusError is a proxy's refusal of a CONNECT.
@@ -35,7 +56,16 @@ type proxyStatusError struct {
 func (e *proxyStatusError) Error() string { return "proxy refused CONNECT: " + e.status }
 
 func newRoute(cfg *Config, p *proxies.Proxy) *route {
-	r := &route{id: "direct"}
+	r := &route{id: "direct", cfg: cfg, p: p}
+	if p != nil {
+		r.id, r.pool, r.proxy = p.ID, p.Pool, p.URL
+	}
+	return r
+}
+
+// build makes the route's transport and client.
+func (r *route) build() {
+	cfg, p := r.cfg, r.p
 	targetTLS := &tls.Config{InsecureSkipVerify: cfg.Insecure, RootCAs: cfg.RootCAs}
 	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
 	// Idle connections kept per host: as many as may be in flight through
@@ -70,7 +100,6 @@ func newRoute(cfg *Config, p *proxies.Proxy) *route {
 		},
 	}
 	if p != nil {
-		r.id, r.pool, r.proxy = p.ID, p.Pool, p.URL
 		u := *p.URL
 		if u.Scheme == "https" {
 			// TLS to the proxy is done by the dialer, so that it is verified
@@ -82,10 +111,25 @@ func newRoute(cfg *Config, p *proxies.Proxy) *route {
 			tr.DialContext = handshakeDeadline(tlsDial(dialer, proxyTLS, cfg.ConnectTimeout), cfg.ConnectTimeout)
 		}
 		tr.Proxy = http.ProxyURL(&u)
+		if rotates(cfg, p) {
+			// A new connection (and tunnel) to the proxy for every
+			// attempt, never HTTP/2 (which would share one).
+			tr.DisableKeepAlives = true
+			tr.ForceAttemptHTTP2 = false
+			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+		}
 	}
-	r.tr = tr
 	r.client = &http.Client{Transport: tr, CheckRedirect: checkRedirect(cfg.MaxRedirects)}
-	return r
+	r.tr.Store(tr)
+}
+
+// rotates reports whether attempts through p each take a new connection:
+// its line's rotate=, else --proxy-rotate.
+func rotates(cfg *Config, p *proxies.Proxy) bool {
+	if p.Rotate != proxies.RotateDefault {
+		return p.Rotate == proxies.RotateRequest
+	}
+	return cfg.ProxyRotate == proxies.RotateRequest
 }
 
 type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)

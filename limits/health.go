@@ -3,12 +3,14 @@ package limits
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
 
 // Health configures the benching of failing proxies. After MaxFailures
-// consecutive ProxyFault outcomes a proxy is benched for Cooldown; then it is
+// consecutive ProxyFault outcomes, or Banned outcomes from BanHosts
+// distinct hosts in a row (see BanHosts), a proxy is benched for Cooldown; then it is
 // given one attempt at a time (probing) until one succeeds, when it takes a
 // full load again. A probe that fails benches it again for twice as long as
 // the last time, up to MaxCooldown. The doubling starts over once the proxy
@@ -83,12 +85,39 @@ type HealthEvent struct {
 
 const streakToForgive = 10
 
+// BanHosts is how many distinct hosts must ban a proxy in a row (Banned
+// outcomes with no Success or PushedBack between them; faults and neutral
+// outcomes do not break the row) for it to be benched as on MaxFailures
+// faults. A ban by one host is that proxy-host pair's matter, slowed as on
+// pushback; bans by many hosts say the proxy's address is burnt. Repeated
+// bans by the same host count once. Nothing is benched when MaxFailures is
+// 0.
+const BanHosts = 5
+
+// banStreak is the distinct hosts that banned a proxy in a row: at most
+// BanHosts-1 of them, nil when none has.
+type banStreak struct{ hosts []string }
+
+// add notes a ban by host and reports whether it makes BanHosts distinct
+// hosts in a row; the row then starts over.
+func (b *banStreak) add(host string) bool {
+	if slices.Contains(b.hosts, host) {
+		return false
+	}
+	if len(b.hosts)+1 >= BanHosts {
+		b.hosts = nil
+		return true
+	}
+	b.hosts = append(b.hosts, host)
+	return false
+}
+
 // learnHealth updates proxy p's health from the outcome of an attempt; probe
 // says whether it was the one attempt a probing proxy was allowed. The
 // outcomes of attempts that began before a bench are old news: otherwise the
 // attempts in flight when a proxy is benched would each count as a failed
-// probe. Call with s.mu held.
-func (s *Local) learnHealth(p int, o Outcome, now time.Time, probe bool) {
+// probe. host is the attempt's target. Call with s.mu held.
+func (s *Local) learnHealth(p int, host string, o Outcome, now time.Time, probe bool) {
 	ps := &s.proxies[p]
 	switch {
 	case ps.rejected:
@@ -99,6 +128,7 @@ func (s *Local) learnHealth(p int, o Outcome, now time.Time, probe bool) {
 		// Started before the bench: no verdict on the proxy now.
 	case o == Success || o == PushedBack:
 		ps.fails = 0
+		ps.bans.hosts = nil
 		if ps.streak++; ps.streak >= streakToForgive {
 			ps.level = 0
 		}
@@ -116,22 +146,32 @@ func (s *Local) learnHealth(p int, o Outcome, now time.Time, probe bool) {
 		ps.streak = 0
 		ps.fails++
 		if s.health.MaxFailures > 0 && (ps.probing || ps.fails >= s.health.MaxFailures) {
-			if !ps.probing {
-				s.unhealthy(now)
-			}
-			d := s.health.Cooldown << min(ps.level, 30)
-			if s.health.MaxCooldown > 0 && (d > s.health.MaxCooldown || d <= 0) {
-				d = s.health.MaxCooldown
-			}
-			ps.level++
-			ps.fails = 0
-			ps.probing, ps.probeOut = true, false
-			ps.benchedUntil = now.Add(d)
-			s.event(p, now, "benched", d)
+			s.bench(p, now)
 		}
-	default: // a probe with no verdict: another may go
+	case o == Banned && ps.bans.add(host) && s.health.MaxFailures > 0:
+		ps.streak = 0
+		s.bench(p, now)
+	default: // a probe with no verdict (a ban among them): another may go
 		ps.probeOut = false
 	}
+}
+
+// bench benches proxy p (again, when it is probing) for its next cooldown.
+// Call with s.mu held.
+func (s *Local) bench(p int, now time.Time) {
+	ps := &s.proxies[p]
+	if !ps.probing {
+		s.unhealthy(now)
+	}
+	d := s.health.Cooldown << min(ps.level, 30)
+	if s.health.MaxCooldown > 0 && (d > s.health.MaxCooldown || d <= 0) {
+		d = s.health.MaxCooldown
+	}
+	ps.level++
+	ps.fails = 0
+	ps.probing, ps.probeOut = true, false
+	ps.benchedUntil = now.Add(d)
+	s.event(p, now, "benched", d)
 }
 
 // reject takes proxy p out of the run for good: it refused its

@@ -120,6 +120,12 @@ const (
 	// Rejected: the proxy refused its credentials (407, 401 to CONNECT, a
 	// SOCKS5 authentication failure). It leaves the run at once, for good.
 	Rejected
+	// Banned: the target answered through this proxy with a ban (a
+	// --ban-status or --ban-match response). The proxy-host pair slows
+	// down as on PushedBack; the proxy is benched, as on MaxFailures
+	// faults, only when BanHosts distinct hosts in a row have banned it
+	// (see Health).
+	Banned
 )
 
 // Finish gives back the permits the lease holds and reports the attempt's

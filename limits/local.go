@@ -61,6 +61,7 @@ type proxyState struct {
 	probing      bool      // after a bench: one attempt at a time until one succeeds
 	probeOut     bool      // the probe is in flight
 	rejected     bool      // refused its credentials: out of the run for good
+	bans         banStreak // the hosts that banned it in a row (see health.go)
 
 	est time.Duration // moving average of how long a successful attempt holds its lease
 }
@@ -344,7 +345,7 @@ func (s *Local) release(p int, host string, o Outcome, granted time.Time, probe 
 	if pr != nil {
 		pr.inFlight-- // even when pr has been forgotten since: it is then unused
 	}
-	s.learnHealth(p, o, now, probe)
+	s.learnHealth(p, host, o, now, probe)
 	s.learnPushback(p, host, o, now, granted)
 	if o == Success {
 		if d := now.Sub(granted); ps.est == 0 {

@@ -3,7 +3,8 @@ package limits
 import "time"
 
 // Pushback configures the slowing of a proxy-host pair after the target
-// answers 429 or 503 through it (the PushedBack outcome), in the spirit of
+// answers 429 or 503 through it, or bans it (the PushedBack and Banned
+// outcomes, which count alike), in the spirit of
 // Scrapy's AutoThrottle and of TCP's congestion window. It has two steps.
 // First it narrows the window: the first pushback caps the pair's attempts
 // in flight at half of what the proxy had in flight, and each further one
@@ -46,7 +47,7 @@ func (s *Local) learnPushback(p int, host string, o Outcome, now, granted time.T
 	pr := s.pairs[k]
 	fresh := pr == nil || granted.After(pr.pushedAt)
 	switch {
-	case o == PushedBack && fresh:
+	case (o == PushedBack || o == Banned) && fresh:
 		if pr == nil {
 			// The proxy's attempts in flight, this one included, stand in
 			// for the pair's: the window starts at half of them.

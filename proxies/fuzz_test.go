@@ -75,6 +75,10 @@ func addSeeds(f *testing.F) {
 	f.Add("http://p.example:1 http://{user}:{pass}@q.example:1\n")
 	f.Add("https://{user}%20x:{pass}%40@p.example rate=0.5/100ms # c\n")
 	f.Add("http://a:1 concurrency=0\nhttp://b:1 burst=x\n\xff\n")
+	f.Add("http://{user}-{session}:{pass}@p.example sessions=3 session-prefix=s rotate=request\n")
+	f.Add("http://{user}:{pass}{session}@p{session}.example sessions=2\n")
+	f.Add("http://{user}-{session}@p.example sessions={pass} session-prefix={pass}\n")
+	f.Add("http://{user}-{session}:{pass}@p.example session-prefix={user} rotate={pass}\n")
 	for _, name := range []string{"testdata/proxies.txt", "testdata/crlf-bom.txt"} {
 		if b, err := os.ReadFile(name); err == nil {
 			f.Add(string(b))

@@ -78,12 +78,30 @@ func (e *fileError) Unwrap() error { return e.err }
 //	burst=N        token-bucket burst for rate, N >= 1
 //	pool=NAME      share one budget with the other lines of pool NAME
 //	               (printable, no white space, at most 128 bytes)
+//	sessions=N     the line stands for N proxies (1 to 1,000,000): each
+//	               {session} in its user name or password is replaced by
+//	               1..N; each is its own proxy, with its own identity,
+//	               health, limits and connections (pool= shares one budget)
+//	session-prefix=S  written before each session number (printable, no
+//	               white space, at most 128 bytes); needs sessions=
+//	rotate=M       never (keep connections alive) or request (a new
+//	               connection to the proxy for every attempt)
+//
+// {session} without sessions=, sessions= without {session} in the user
+// information, or lists that would hold more than 1,000,000 proxies in
+// all are errors. The proxies of a line have its Source and, in order,
+// Session 1..N.
 //
 // The first malformed line (bad URL, unknown, repeated or malformed key,
 // bad value, a line over 8 KiB, invalid UTF-8 or a NUL byte)
 // stops Parse with a *LineError. A list with no proxy is not an error here
 // (Load reports it); duplicates are kept (Load drops them).
 func Parse(name string, r io.Reader) ([]Proxy, error) {
+	return parse(name, r, maxProxies)
+}
+
+// parse is Parse with room for at most room proxies.
+func parse(name string, r io.Reader, room int) ([]Proxy, error) {
 	br := bufio.NewReaderSize(r, maxLineLen+2) // room for the line and "\r\n"
 	var ps []Proxy
 	for n := 1; ; n++ {
@@ -97,11 +115,20 @@ func Parse(name string, r io.Reader) ([]Proxy, error) {
 		if len(raw) == 0 && err != nil {
 			return ps, nil
 		}
-		p, ok, lerr := parseLine(name, n, raw)
+		p, t, ok, lerr := parseLine(name, n, raw)
 		if lerr != nil {
 			return nil, lerr
 		}
-		if ok {
+		switch {
+		case !ok:
+		case t != nil:
+			if t.n > room-len(ps) {
+				return nil, &LineError{File: name, Line: n, Reason: fmt.Sprintf("sessions=%d: the proxy lists would hold more than %d proxies", t.n, maxProxies)}
+			}
+			ps = t.expand(ps, p)
+		case len(ps) >= room:
+			return nil, &LineError{File: name, Line: n, Reason: fmt.Sprintf("the proxy lists hold more than %d proxies", maxProxies)}
+		default:
 			ps = append(ps, p)
 		}
 		if err != nil {
@@ -111,10 +138,11 @@ func Parse(name string, r io.Reader) ([]Proxy, error) {
 }
 
 // parseLine parses physical line n (with its line end). ok is false for a
-// blank or comment line.
-func parseLine(name string, n int, raw []byte) (p Proxy, ok bool, err error) {
-	fail := func(reason string, err error) (Proxy, bool, error) {
-		return Proxy{}, false, &LineError{File: name, Line: n, Reason: reason, Err: err}
+// blank or comment line; t is the template of a line with sessions=N, whose
+// proxy p is then what its sessions have in common.
+func parseLine(name string, n int, raw []byte) (p Proxy, t *sessionTemplate, ok bool, err error) {
+	fail := func(reason string, err error) (Proxy, *sessionTemplate, bool, error) {
+		return Proxy{}, nil, false, &LineError{File: name, Line: n, Reason: reason, Err: err}
 	}
 	b := raw
 	if len(b) > 0 && b[len(b)-1] == '\n' {
@@ -144,9 +172,11 @@ func parseLine(name string, n int, raw []byte) (p Proxy, ok bool, err error) {
 		}
 	}
 	if len(fields) == 0 {
-		return Proxy{}, false, nil
+		return Proxy{}, nil, false, nil
 	}
-	u, err := ParseURL(fields[0])
+	// {session} is not valid in a URL: the line is checked with session 1.
+	hasMark := strings.Contains(fields[0], sessionMark)
+	u, err := ParseURL(strings.ReplaceAll(fields[0], sessionMark, "1"))
 	if err != nil {
 		var ue *urlError
 		if errors.As(err, &ue) {
@@ -156,6 +186,15 @@ func parseLine(name string, n int, raw []byte) (p Proxy, ok bool, err error) {
 	}
 	p = Proxy{URL: u, ID: Identity(u), Source: name + ":" + strconv.Itoa(n)}
 	q := quoter{secrets: lineSecrets(line, u)}
+	for _, f := range fields[1:] {
+		if v, found := strings.CutPrefix(f, "session-prefix="); found && v != "" {
+			q.secrets = append(q.secrets, v) // part of the credentials
+		}
+	}
+	var (
+		sessions int
+		prefix   string
+	)
 	seen := make(map[string]bool)
 	for _, f := range fields[1:] {
 		key, val, found := strings.Cut(f, "=")
@@ -197,11 +236,42 @@ func parseLine(name string, n int, raw []byte) (p Proxy, ok bool, err error) {
 				return fail(fmt.Sprintf("bad pool name: want 1 to %d printable characters without white space", maxPoolLen), nil)
 			}
 			p.Pool = val
+		case "sessions":
+			v, err := strconv.Atoi(val)
+			if err != nil || v < 1 || v > maxSessions {
+				return fail(fmt.Sprintf("bad sessions%s: want an integer from 1 to %d", q.quote(" ", val), maxSessions), nil)
+			}
+			sessions = v
+		case "session-prefix":
+			if !validPool(val) { // the same shape as a pool name
+				return fail(fmt.Sprintf("bad session-prefix: want 1 to %d printable characters without white space", maxPoolLen), nil)
+			}
+			prefix = val
+		case "rotate":
+			r, err := ParseRotation(val)
+			if err != nil {
+				return fail("bad rotate"+q.quote(" ", val)+": "+err.Error(), nil)
+			}
+			p.Rotate = r
 		default:
-			return fail("unknown key"+q.quote(" ", key)+" (want concurrency, rate, burst or pool)", nil)
+			return fail("unknown key"+q.quote(" ", key)+" (want concurrency, rate, burst, pool, sessions, session-prefix or rotate)", nil)
 		}
 	}
-	return p, true, nil
+	switch {
+	case hasMark && sessions == 0:
+		return fail("{session} in the URL needs sessions=N", nil)
+	case !hasMark && sessions > 0:
+		return fail("sessions= needs {session} in the user name or password", nil)
+	case prefix != "" && sessions == 0:
+		return fail("session-prefix= needs sessions=N and {session}", nil)
+	case hasMark:
+		t, ok := newSessionTemplate(fields[0], u, prefix, sessions)
+		if !ok {
+			return fail("{session} may appear only in the user name or password", nil)
+		}
+		return p, t, true, nil
+	}
+	return p, nil, true, nil
 }
 
 func trimBOM(b []byte) []byte {
@@ -292,7 +362,7 @@ func lineSecrets(line string, u *url.URL) []string {
 func Load(files, urls []string, warn func(msg string)) ([]Proxy, error) {
 	var all []Proxy
 	for _, name := range files {
-		ps, err := loadFile(name)
+		ps, err := loadFile(name, maxProxies-len(all))
 		if err != nil {
 			return nil, err
 		}
@@ -316,28 +386,61 @@ func Load(files, urls []string, warn func(msg string)) ([]Proxy, error) {
 	return dedup(all, warn), nil
 }
 
-func loadFile(name string) ([]Proxy, error) {
+func loadFile(name string, room int) ([]Proxy, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, fmt.Errorf("proxies: %w", err) // *fs.PathError names the file
 	}
 	defer f.Close()
-	return Parse(name, f)
+	return parse(name, f, room)
 }
 
-// dedup drops every proxy whose identity was seen earlier in ps.
+// dedup drops every proxy whose identity was seen earlier in ps. The
+// duplicates among the sessions of one line are told in one warning for
+// the line, with their count, not one for each.
 func dedup(ps []Proxy, warn func(string)) []Proxy {
 	first := make(map[string]string, len(ps)) // identity -> source
 	out := ps[:0:0]
+	type lineDups struct {
+		n     int
+		first string // where the first of them was first seen
+	}
+	var (
+		dups  map[*sessionTemplate]*lineDups
+		order []*sessionTemplate
+		srcOf = map[*sessionTemplate]string{}
+	)
 	for _, p := range ps {
-		if src, ok := first[p.ID]; ok {
+		src, ok := first[p.ID]
+		if !ok {
+			first[p.ID] = p.Source
+			out = append(out, p)
+			continue
+		}
+		if p.tmpl == nil {
 			if warn != nil {
 				warn(fmt.Sprintf("%s: duplicate proxy %s (first at %s), ignored", p.Source, p.ID, src))
 			}
 			continue
 		}
-		first[p.ID] = p.Source
-		out = append(out, p)
+		if dups == nil {
+			dups = map[*sessionTemplate]*lineDups{}
+		}
+		d := dups[p.tmpl]
+		if d == nil {
+			d = &lineDups{first: src}
+			dups[p.tmpl] = d
+			order = append(order, p.tmpl)
+			srcOf[p.tmpl] = p.Source
+		}
+		d.n++
+	}
+	for _, t := range order {
+		if warn == nil {
+			break
+		}
+		d := dups[t]
+		warn(fmt.Sprintf("%s: %d duplicate proxies of its %d sessions (the first first at %s), ignored", srcOf[t], d.n, t.n, d.first))
 	}
 	return out
 }

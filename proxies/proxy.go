@@ -4,6 +4,7 @@
 package proxies
 
 import (
+	"errors"
 	"net/url"
 
 	"github.com/fetch-dev/fetch/limits"
@@ -21,5 +22,44 @@ type Proxy struct {
 	Rate        limits.Rate // rate=R, or the zero Rate for the flag default
 	RateSet     bool        // whether rate= was given
 	Burst       int         // burst=N, or 0 for the flag default
+	Rotate      Rotation    // rotate=never|request, or RotateDefault for the flag's
+	Session     int         // 1..N for a proxy of a line with sessions=N; 0 otherwise
 	Source      string      // where it was read: "FILE:LINE" or "--proxy"
+
+	tmpl *sessionTemplate // the line a session proxy was expanded from; shared by its sessions
+}
+
+// Rotation says when a proxy's connections are replaced by new ones.
+type Rotation int
+
+const (
+	// RotateDefault: as --proxy-rotate says.
+	RotateDefault Rotation = iota
+	// RotateNever keeps connections to the proxy alive between attempts.
+	RotateNever
+	// RotateRequest opens a new connection (and tunnel) to the proxy for
+	// every attempt, so that a rotating gateway gives a new exit each time.
+	RotateRequest
+)
+
+// ParseRotation parses "never" or "request".
+func ParseRotation(s string) (Rotation, error) {
+	switch s {
+	case "never":
+		return RotateNever, nil
+	case "request":
+		return RotateRequest, nil
+	}
+	return RotateDefault, errors.New("want never or request")
+}
+
+// String is "never", "request", or "" for RotateDefault.
+func (r Rotation) String() string {
+	switch r {
+	case RotateNever:
+		return "never"
+	case RotateRequest:
+		return "request"
+	}
+	return ""
 }

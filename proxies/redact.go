@@ -16,6 +16,12 @@ import (
 type Redactor struct {
 	pairs  *strings.Replacer // removes "user:pass@" of each proxy, whatever their length
 	secret *strings.Replacer // replaces each user name, password and Basic token of 3 bytes or more
+
+	// The proxies of a line with sessions=N are known by what they have
+	// in common, kept once for the line: the pieces of their credentials
+	// (in secret), and for their Basic tokens, which have nothing in
+	// common, these pieces to look for in what any token decodes to.
+	sessionPieces []string
 }
 
 // minBare is the shortest credential String replaces wherever it appears:
@@ -30,8 +36,21 @@ var userinfoRE = regexp.MustCompile("([A-Za-z][A-Za-z0-9+.-]*://)[^/\\s\"<>`\\\\
 
 // NewRedactor returns a Redactor for the credentials of ps.
 func NewRedactor(ps []Proxy) *Redactor {
-	var pairs, bare []string
+	var pairs, bare, pieces []string
+	seen := map[*sessionTemplate]bool{}
 	for _, p := range ps {
+		if p.tmpl != nil {
+			if !seen[p.tmpl] {
+				seen[p.tmpl] = true
+				for _, sec := range p.tmpl.secrets() {
+					bare = append(bare, encodings(sec)...)
+					if len(sec) >= minBare {
+						pieces = append(pieces, sec)
+					}
+				}
+			}
+			continue
+		}
 		if p.URL == nil || p.URL.User == nil {
 			continue
 		}
@@ -46,7 +65,7 @@ func NewRedactor(ps []Proxy) *Redactor {
 		bare = append(bare, encodings(pass)...)
 		bare = append(bare, base64.StdEncoding.EncodeToString([]byte(user+":"+pass))) // Proxy-Authorization: Basic
 	}
-	r := &Redactor{}
+	r := &Redactor{sessionPieces: pieces}
 	if len(pairs) > 0 {
 		r.pairs = replacer(pairs, 1, "")
 	}
@@ -100,10 +119,33 @@ func (r *Redactor) String(s string) string {
 	if r.pairs != nil {
 		s = r.pairs.Replace(s)
 	}
+	if len(r.sessionPieces) > 0 {
+		s = r.redactTokens(s) // before secret: it would cut the tokens up
+	}
 	if r.secret != nil {
 		s = r.secret.Replace(s)
 	}
 	return s
+}
+
+// tokenRE matches what may be a Basic token: a run of base64.
+var tokenRE = regexp.MustCompile(`[A-Za-z0-9+/]{8,}={0,2}`)
+
+// redactTokens replaces with "***" each run of base64 in s that decodes to
+// text holding a piece of a session proxy's credentials.
+func (r *Redactor) redactTokens(s string) string {
+	return tokenRE.ReplaceAllStringFunc(s, func(tok string) string {
+		b, err := base64.StdEncoding.DecodeString(tok)
+		if err != nil {
+			return tok
+		}
+		for _, p := range r.sessionPieces {
+			if strings.Contains(string(b), p) {
+				return "***"
+			}
+		}
+		return tok
+	})
 }
 
 func stripUserinfo(s string) string {

@@ -24,7 +24,8 @@ local grace = tonumber(ARGV[17])      -- refusal after a reset
 local poolWait = tonumber(ARGV[18])   -- how long no proxy may be healthy before the pool cannot serve; 0 never
 local H = 18
 
-local SUCCESS, FAULT, PUSHBACK, REJECTED = 1, 2, 3, 4
+local SUCCESS, FAULT, PUSHBACK, REJECTED, BANNED = 1, 2, 3, 4, 5
+local BAN_HOSTS = 5 -- limits.BanHosts: distinct hosts banning a proxy in a row bench it
 local FOREVER = 3.15e15 -- a hundred years, in microseconds: the bench of a rejected proxy
 local SPAN = 4294967296               -- pidx: budget b's proxies score in [bi*SPAN, bi*SPAN+SPAN-1]
 local OFF = SPAN - 1                  -- a proxy's score when benched or its probe is out
@@ -190,14 +191,44 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight)
   if o == REJECTED then
     -- Its credentials were refused: benched for ever, for every process.
     redis.call('HDEL', K_probe, p)
-    redis.call('HDEL', K_health, p)
+    redis.call('HDEL', K_health, p, 'b|' .. p)
     redis.call('ZADD', K_bench, F(now + FOREVER), p)
     if wasAvail then avail(b, c, -1) end
     return {'rejected', '0'}
   end
+  local bench = function()
+    local d = cooldown * math.pow(2, math.min(level, 30))
+    if maxCool > 0 and (d > maxCool or d <= 0) then d = maxCool end
+    level = level + 1
+    fails = 0
+    redis.call('HSET', K_probe, p, '0')
+    redis.call('ZADD', K_bench, F(now + d), p)
+    if wasAvail then avail(b, c, -1) end
+    ev = {'benched', I(d)}
+  end
+  local banRow = false -- a ban that makes BAN_HOSTS distinct hosts in a row
+  if o == BANNED and not (probing and not probe) then
+    -- the distinct hosts that banned p in a row, as limits.Local's banStreak
+    local bk = 'b|' .. p
+    local bv = redis.call('HGET', K_health, bk)
+    local hs = {}
+    if bv then hs = split(bv, ' ') end
+    local known = false
+    for _, h in ipairs(hs) do if h == host then known = true end end
+    if not known then
+      if #hs + 1 >= BAN_HOSTS then
+        redis.call('HDEL', K_health, bk)
+        banRow = true
+      else
+        hs[#hs + 1] = host
+        redis.call('HSET', K_health, bk, table.concat(hs, ' '))
+      end
+    end
+  end
   if probing and not probe then
     -- begun before the bench: no verdict on the proxy now
   elseif o == SUCCESS or o == PUSHBACK then
+    redis.call('HDEL', K_health, 'b|' .. p) -- the row of bans is broken
     fails = 0
     streak = streak + 1
     if streak >= 10 then level = 0 end
@@ -216,17 +247,11 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight)
   elseif o == FAULT then
     streak = 0
     fails = fails + 1
-    if maxFail > 0 and (probing or fails >= maxFail) then
-      local d = cooldown * math.pow(2, math.min(level, 30))
-      if maxCool > 0 and (d > maxCool or d <= 0) then d = maxCool end
-      level = level + 1
-      fails = 0
-      redis.call('HSET', K_probe, p, '0')
-      redis.call('ZADD', K_bench, F(now + d), p)
-      if wasAvail then avail(b, c, -1) end
-      ev = {'benched', I(d)}
-    end
-  elseif probe then -- a probe with no verdict: another may go
+    if maxFail > 0 and (probing or fails >= maxFail) then bench() end
+  elseif banRow and maxFail > 0 then
+    streak = 0
+    bench()
+  elseif probe then -- a probe with no verdict (a ban among them): another may go
     redis.call('HSET', K_probe, p, '0')
     if not wasAvail and not redis.call('ZSCORE', K_bench, p) then avail(b, c, 1) end
   end
@@ -240,7 +265,7 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight)
   local key = 'p|' .. p .. '|' .. host
   local pair = getPair(key)
   local fresh = pair == nil or granted > pair.pushedAt
-  if o == PUSHBACK and fresh then
+  if (o == PUSHBACK or o == BANNED) and fresh then
     if not pair then
       pair = {window = math.max(math.floor(pinflight / 2), 1), full = math.max(pinflight, 2), inflight = 0, spacing = 0}
       local q = redis.call('HGET', K_hosts, 'q|' .. host)
