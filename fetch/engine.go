@@ -79,11 +79,13 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.routes = []*route{newRoute(&e.cfg, nil)}
-	if len(cfg.Proxies) > 0 {
-		e.routes = e.routes[:0]
+	ts := &transports{cfg: &e.cfg}
+	if len(cfg.Proxies) == 0 {
+		e.routes = []*route{newRoute(ts, nil)}
+	} else {
+		e.routes = make([]*route, len(cfg.Proxies))
 		for i := range cfg.Proxies {
-			e.routes = append(e.routes, newRoute(&e.cfg, &cfg.Proxies[i]))
+			e.routes[i] = newRoute(ts, &e.cfg.Proxies[i])
 		}
 	}
 	e.sched = cfg.Scheduler

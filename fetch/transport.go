@@ -3,6 +3,8 @@ package fetch
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,14 +16,16 @@ import (
 	"github.com/fetch-dev/fetch/proxies"
 )
 
-// route is one way out: a proxy, or direct. Each has its own transport so
-// that connection pools never mix proxies.
+// route is one way out: a proxy, or direct. Routes share their
+// transports (see transports): net/http keys a connection by the proxy's
+// URL with its credentials, so a connection still never serves two routes,
+// but the idle connections of all routes together are bounded.
 type route struct {
 	id     string // identity for records: proxies.Identity, or "direct"
 	pool   string
 	proxy  *url.URL // nil for direct
 	client *http.Client
-	tr     *http.Transport
+	tr     *http.Transport // shared with other routes
 
 	rejected atomic.Bool // the proxy refused its credentials: warned about once
 }
@@ -34,32 +38,40 @@ type proxyStatusError struct {
 
 func (e *proxyStatusError) Error() string { return "proxy refused CONNECT: " + e.status }
 
-func newRoute(cfg *Config, p *proxies.Proxy) *route {
-	r := &route{id: "direct"}
-	targetTLS := &tls.Config{InsecureSkipVerify: cfg.Insecure, RootCAs: cfg.RootCAs}
+// transports are the http.Transports of an engine's routes: one for
+// direct, one that every plain (http, socks5) proxy shares, and one that
+// every https proxy shares (its dialer does the TLS with the proxy). Each
+// request tells its transport which proxy to use through its context (see
+// routeTransport). A transport keeps at most MaxIdleConns idle connections
+// in all, closing the least recently used beyond that, so that a pool of
+// 100,000 identities on one gateway keeps as many idle connections as one
+// of ten would, not one set per identity; per identity it keeps up to that
+// proxy's concurrency, so a steady run reuses its connections.
+type transports struct {
+	cfg          *Config
+	direct       *http.Transport
+	plain, https *http.Transport // built when a route needs them
+}
+
+// idleBudget is the most idle connections a transport keeps in all: as
+// many as may be in flight (-c), so that every worker can find one, and
+// at least 16.
+func (ts *transports) idleBudget() int { return max(ts.cfg.Concurrency, 16) }
+
+// newTransport returns a transport with the engine's settings, keeping up
+// to perHost idle connections for each proxy (or target, direct).
+func (ts *transports) newTransport(perHost int) *http.Transport {
+	cfg := ts.cfg
 	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
-	// Idle connections kept per host: as many as may be in flight through
-	// this route, so that a steady run reuses them instead of dialling.
-	perHost := cfg.Concurrency // direct: -c, or the host limit when lower
-	if cfg.HostConcurrency > 0 {
-		perHost = min(perHost, cfg.HostConcurrency)
-	}
-	if p != nil {
-		perHost = cfg.ProxyConcurrency
-		if p.Concurrency > 0 {
-			perHost = p.Concurrency
-		}
-	}
-	perHost = max(perHost, 2)
-	tr := &http.Transport{
+	return &http.Transport{
 		DialContext:            handshakeDeadline(dialer.DialContext, cfg.ConnectTimeout),
-		TLSClientConfig:        targetTLS,
+		TLSClientConfig:        &tls.Config{InsecureSkipVerify: cfg.Insecure, RootCAs: cfg.RootCAs},
 		TLSHandshakeTimeout:    cfg.ConnectTimeout,
 		ForceAttemptHTTP2:      true,
 		DisableCompression:     true, // count and save the bytes as sent, as curl does
 		MaxResponseHeaderBytes: cfg.maxHeader(),
-		MaxIdleConns:           1024,
-		MaxIdleConnsPerHost:    perHost,
+		MaxIdleConns:           ts.idleBudget(),
+		MaxIdleConnsPerHost:    max(perHost, 2),
 		IdleConnTimeout:        90 * time.Second,
 		ExpectContinueTimeout:  time.Second,
 		OnProxyConnectResponse: func(_ context.Context, _ *url.URL, _ *http.Request, res *http.Response) error {
@@ -69,23 +81,91 @@ func newRoute(cfg *Config, p *proxies.Proxy) *route {
 			return nil
 		},
 	}
-	if p != nil {
+}
+
+// proxyPerHost is the most idle connections kept for one proxy: its
+// concurrency, the largest of any proxy's, since one transport serves them
+// all.
+func (ts *transports) proxyPerHost() int {
+	n := ts.cfg.ProxyConcurrency
+	for i := range ts.cfg.Proxies {
+		n = max(n, ts.cfg.Proxies[i].Concurrency)
+	}
+	return n
+}
+
+// forProxy returns the shared transport for proxies of u's scheme.
+func (ts *transports) forProxy(u *url.URL) *http.Transport {
+	if u.Scheme == "https" {
+		if ts.https == nil {
+			ts.https = ts.newTransport(ts.proxyPerHost())
+			// TLS to the proxy is done by the dialer, so that it is
+			// verified even under --insecure (which is for targets, as in
+			// curl) and counted as the proxy phase; the transport then
+			// speaks plain HTTP proxy over it. The proxy's name is the
+			// host it dials.
+			dialer := &net.Dialer{Timeout: ts.cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+			ts.https.DialContext = handshakeDeadline(tlsDial(dialer, ts.cfg.RootCAs, ts.cfg.ConnectTimeout), ts.cfg.ConnectTimeout)
+			ts.https.Proxy = proxyOfRequest
+		}
+		return ts.https
+	}
+	if ts.plain == nil {
+		ts.plain = ts.newTransport(ts.proxyPerHost())
+		ts.plain.Proxy = proxyOfRequest
+	}
+	return ts.plain
+}
+
+func newRoute(ts *transports, p *proxies.Proxy) *route {
+	cfg := ts.cfg
+	r := &route{id: "direct"}
+	var rt http.RoundTripper
+	if p == nil {
+		if ts.direct == nil {
+			// Idle connections kept per host: as many as may be in flight
+			// through this route, so that a steady run reuses them
+			// instead of dialling.
+			perHost := cfg.Concurrency // -c, or the host limit when lower
+			if cfg.HostConcurrency > 0 {
+				perHost = min(perHost, cfg.HostConcurrency)
+			}
+			ts.direct = ts.newTransport(perHost)
+		}
+		r.tr, rt = ts.direct, ts.direct
+	} else {
 		r.id, r.pool, r.proxy = p.ID, p.Pool, p.URL
 		u := *p.URL
 		if u.Scheme == "https" {
-			// TLS to the proxy is done by the dialer, so that it is verified
-			// even under --insecure (which is for targets, as in curl) and
-			// counted as the proxy phase; the transport then speaks plain
-			// HTTP proxy over it.
-			u.Scheme = "http"
-			proxyTLS := &tls.Config{RootCAs: cfg.RootCAs, ServerName: p.URL.Hostname()}
-			tr.DialContext = handshakeDeadline(tlsDial(dialer, proxyTLS, cfg.ConnectTimeout), cfg.ConnectTimeout)
+			u.Scheme = "http" // over the TLS the dialer did
 		}
-		tr.Proxy = http.ProxyURL(&u)
+		r.tr = ts.forProxy(p.URL)
+		rt = &routeTransport{tr: r.tr, proxy: &u}
 	}
-	r.tr = tr
-	r.client = &http.Client{Transport: tr, CheckRedirect: checkRedirect(cfg.MaxRedirects)}
+	r.client = &http.Client{Transport: rt, CheckRedirect: checkRedirect(cfg.MaxRedirects)}
 	return r
+}
+
+// routeTransport sends a route's requests through its proxy on a shared
+// transport: the proxy rides in the request's context to proxyOfRequest.
+type routeTransport struct {
+	tr    *http.Transport
+	proxy *url.URL
+}
+
+type proxyKey struct{}
+
+func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.tr.RoundTrip(req.WithContext(context.WithValue(req.Context(), proxyKey{}, t.proxy)))
+}
+
+// proxyOfRequest is the Proxy function of the shared transports.
+func proxyOfRequest(req *http.Request) (*url.URL, error) {
+	u, _ := req.Context().Value(proxyKey{}).(*url.URL)
+	if u == nil {
+		return nil, errors.New("fetch: a request without its route's proxy") // a bug: it would go direct
+	}
+	return u, nil
 }
 
 type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -109,8 +189,13 @@ func handshakeDeadline(dial dialFunc, limit time.Duration) dialFunc {
 // limit from the start of the dial: net/http finishes dials in the
 // background with a context that may never end, so the connection's own
 // deadline is what bounds a proxy that never answers.
-func tlsDial(d *net.Dialer, cfg *tls.Config, limit time.Duration) dialFunc {
+func tlsDial(d *net.Dialer, roots *x509.CertPool, limit time.Duration) dialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		cfg := &tls.Config{RootCAs: roots, ServerName: host}
 		start := time.Now()
 		c, err := d.DialContext(ctx, network, addr)
 		if err != nil {
