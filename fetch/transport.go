@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -45,8 +46,17 @@ func (e *proxyStatusError) Error() string { return "proxy refused CONNECT: " + e
 // routeTransport). A transport keeps at most MaxIdleConns idle connections
 // in all, closing the least recently used beyond that, so that a pool of
 // 100,000 identities on one gateway keeps as many idle connections as one
-// of ten would, not one set per identity; per identity it keeps up to that
-// proxy's concurrency, so a steady run reuses its connections.
+// of ten would, not one set per identity.
+//
+// Which connections a request may use: net/http keys a connection by the
+// proxy URL it returns for the request. An http or https proxy takes its
+// credentials with each plain (http://) request, in Proxy-Authorization,
+// so for those the URL is the gateway's without credentials and the header
+// is set on the request: every identity on a gateway then shares its
+// connections, kept alive from one request to the next whichever identity
+// sends it. A CONNECT tunnel (https:// targets) and a SOCKS connection are
+// bound to the credentials they were opened with, so for those the URL
+// keeps them and each identity has its own connections.
 type transports struct {
 	cfg          *Config
 	direct       *http.Transport
@@ -83,22 +93,11 @@ func (ts *transports) newTransport(perHost int) *http.Transport {
 	}
 }
 
-// proxyPerHost is the most idle connections kept for one proxy: its
-// concurrency, the largest of any proxy's, since one transport serves them
-// all.
-func (ts *transports) proxyPerHost() int {
-	n := ts.cfg.ProxyConcurrency
-	for i := range ts.cfg.Proxies {
-		n = max(n, ts.cfg.Proxies[i].Concurrency)
-	}
-	return n
-}
-
 // forProxy returns the shared transport for proxies of u's scheme.
 func (ts *transports) forProxy(u *url.URL) *http.Transport {
 	if u.Scheme == "https" {
 		if ts.https == nil {
-			ts.https = ts.newTransport(ts.proxyPerHost())
+			ts.https = ts.newTransport(ts.idleBudget()) // a gateway may serve every identity
 			// TLS to the proxy is done by the dialer, so that it is
 			// verified even under --insecure (which is for targets, as in
 			// curl) and counted as the proxy phase; the transport then
@@ -111,7 +110,7 @@ func (ts *transports) forProxy(u *url.URL) *http.Transport {
 		return ts.https
 	}
 	if ts.plain == nil {
-		ts.plain = ts.newTransport(ts.proxyPerHost())
+		ts.plain = ts.newTransport(ts.idleBudget())
 		ts.plain.Proxy = proxyOfRequest
 	}
 	return ts.plain
@@ -140,32 +139,53 @@ func newRoute(ts *transports, p *proxies.Proxy) *route {
 			u.Scheme = "http" // over the TLS the dialer did
 		}
 		r.tr = ts.forProxy(p.URL)
-		rt = &routeTransport{tr: r.tr, proxy: &u}
+		rtr := &routeTransport{tr: r.tr, proxy: &u, gateway: &u}
+		if u.User != nil && u.Scheme == "http" {
+			pass, _ := u.User.Password()
+			rtr.auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass))
+			gw := u
+			gw.User = nil
+			rtr.gateway = &gw
+		}
+		rt = rtr
 	}
 	r.client = &http.Client{Transport: rt, CheckRedirect: checkRedirect(cfg.MaxRedirects)}
 	return r
 }
 
 // routeTransport sends a route's requests through its proxy on a shared
-// transport: the proxy rides in the request's context to proxyOfRequest.
+// transport: the route rides in the request's context to proxyOfRequest.
+// A plain request through an http(s) proxy with credentials carries them
+// in its Proxy-Authorization header and goes to the gateway's URL without
+// them, so that it may use any connection to the gateway (see transports).
 type routeTransport struct {
-	tr    *http.Transport
-	proxy *url.URL
+	tr      *http.Transport
+	proxy   *url.URL // with its credentials
+	gateway *url.URL // for plain requests: without them when auth is set
+	auth    string   // Proxy-Authorization for plain requests; "" for none
 }
 
-type proxyKey struct{}
+type routeKey struct{}
 
 func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	return t.tr.RoundTrip(req.WithContext(context.WithValue(req.Context(), proxyKey{}, t.proxy)))
+	r := req.WithContext(context.WithValue(req.Context(), routeKey{}, t))
+	if t.auth != "" && req.URL.Scheme == "http" {
+		r.Header = req.Header.Clone()
+		r.Header.Set("Proxy-Authorization", t.auth)
+	}
+	return t.tr.RoundTrip(r)
 }
 
 // proxyOfRequest is the Proxy function of the shared transports.
 func proxyOfRequest(req *http.Request) (*url.URL, error) {
-	u, _ := req.Context().Value(proxyKey{}).(*url.URL)
-	if u == nil {
-		return nil, errors.New("fetch: a request without its route's proxy") // a bug: it would go direct
+	t, _ := req.Context().Value(routeKey{}).(*routeTransport)
+	switch {
+	case t == nil:
+		return nil, errors.New("fetch: a request without its route") // a bug: it would go direct
+	case req.URL.Scheme == "http":
+		return t.gateway, nil
 	}
-	return u, nil
+	return t.proxy, nil
 }
 
 type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
