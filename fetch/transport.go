@@ -61,6 +61,23 @@ type transports struct {
 	cfg          *Config
 	direct       *http.Transport
 	plain, https *http.Transport // built when a route needs them
+	gateways     map[string]*url.URL
+	redirect     func(*http.Request, []*http.Request) error // one for all the clients
+}
+
+// gateway returns u without its credentials, one for all the identities
+// on a gateway.
+func (ts *transports) gateway(u *url.URL) *url.URL {
+	key := u.Scheme + "://" + u.Host
+	if g := ts.gateways[key]; g != nil {
+		return g
+	}
+	g := &url.URL{Scheme: u.Scheme, Host: u.Host}
+	if ts.gateways == nil {
+		ts.gateways = make(map[string]*url.URL)
+	}
+	ts.gateways[key] = g
+	return g
 }
 
 // idleBudget is the most idle connections a transport keeps in all: as
@@ -134,22 +151,25 @@ func newRoute(ts *transports, p *proxies.Proxy) *route {
 		r.tr, rt = ts.direct, ts.direct
 	} else {
 		r.id, r.pool, r.proxy = p.ID, p.Pool, p.URL
-		u := *p.URL
+		u := p.URL
 		if u.Scheme == "https" {
-			u.Scheme = "http" // over the TLS the dialer did
+			c := *u
+			c.Scheme = "http" // over the TLS the dialer did
+			u = &c
 		}
 		r.tr = ts.forProxy(p.URL)
-		rtr := &routeTransport{tr: r.tr, proxy: &u, gateway: &u}
+		rtr := &routeTransport{tr: r.tr, proxy: u, gateway: u}
 		if u.User != nil && u.Scheme == "http" {
 			pass, _ := u.User.Password()
 			rtr.auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass))
-			gw := u
-			gw.User = nil
-			rtr.gateway = &gw
+			rtr.gateway = ts.gateway(u)
 		}
 		rt = rtr
 	}
-	r.client = &http.Client{Transport: rt, CheckRedirect: checkRedirect(cfg.MaxRedirects)}
+	if ts.redirect == nil {
+		ts.redirect = checkRedirect(cfg.MaxRedirects)
+	}
+	r.client = &http.Client{Transport: rt, CheckRedirect: ts.redirect}
 	return r
 }
 
