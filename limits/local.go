@@ -12,6 +12,20 @@ import (
 // Local is the in-process Scheduler. Waiting attempts are served first come,
 // first served, except that an attempt whose host is at its limit never
 // holds up attempts for other hosts.
+//
+// Rates. Each rate limit (global, per budget, per host) is a GCRA with
+// interval T = period/N. Local charges a grant at its logical time: the
+// time the timer that woke it was due, when that timer is late, and
+// otherwise the time of the grant (see logical). On that logical clock the
+// grants of each limit meet its bound exactly: at most burst−1+⌈W/T⌉ in any
+// half-open window of length W. The real start times trail their logical
+// ones by the lateness of the one timer that woke them, never by lateness
+// added up over a run, so the long-run rate is the rate configured.
+//
+// Cost. Choosing a proxy costs O(log P) in the number of proxies (see
+// index.go), and so does a release, but for the release that ends a
+// proxy's probing, which scans the others once for the least used
+// (leastUsed); a dispatch looks at each waiting attempt once.
 type Local struct {
 	clock  Clock
 	policy Policy
