@@ -39,7 +39,7 @@ type Local struct {
 	waiters  waitList
 	timer    Timer // wakes dispatch when a rate token comes due
 	timerAt  time.Time
-	due      time.Time // the logical time of the last dispatch (see dispatch)
+	due      time.Time // the logical time of the last dispatch (see logical)
 	rng      *rand.Rand
 	closed   bool
 	attempts int64
