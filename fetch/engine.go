@@ -57,6 +57,7 @@ type Engine struct {
 	skipped                    atomic.Int64
 	coll                       atomic.Pointer[collector] // the running Run's
 	ownSched                   bool                      // sched was built by New: Close closes it
+	transports                 *transports               // the routes' transports
 	eventsMu                   sync.Mutex                // held while moving events to the report
 	events                     []limits.HealthEvent      // takeEvents' buffer, under eventsMu
 
@@ -85,11 +86,14 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.routes = []*route{newRoute(&e.cfg, nil)}
-	if len(cfg.Proxies) > 0 {
-		e.routes = e.routes[:0]
+	ts := &transports{cfg: &e.cfg}
+	e.transports = ts
+	if len(cfg.Proxies) == 0 {
+		e.routes = []*route{newRoute(ts, nil)}
+	} else {
+		e.routes = make([]*route, len(cfg.Proxies))
 		for i := range cfg.Proxies {
-			e.routes = append(e.routes, newRoute(&e.cfg, &cfg.Proxies[i]))
+			e.routes[i] = newRoute(ts, &e.cfg.Proxies[i])
 		}
 	}
 	e.sched = cfg.Scheduler
@@ -162,9 +166,7 @@ func (e *Engine) takeEvents(coll *collector) {
 // Config.Scheduler is the caller's to close) and idle connections. Call it
 // once no Run is running.
 func (e *Engine) Close() error {
-	for _, r := range e.routes {
-		r.closeIdle()
-	}
+	e.transports.closeIdle()
 	if e.ownSched {
 		return e.sched.Close()
 	}
@@ -232,9 +234,7 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 	g.Go(func() error { return e.write(w, records, coll) })
 	writeErr := g.Wait()
 	cancelWork() // ends the grace timer
-	for _, r := range e.routes {
-		r.closeIdle()
-	}
+	e.transports.closeIdle()
 
 	var readErr error
 	readAll := false
@@ -628,7 +628,7 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 		return res
 	}
 	tr.set(pConnect)
-	resp, err := rt.http().Do(req)
+	resp, err := rt.client.Do(req)
 	if err != nil {
 		res.err = e.failure(err, tr.current(), attemptCtx, jobCtx)
 		res.targetSide = targetSide(err)

@@ -3,48 +3,32 @@ package fetch
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/fetch-dev/fetch/proxies"
 )
 
-// route is one way out: a proxy, or direct. Each has its own transport so
-// that connection pools never mix proxies. The transport is built when the
-// route is first used: a list of 100,000 sessions costs little until its
-// proxies carry attempts.
+// route is one way out: a proxy, or direct. Routes share their
+// transports (see transports): net/http keys a connection by the proxy's
+// URL with its credentials, so a connection still never serves two routes,
+// but the idle connections of all routes together are bounded.
 type route struct {
-	id    string // identity for records: proxies.Identity, or "direct"
-	pool  string
-	proxy *url.URL // nil for direct
-
-	cfg    *Config
-	p      *proxies.Proxy // nil for direct
-	once   sync.Once
-	client *http.Client                   // set by build
-	tr     atomic.Pointer[http.Transport] // set by build
+	id     string // identity for records: proxies.Identity, or "direct"
+	pool   string
+	proxy  *url.URL // nil for direct
+	client *http.Client
+	tr     *http.Transport // shared with other routes
 
 	rejected atomic.Bool // the proxy refused its credentials: warned about once
-}
-
-// http returns the route's client, building its transport on first use.
-func (r *route) http() *http.Client {
-	r.once.Do(r.build)
-	return r.client
-}
-
-// closeIdle closes the idle connections of the route's transport, if it
-// has been built.
-func (r *route) closeIdle() {
-	if tr := r.tr.Load(); tr != nil {
-		tr.CloseIdleConnections()
-	}
 }
 
 // proxyStatusError is a proxy's refusal of a CONNECT.
@@ -55,41 +39,66 @@ type proxyStatusError struct {
 
 func (e *proxyStatusError) Error() string { return "proxy refused CONNECT: " + e.status }
 
-func newRoute(cfg *Config, p *proxies.Proxy) *route {
-	r := &route{id: "direct", cfg: cfg, p: p}
-	if p != nil {
-		r.id, r.pool, r.proxy = p.ID, p.Pool, p.URL
-	}
-	return r
+// transports are the http.Transports of an engine's routes: one for
+// direct, one that every plain (http, socks5) proxy shares, and one that
+// every https proxy shares (its dialer does the TLS with the proxy). Each
+// request tells its transport which proxy to use through its context (see
+// routeTransport). A transport keeps at most MaxIdleConns idle connections
+// in all, closing the least recently used beyond that, so that a pool of
+// 100,000 identities on one gateway keeps as many idle connections as one
+// of ten would, not one set per identity.
+//
+// Which connections a request may use: net/http keys a connection by the
+// proxy URL it returns for the request. An http or https proxy takes its
+// credentials with each plain (http://) request, in Proxy-Authorization,
+// so for those the URL is the gateway's without credentials and the header
+// is set on the request: every identity on a gateway then shares its
+// connections, kept alive from one request to the next whichever identity
+// sends it. A CONNECT tunnel (https:// targets) and a SOCKS connection are
+// bound to the credentials they were opened with, so for those the URL
+// keeps them and each identity has its own connections.
+type transports struct {
+	cfg          *Config
+	direct       *http.Transport
+	plain, https *http.Transport // built when a route needs them
+	gateways     map[string]*url.URL
+	redirect     func(*http.Request, []*http.Request) error // one for all the clients
 }
 
-// build makes the route's transport and client.
-func (r *route) build() {
-	cfg, p := r.cfg, r.p
-	targetTLS := &tls.Config{InsecureSkipVerify: cfg.Insecure, RootCAs: cfg.RootCAs}
+// gateway returns u without its credentials, one for all the identities
+// on a gateway.
+func (ts *transports) gateway(u *url.URL) *url.URL {
+	key := u.Scheme + "://" + u.Host
+	if g := ts.gateways[key]; g != nil {
+		return g
+	}
+	g := &url.URL{Scheme: u.Scheme, Host: u.Host}
+	if ts.gateways == nil {
+		ts.gateways = make(map[string]*url.URL)
+	}
+	ts.gateways[key] = g
+	return g
+}
+
+// idleBudget is the most idle connections a transport keeps in all: as
+// many as may be in flight (-c), so that every worker can find one, and
+// at least 16.
+func (ts *transports) idleBudget() int { return max(ts.cfg.Concurrency, 16) }
+
+// newTransport returns a transport with the engine's settings, keeping up
+// to perHost idle connections for each proxy (or target, direct).
+func (ts *transports) newTransport(perHost int) *http.Transport {
+	cfg := ts.cfg
 	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
-	// Idle connections kept per host: as many as may be in flight through
-	// this route, so that a steady run reuses them instead of dialling.
-	perHost := cfg.Concurrency // direct: -c, or the host limit when lower
-	if cfg.HostConcurrency > 0 {
-		perHost = min(perHost, cfg.HostConcurrency)
-	}
-	if p != nil {
-		perHost = cfg.ProxyConcurrency
-		if p.Concurrency > 0 {
-			perHost = p.Concurrency
-		}
-	}
-	perHost = max(perHost, 2)
-	tr := &http.Transport{
+	return &http.Transport{
 		DialContext:            handshakeDeadline(dialer.DialContext, cfg.ConnectTimeout),
-		TLSClientConfig:        targetTLS,
+		TLSClientConfig:        &tls.Config{InsecureSkipVerify: cfg.Insecure, RootCAs: cfg.RootCAs},
 		TLSHandshakeTimeout:    cfg.ConnectTimeout,
 		ForceAttemptHTTP2:      true,
 		DisableCompression:     true, // count and save the bytes as sent, as curl does
 		MaxResponseHeaderBytes: cfg.maxHeader(),
-		MaxIdleConns:           1024,
-		MaxIdleConnsPerHost:    perHost,
+		MaxIdleConns:           ts.idleBudget(),
+		MaxIdleConnsPerHost:    max(perHost, 2),
 		IdleConnTimeout:        90 * time.Second,
 		ExpectContinueTimeout:  time.Second,
 		OnProxyConnectResponse: func(_ context.Context, _ *url.URL, _ *http.Request, res *http.Response) error {
@@ -99,28 +108,69 @@ func (r *route) build() {
 			return nil
 		},
 	}
-	if p != nil {
-		u := *p.URL
-		if u.Scheme == "https" {
-			// TLS to the proxy is done by the dialer, so that it is verified
-			// even under --insecure (which is for targets, as in curl) and
-			// counted as the proxy phase; the transport then speaks plain
-			// HTTP proxy over it.
-			u.Scheme = "http"
-			proxyTLS := &tls.Config{RootCAs: cfg.RootCAs, ServerName: p.URL.Hostname()}
-			tr.DialContext = handshakeDeadline(tlsDial(dialer, proxyTLS, cfg.ConnectTimeout), cfg.ConnectTimeout)
+}
+
+// forProxy returns the shared transport for proxies of u's scheme.
+func (ts *transports) forProxy(u *url.URL) *http.Transport {
+	if u.Scheme == "https" {
+		if ts.https == nil {
+			ts.https = ts.newTransport(ts.idleBudget()) // a gateway may serve every identity
+			// TLS to the proxy is done by the dialer, so that it is
+			// verified even under --insecure (which is for targets, as in
+			// curl) and counted as the proxy phase; the transport then
+			// speaks plain HTTP proxy over it. The proxy's name is the
+			// host it dials.
+			dialer := &net.Dialer{Timeout: ts.cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+			ts.https.DialContext = handshakeDeadline(tlsDial(dialer, ts.cfg.RootCAs, ts.cfg.ConnectTimeout), ts.cfg.ConnectTimeout)
+			ts.https.Proxy = proxyOfRequest
 		}
-		tr.Proxy = http.ProxyURL(&u)
-		if rotates(cfg, p) {
-			// A new connection (and tunnel) to the proxy for every
-			// attempt, never HTTP/2 (which would share one).
-			tr.DisableKeepAlives = true
-			tr.ForceAttemptHTTP2 = false
-			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
-		}
+		return ts.https
 	}
-	r.client = &http.Client{Transport: tr, CheckRedirect: checkRedirect(cfg.MaxRedirects)}
-	r.tr.Store(tr)
+	if ts.plain == nil {
+		ts.plain = ts.newTransport(ts.idleBudget())
+		ts.plain.Proxy = proxyOfRequest
+	}
+	return ts.plain
+}
+
+func newRoute(ts *transports, p *proxies.Proxy) *route {
+	cfg := ts.cfg
+	r := &route{id: "direct"}
+	var rt http.RoundTripper
+	if p == nil {
+		if ts.direct == nil {
+			// Idle connections kept per host: as many as may be in flight
+			// through this route, so that a steady run reuses them
+			// instead of dialling.
+			perHost := cfg.Concurrency // -c, or the host limit when lower
+			if cfg.HostConcurrency > 0 {
+				perHost = min(perHost, cfg.HostConcurrency)
+			}
+			ts.direct = ts.newTransport(perHost)
+		}
+		r.tr, rt = ts.direct, ts.direct
+	} else {
+		r.id, r.pool, r.proxy = p.ID, p.Pool, p.URL
+		u := p.URL
+		if u.Scheme == "https" {
+			c := *u
+			c.Scheme = "http" // over the TLS the dialer did
+			u = &c
+		}
+		r.tr = ts.forProxy(p.URL)
+		rtr := &routeTransport{tr: r.tr, proxy: u, gateway: u, rotate: rotates(cfg, p)}
+		if u.User != nil && u.Scheme == "http" {
+			pass, _ := u.User.Password()
+			rtr.auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass))
+			rtr.gateway = ts.gateway(u)
+		}
+		rt = rtr
+	}
+	if ts.redirect == nil {
+		ts.redirect = checkRedirect(cfg.MaxRedirects)
+	}
+	r.client = &http.Client{Transport: rt, CheckRedirect: ts.redirect}
+	return r
 }
 
 // rotates reports whether attempts through p each take a new connection:
@@ -130,6 +180,57 @@ func rotates(cfg *Config, p *proxies.Proxy) bool {
 		return p.Rotate == proxies.RotateRequest
 	}
 	return cfg.ProxyRotate == proxies.RotateRequest
+}
+
+// closeIdle closes the idle connections of every transport.
+func (ts *transports) closeIdle() {
+	for _, tr := range []*http.Transport{ts.direct, ts.plain, ts.https} {
+		if tr != nil {
+			tr.CloseIdleConnections()
+		}
+	}
+}
+
+// routeTransport sends a route's requests through its proxy on a shared
+// transport: the route rides in the request's context to proxyOfRequest.
+// A plain request through an http(s) proxy with credentials carries them
+// in its Proxy-Authorization header and goes to the gateway's URL without
+// them, so that it may use any connection to the gateway (see transports).
+type routeTransport struct {
+	tr      *http.Transport
+	proxy   *url.URL // with its credentials
+	gateway *url.URL // for plain requests: without them when auth is set
+	auth    string   // Proxy-Authorization for plain requests; "" for none
+	rotate  bool     // a new connection (and tunnel) for every attempt
+}
+
+type routeKey struct{}
+
+func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := req.WithContext(context.WithValue(req.Context(), routeKey{}, t))
+	if t.rotate {
+		// The connection (and tunnel, and an HTTP/2 connection over it)
+		// is closed after this request: the next attempt takes a new one,
+		// so a rotating gateway gives it a new exit.
+		r.Close = true
+	}
+	if t.auth != "" && req.URL.Scheme == "http" {
+		r.Header = req.Header.Clone()
+		r.Header.Set("Proxy-Authorization", t.auth)
+	}
+	return t.tr.RoundTrip(r)
+}
+
+// proxyOfRequest is the Proxy function of the shared transports.
+func proxyOfRequest(req *http.Request) (*url.URL, error) {
+	t, _ := req.Context().Value(routeKey{}).(*routeTransport)
+	switch {
+	case t == nil:
+		return nil, errors.New("fetch: a request without its route") // a bug: it would go direct
+	case req.URL.Scheme == "http":
+		return t.gateway, nil
+	}
+	return t.proxy, nil
 }
 
 type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -153,8 +254,13 @@ func handshakeDeadline(dial dialFunc, limit time.Duration) dialFunc {
 // limit from the start of the dial: net/http finishes dials in the
 // background with a context that may never end, so the connection's own
 // deadline is what bounds a proxy that never answers.
-func tlsDial(d *net.Dialer, cfg *tls.Config, limit time.Duration) dialFunc {
+func tlsDial(d *net.Dialer, roots *x509.CertPool, limit time.Duration) dialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		cfg := &tls.Config{RootCAs: roots, ServerName: host}
 		start := time.Now()
 		c, err := d.DialContext(ctx, network, addr)
 		if err != nil {

@@ -12,32 +12,32 @@ import "time"
 func (s *Local) Drain() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.draining = true
+	if !s.draining {
+		s.draining = true
+		s.reindex() // fastest first from now on
+	}
 	s.dispatch()
 }
 
 // holdBack reports whether proxy i should not take a request with ahead
 // requests before it, because the proxies faster than i would finish it
-// sooner. Call with s.mu held.
+// sooner: the requests ahead of it and it, at the rate the faster proxies
+// carry together (each its share of its budget's nominal capacity over its
+// estimated time per attempt), plus the fastest one's time, come to less
+// than i's own time. The faster proxies' rate is kept incrementally (see
+// holdTree), so this costs O(log) of the number of pace buckets, not a scan
+// of the pool. Call with s.mu held.
 func (s *Local) holdBack(i, ahead int, now time.Time) bool {
 	est := s.proxies[i].est
 	if est <= 0 {
 		return false
 	}
-	var rate float64 // requests per second the faster proxies carry
-	fastest := est
-	for q := range s.proxies {
-		qs := &s.proxies[q]
-		if q == i || qs.est <= 0 || qs.est >= est || qs.probing || qs.rejected || qs.benchedUntil.After(now) {
-			continue
-		}
-		c := s.budgets[qs.budget].nominal()
-		rate += float64(c) / float64(s.members[qs.budget]) / qs.est.Seconds()
-		fastest = min(fastest, qs.est)
-	}
-	if rate == 0 {
+	b := holdBucket(est)
+	rate, n := s.hold.below(b)
+	if n == 0 || rate <= 0 {
 		return false
 	}
+	fastest := min(holdFloor(s.hold.first()), est)
 	wait := float64(ahead+1)/rate + fastest.Seconds()
 	return wait < est.Seconds()
 }

@@ -3,22 +3,33 @@ package limits
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // Local is the in-process Scheduler. Waiting attempts are served first come,
 // first served, except that an attempt whose host is at its limit never
 // holds up attempts for other hosts.
+//
+// Rates. Each rate limit (global, per budget, per host) is a GCRA with
+// interval T = period/N. Local charges a grant at its logical time: the
+// time the timer that woke it was due, when that timer is late, and
+// otherwise the time of the grant (see logical). On that logical clock the
+// grants of each limit meet its bound exactly: at most burst−1+⌈W/T⌉ in any
+// half-open window of length W. The real start times trail their logical
+// ones by the lateness of the one timer that woke them, never by lateness
+// added up over a run, so the long-run rate is the rate configured.
+//
+// Cost. Choosing a proxy costs O(log P) in the number of proxies (see
+// index.go), and so does a release, but for the release that ends a
+// proxy's probing, which scans the others once for the least used
+// (leastUsed); a dispatch looks at each waiting attempt once.
 type Local struct {
 	clock  Clock
 	policy Policy
 	host   Spec
-	global *rate.Limiter // nil: unlimited
+	global GCRA // burst 1
 
 	mu       sync.Mutex
 	proxies  []proxyState
@@ -27,7 +38,7 @@ type Local struct {
 	waiters  waitList
 	timer    Timer // wakes dispatch when a rate token comes due
 	timerAt  time.Time
-	rr       int
+	due      time.Time // the logical time of the last dispatch (see logical)
 	rng      *rand.Rand
 	closed   bool
 	attempts int64
@@ -45,6 +56,17 @@ type Local struct {
 	draining bool  // no request will come but those waiting or in flight
 	members  []int // proxies per budget
 	roomy    int   // budgets with a free concurrency slot
+
+	// The index (see index.go).
+	ready  []heap32 // per budget, its available proxies, best first
+	mpos   []int32  // per proxy, its place in its budget's ready heap; -1: not there
+	top    heap32   // the open budgets, best first
+	bpos   []int32  // per budget, its place in top; -1: not there
+	parked wakeHeap // benched proxies and rate-limited budgets, by when to look again
+	aside  []int32  // proxies set aside by the pick in progress
+	hold   holdTree // the hold-back's rates by pace
+	seq    int64    // grants so far, for round-robin turns
+	rclock float64  // the random policy's clock: the key of the last pick
 }
 
 var _ Scheduler = (*Local)(nil)
@@ -64,12 +86,19 @@ type proxyState struct {
 	bans         banStreak // the hosts that banned it in a row (see health.go)
 
 	est time.Duration // moving average of how long a successful attempt holds its lease
+
+	turn       int64     // round-robin: the grant that last went to it
+	rkey       float64   // random: its next turn on the random clock
+	wakeAt     time.Time // when it is parked in the index until; zero: not parked
+	holdBucket int32     // its bucket in the hold-back's tree; -1: none
+	holdRate   float64   // the rate it adds there
 }
 
 type budgetState struct {
 	capacity int // 0: unlimited
 	inFlight int
-	limiter  *rate.Limiter // nil: unlimited
+	limiter  GCRA
+	wakeAt   time.Time // when it is parked in the index until; zero: not parked
 }
 
 // nominal is the budget's capacity, or for an unlimited budget the nominal
@@ -84,13 +113,13 @@ func (b *budgetState) nominal() int {
 
 type hostState struct {
 	inFlight int
-	limiter  *rate.Limiter // nil: unlimited
+	limiter  GCRA
 }
 
 // idle reports whether h says nothing that a new state would not: nothing in
 // flight and a full token bucket.
 func (h *hostState) idle(now time.Time) bool {
-	return h.inFlight == 0 && (h.limiter == nil || h.limiter.TokensAt(now) >= float64(h.limiter.Burst()))
+	return h.inFlight == 0 && h.limiter.FullAt(now)
 }
 
 // NewLocal returns an in-process scheduler for cfg. It panics if BudgetOf
@@ -109,12 +138,10 @@ func NewLocal(cfg Config) *Local {
 	if s.clock == nil {
 		s.clock = realClock{}
 	}
-	if !cfg.Global.IsZero() {
-		s.global = rate.NewLimiter(cfg.Global.Limit(), 1)
-	}
+	s.global = NewGCRA(cfg.Global, 1)
 	s.budgets = make([]budgetState, len(cfg.Budgets))
 	for i, b := range cfg.Budgets {
-		s.budgets[i] = budgetState{capacity: b.Concurrency, limiter: newLimiter(b)}
+		s.budgets[i] = budgetState{capacity: b.Concurrency, limiter: NewGCRA(b.Rate, b.Burst)}
 	}
 	s.roomy = len(s.budgets)
 	s.proxies = make([]proxyState, len(cfg.BudgetOf))
@@ -125,16 +152,22 @@ func NewLocal(cfg Config) *Local {
 			panic(fmt.Sprintf("limits: proxy %d has budget %d of %d", i, b, len(s.budgets)))
 		}
 		s.proxies[i].budget = b
+		s.proxies[i].holdBucket = -1
 		s.members[b]++
 	}
-	return s
-}
-
-func newLimiter(sp Spec) *rate.Limiter {
-	if sp.Rate.IsZero() {
-		return nil
+	s.ready = make([]heap32, len(s.budgets))
+	s.bpos = make([]int32, len(s.budgets))
+	for b := range s.bpos {
+		s.bpos[b] = -1
+		s.ready[b] = make(heap32, 0, s.members[b])
 	}
-	return rate.NewLimiter(sp.Rate.Limit(), max(sp.Burst, 1))
+	s.mpos = make([]int32, len(s.proxies))
+	now := s.clock.Now()
+	for p := range s.proxies {
+		s.mpos[p] = -1
+		s.refreshProxy(p, now)
+	}
+	return s
 }
 
 // Acquire implements Scheduler.
@@ -152,7 +185,8 @@ func (s *Local) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		return nil, s.dead
 	}
 	if s.waiters.head == nil {
-		if l, _ := s.tryGrant(req, s.clock.Now(), 0); l != nil {
+		now := s.clock.Now()
+		if l, _ := s.tryGrant(req, now, s.logical(now), 0); l != nil {
 			s.mu.Unlock()
 			return l, nil
 		}
@@ -222,11 +256,12 @@ func (s *Local) dispatch() {
 		return
 	}
 	now := s.clock.Now()
+	due := s.logical(now)
 	var wake time.Duration = -1
 	ahead := 0
 	for w := s.waiters.head; w != nil && s.roomy > 0; {
 		next := w.next
-		l, wait := s.tryGrant(w.req, now, ahead)
+		l, wait := s.tryGrant(w.req, now, due, ahead)
 		if l != nil {
 			s.waiters.remove(w)
 			w.ch <- l
@@ -260,24 +295,45 @@ func (s *Local) armTimer(now time.Time, wait time.Duration) {
 func (s *Local) onTimer() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.timerAt = time.Time{}
-	s.dispatch()
+	s.dispatch() // at the logical time of timerAt, if the timer is late
+	if !s.timerAt.After(s.clock.Now()) {
+		s.timerAt = time.Time{}
+	}
+}
+
+// logical returns the scheduler's logical time for a dispatch at now, the
+// time its rate limits charge admissions at (see GCRA): the time the armed
+// timer was due, when it is overdue (the wake-up is late, or a release came
+// before it), and otherwise now. It never goes back. Charging a late
+// wake-up's admissions at the time they were due keeps timer lateness from
+// adding up: the starts follow their schedule. Call with s.mu held.
+func (s *Local) logical(now time.Time) time.Time {
+	due := now
+	if !s.timerAt.IsZero() && s.timerAt.Before(now) {
+		due = s.timerAt
+	}
+	if due.Before(s.due) {
+		due = s.due
+	}
+	s.due = due
+	return due
 }
 
 // tryGrant takes a lease for req now if every limit allows it. Otherwise it
 // returns how long until a rate token could allow it, or -1 when only a
-// release can. ahead is how many requests wait before this one. Call with
+// release can. due is the logical time that rate limits charge the grant at
+// (see logical); ahead is how many requests wait before this one. Call with
 // s.mu held.
-func (s *Local) tryGrant(req Request, now time.Time, ahead int) (*Lease, time.Duration) {
+func (s *Local) tryGrant(req Request, now, due time.Time, ahead int) (*Lease, time.Duration) {
 	h := s.hosts[req.Host]
 	if h != nil && s.host.Concurrency > 0 && h.inFlight >= s.host.Concurrency {
 		return nil, -1
 	}
 	var wait time.Duration
 	if h != nil { // a host not seen yet starts with a full bucket
-		wait = max(wait, tokenWait(h.limiter, now))
+		wait = max(wait, h.limiter.WaitAt(now))
 	}
-	wait = max(wait, tokenWait(s.global, now))
+	wait = max(wait, s.global.WaitAt(now))
 
 	if s.roomy == 0 {
 		return nil, -1
@@ -295,14 +351,14 @@ func (s *Local) tryGrant(req Request, now time.Time, ahead int) (*Lease, time.Du
 
 	// Every limit allows it: take the lot.
 	if h == nil {
-		h = &hostState{limiter: newLimiter(s.host)}
+		h = &hostState{limiter: NewGCRA(s.host.Rate, s.host.Burst)}
 		s.hosts[req.Host] = h
 	}
-	takeToken(h.limiter, now)
-	takeToken(s.global, now)
+	h.limiter.TakeAt(h.limiter.ChargeAt(due))
+	s.global.TakeAt(s.global.ChargeAt(due))
 	ps := &s.proxies[p]
 	b := &s.budgets[ps.budget]
-	takeToken(b.limiter, now)
+	b.limiter.TakeAt(b.limiter.ChargeAt(due))
 	b.inFlight++
 	if b.inFlight == b.capacity {
 		s.roomy--
@@ -311,6 +367,12 @@ func (s *Local) tryGrant(req Request, now time.Time, ahead int) (*Lease, time.Du
 	ps.used++
 	h.inFlight++
 	s.attempts++
+	s.seq++
+	ps.turn = s.seq
+	if s.policy == Random {
+		s.rclock = max(s.rclock, ps.rkey)
+		ps.rkey = s.rclock + s.rng.ExpFloat64()
+	}
 	probe := ps.probing && !ps.probeOut
 	if probe {
 		ps.probeOut = true
@@ -319,6 +381,7 @@ func (s *Local) tryGrant(req Request, now time.Time, ahead int) (*Lease, time.Du
 			s.event(p, now, "probing", 0)
 		}
 	}
+	s.refreshProxy(p, now)
 	if s.attempts%sweepEvery == 0 {
 		s.sweep(now)
 	}
@@ -330,10 +393,6 @@ func (s *Local) tryGrant(req Request, now time.Time, ahead int) (*Lease, time.Du
 	l := &Lease{Proxy: p, Budget: ps.budget, ProxyInFlight: ps.inFlight, HostInFlight: h.inFlight}
 	host := req.Host
 	l.release = func(o Outcome) { s.release(p, host, o, now, probe, pr) }
-	switch s.policy {
-	case RoundRobin:
-		s.rr = p + 1
-	}
 	return l, 0
 }
 
@@ -360,6 +419,7 @@ func (s *Local) release(p int, host string, o Outcome, granted time.Time, probe 
 		s.roomy++
 	}
 	b.inFlight--
+	s.refreshProxy(p, now)
 	if h := s.hosts[host]; h != nil {
 		h.inFlight--
 		if h.idle(now) {
@@ -393,25 +453,4 @@ func (s *Local) Tracked() (hosts, pairs int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.hosts), len(s.pairs)
-}
-
-// tokenWait is how long until lim has a whole token; 0 when it has one now
-// or lim is nil (unlimited).
-func tokenWait(lim *rate.Limiter, now time.Time) time.Duration {
-	if lim == nil {
-		return 0
-	}
-	t := lim.TokensAt(now)
-	if t >= 1 {
-		return 0
-	}
-	secs := (1 - t) / float64(lim.Limit())
-	d := time.Duration(math.Ceil(secs * float64(time.Second)))
-	return max(d, time.Microsecond)
-}
-
-func takeToken(lim *rate.Limiter, now time.Time) {
-	if lim != nil {
-		lim.AllowN(now, 1)
-	}
 }

@@ -66,60 +66,49 @@ func (*Policy) Type() string { return "POLICY" }
 // -1 and how long until one could (-1: only after a release). Proxies in
 // req.Avoid are chosen only when no other can start now. While draining, a
 // proxy is passed over when faster ones would finish this request sooner
-// (see holdBack).
+// (see holdBack). It takes the candidates from the index best first and
+// sets aside those that the request's own conditions rule out, so its cost
+// is O(log P) times one more than the candidates set aside. Call with s.mu
+// held.
 func (s *Local) pick(req Request, now time.Time, ahead int) (int, time.Duration) {
-	best, bestAvoided, ties := -1, false, 0
-	soonest := time.Duration(-1)
-	n := len(s.proxies)
-	for k := 0; k < n; k++ {
-		i := k
-		if s.policy == RoundRobin {
-			i = (s.rr + k) % n
-		}
-		ps := &s.proxies[i]
-		b := &s.budgets[ps.budget]
-		if b.capacity > 0 && b.inFlight >= b.capacity {
-			continue
-		}
-		if ps.rejected || ps.probing && ps.probeOut {
-			continue // one probe at a time; its release wakes us
-		}
-		w := tokenWait(b.limiter, now)
-		if ps.benchedUntil.After(now) {
-			w = max(w, ps.benchedUntil.Sub(now))
-		}
+	soonest := s.unpark(now)
+	best, avoided := -1, -1
+	for len(s.top) > 0 {
+		i := int(s.ready[s.top[0]][0])
 		if len(s.pairs) > 0 {
 			if pr := s.pairs[pairKey{i, req.Host}]; pr != nil {
 				if pr.inFlight >= pr.window {
-					continue // a release of this pair will wake us
+					s.setAside(i) // a release of this pair will wake us
+					continue
 				}
 				if pr.next.After(now) {
-					w = max(w, pr.next.Sub(now))
+					if w := pr.next.Sub(now); soonest < 0 || w < soonest {
+						soonest = w
+					}
+					s.setAside(i)
+					continue
 				}
 			}
 		}
-		if w > 0 {
-			if soonest < 0 || w < soonest {
-				soonest = w
+		if s.draining && s.holdBack(i, ahead, now) {
+			// A release of a faster proxy will wake us. The candidates
+			// come fastest first now, so every later one would be held
+			// back too.
+			break
+		}
+		if len(req.Avoid) > 0 && slices.Contains(req.Avoid, i) {
+			if avoided < 0 {
+				avoided = i
 			}
+			s.setAside(i)
 			continue
 		}
-		if s.draining && s.holdBack(i, ahead, now) {
-			continue // a release of a faster proxy will wake us
-		}
-		avoided := len(req.Avoid) > 0 && slices.Contains(req.Avoid, i)
-		switch {
-		case best < 0 || (bestAvoided && !avoided):
-			best, bestAvoided, ties = i, avoided, 1
-		case avoided && !bestAvoided:
-		case s.policy == Random:
-			ties++ // reservoir sampling: each candidate wins with chance 1/ties
-			if s.rng.IntN(ties) == 0 {
-				best = i
-			}
-		case s.better(i, best):
-			best = i
-		}
+		best = i
+		break
+	}
+	s.putBack(now)
+	if best < 0 {
+		best = avoided
 	}
 	if best >= 0 {
 		return best, 0
@@ -127,25 +116,24 @@ func (s *Local) pick(req Request, now time.Time, ahead int) (int, time.Duration)
 	return -1, soonest
 }
 
-// better reports whether proxy i beats proxy j under the policy.
-func (s *Local) better(i, j int) bool {
-	pi, pj := &s.proxies[i], &s.proxies[j]
-	switch s.policy {
-	case LeastUsed:
-		return pi.used < pj.used
-	case RoundRobin:
-		return false // the first in turn wins
+// setAside takes proxy i out of the index for the rest of the pick.
+func (s *Local) setAside(i int) {
+	b := s.proxies[i].budget
+	s.ready[b].remove(int32(i), s.mpos, s.proxyLess)
+	s.aside = append(s.aside, int32(i))
+	if len(s.ready[b]) == 0 {
+		s.top.remove(int32(b), s.bpos, s.budgetLess)
+	} else {
+		s.top.fix(int(s.bpos[b]), s.bpos, s.budgetLess)
 	}
-	li, lj := s.load(i), s.load(j)
-	if li != lj {
-		return li < lj
-	}
-	return pi.used < pj.used
 }
 
-// load is how full proxy i's budget is, from 0, against its nominal
-// capacity.
-func (s *Local) load(i int) float64 {
-	b := &s.budgets[s.proxies[i].budget]
-	return float64(b.inFlight) / float64(b.nominal())
+// putBack returns the proxies set aside to the index.
+func (s *Local) putBack(now time.Time) {
+	for _, i := range s.aside {
+		b := s.proxies[i].budget
+		s.ready[b].push(i, s.mpos, s.proxyLess)
+		s.refreshBudget(b, now)
+	}
+	s.aside = s.aside[:0]
 }

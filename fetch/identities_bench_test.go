@@ -1,0 +1,78 @@
+package fetch_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/fetchtest"
+)
+
+// BenchmarkIdentities measures the cost per URL of 20,000 URLs through 10,
+// 10,000 and 100,000 identities (user names) on one loopback proxy, as a
+// rotating-proxy provider's sessions are: the scheduler and the transports
+// must cost per URL what they cost with 10. Each op is one whole run; the
+// figures are per URL (ns/url, allocs/url), with the engine's memory per
+// identity (B/identity: its route and its share of the scheduler).
+func BenchmarkIdentities(b *testing.B) {
+	const urls = 20_000
+	px, err := fetchtest.StartHTTPProxy(fetchtest.ProxyOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer px.Close()
+	tg, err := fetchtest.StartTarget(fetchtest.TargetOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tg.Close()
+	var sb strings.Builder
+	for i := range urls {
+		fmt.Fprintf(&sb, "%s/i/%d?size=64\n", tg.URL, i)
+	}
+	input := sb.String()
+	for _, n := range []int{10, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("identities=%d", n), func(b *testing.B) {
+			cfg := fetch.DefaultConfig()
+			cfg.Proxies = identities(b, px.Addr, n)
+			var m0, m1, m2 runtime.MemStats
+			var ns, allocs float64
+			perIdentity := 0.0
+			for range b.N {
+				b.StopTimer()
+				runtime.GC()
+				runtime.ReadMemStats(&m0)
+				e, err := fetch.New(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&m1)
+				perIdentity = (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / float64(n)
+				w := &countWriter{}
+				b.StartTimer()
+				start := time.Now()
+				rep, err := e.Run(context.Background(), []fetch.Input{{Name: "-", R: strings.NewReader(input)}}, w)
+				ns += float64(time.Since(start))
+				b.StopTimer()
+				runtime.ReadMemStats(&m2)
+				allocs += float64(m2.Mallocs - m1.Mallocs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if rep.Failed != 0 || w.ok.Load() != urls {
+					b.Fatalf("%d of %d ok, %d failed", w.ok.Load(), urls, rep.Failed)
+				}
+				e.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(ns/float64(b.N)/urls, "ns/url")
+			b.ReportMetric(allocs/float64(b.N)/urls, "allocs/url")
+			b.ReportMetric(perIdentity, "B/identity")
+		})
+	}
+}

@@ -1,0 +1,195 @@
+package fetch_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/proxies"
+)
+
+// openConns counts the established TCP connections from this host to
+// 127.0.0.1:port, from /proc/net/tcp: the connections a client holds open
+// to a proxy, in use or idle.
+func openConns(t testing.TB, port int) int {
+	t.Helper()
+	f, err := os.Open("/proc/net/tcp")
+	if err != nil {
+		t.Skip("no /proc/net/tcp:", err)
+	}
+	defer f.Close()
+	want := fmt.Sprintf("0100007F:%04X", port)
+	n := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) > 3 && fs[2] == want && fs[3] == "01" { // rem_address, st ESTABLISHED
+			n++
+		}
+	}
+	return n
+}
+
+// identities returns n proxies that are one gateway under n user names, as
+// rotating-proxy providers sell sessions.
+func identities(t testing.TB, addr string, n int) []proxies.Proxy {
+	t.Helper()
+	ps := make([]proxies.Proxy, n)
+	for i := range ps {
+		u, err := proxies.ParseURL(fmt.Sprintf("http://user-session-%d:pw@%s", i, addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps[i] = proxies.Proxy{URL: u, ID: proxies.Identity(u)}
+	}
+	return ps
+}
+
+// countWriter counts records, those that are ok, and those that dialled a
+// new connection (a reused one has no connect phase).
+type countWriter struct{ n, ok, dialled atomic.Int64 }
+
+func (w *countWriter) Write(r *fetch.Record) error {
+	w.n.Add(1)
+	if r.OK {
+		w.ok.Add(1)
+	}
+	if _, ok := r.Phases["connect"]; ok {
+		w.dialled.Add(1)
+	}
+	return nil
+}
+
+// TestIdleConnectionsBoundedInTotal: 2,000 identities on one gateway hold no
+// more connections to it, during the run and after it, than the workers in
+// flight (and being dialled) and the transports' idle budget: not a set per
+// identity. Through
+// the fetchtest proxy (which takes any credentials) with plain requests,
+// and through tinyproxy (without BasicAuth, so it ignores the user names)
+// with CONNECT tunnels to an https target. Before, each identity kept its
+// own idle connections, and they piled up at the gateway.
+func TestIdleConnectionsBoundedInTotal(t *testing.T) {
+	for _, tc := range []string{"fetchtest/http", "tinyproxy/https"} {
+		t.Run(tc, func(t *testing.T) {
+			var px *fetchtest.Proxy
+			var err error
+			tls := tc == "tinyproxy/https"
+			if tls {
+				px, err = fetchtest.StartTinyproxy(t.TempDir(), fetchtest.ProxyOptions{})
+			} else {
+				px, err = fetchtest.StartHTTPProxy(fetchtest.ProxyOptions{})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer px.Close()
+			port, _ := strconv.Atoi(px.Addr[strings.LastIndexByte(px.Addr, ':')+1:])
+			tg := startTarget(t, fetchtest.TargetOptions{TLS: tls})
+
+			const ids, workers = 2000, 32
+			urls := 2 * ids
+			if tls {
+				urls = ids + 500 // every new connection is a TLS handshake
+			}
+			cfg := fetch.DefaultConfig()
+			cfg.Proxies = identities(t, px.Addr, ids)
+			cfg.Concurrency = workers
+			cfg.RootCAs = tg.CertPool
+			e, err := fetch.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			var sb strings.Builder
+			for i := range urls {
+				fmt.Fprintf(&sb, "%s/c/%d?size=64\n", tg.URL, i)
+			}
+
+			// Sample the connections while the run goes.
+			stop := make(chan struct{})
+			var most atomic.Int64
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tick := time.NewTicker(5 * time.Millisecond)
+				defer tick.Stop()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-tick.C:
+						if n := int64(openConns(t, port)); n > most.Load() {
+							most.Store(n)
+						}
+					}
+				}
+			}()
+			w := &countWriter{}
+			rep, err := e.Run(context.Background(), []fetch.Input{{Name: "-", R: strings.NewReader(sb.String())}}, w)
+			close(stop)
+			wg.Wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w.ok.Load() != int64(urls) || rep.Failed != 0 {
+				t.Fatalf("%d of %d ok, %d failed", w.ok.Load(), urls, rep.Failed)
+			}
+			// In use at most -c; being dialled at most -c more (net/http
+			// finishes a dial even when its request got another connection
+			// first); idle at most max(-c, 16): 3·c in all, whatever the
+			// number of identities.
+			bound := int64(3 * workers)
+			if m := most.Load(); m > bound {
+				t.Errorf("up to %d connections open to the gateway during the run, want at most %d (for %d identities)", m, bound, ids)
+			}
+			t.Logf("at most %d connections open to the gateway during the run (bound %d, %d identities)", most.Load(), bound, ids)
+			// Run closes the idle connections at its end.
+			if n := openConns(t, port); n > 0 {
+				t.Errorf("%d connections still open to the gateway after the run", n)
+			}
+		})
+	}
+}
+
+// TestConnectionsKeptAlivePerProxy: in the steady state through a few
+// proxies each keeps its connections alive: many requests, few dials.
+func TestConnectionsKeptAlivePerProxy(t *testing.T) {
+	px, err := fetchtest.StartHTTPProxy(fetchtest.ProxyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	cfg := fetch.DefaultConfig()
+	cfg.Proxies = identities(t, px.Addr, 4)
+	cfg.Concurrency = 8
+	e, err := fetch.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var sb strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&sb, "%s/k/%d?size=64\n", tg.URL, i)
+	}
+	w := &countWriter{}
+	if _, err := e.Run(context.Background(), []fetch.Input{{Name: "-", R: strings.NewReader(sb.String())}}, w); err != nil {
+		t.Fatal(err)
+	}
+	if w.ok.Load() != 400 {
+		t.Fatalf("%d of 400 ok", w.ok.Load())
+	}
+	if d := w.dialled.Load(); d > 40 {
+		t.Errorf("%d of 400 requests through 4 proxies at -c 8 dialled: connections not kept alive", d)
+	}
+}

@@ -1,0 +1,347 @@
+package limits_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fetch-dev/fetch/limits"
+)
+
+// checkWindows checks that sorted admission times meet the GCRA bound: at
+// most burst−1+⌈W/T⌉ admissions in any half-open window of length W. The
+// densest windows start at an admission, so it is enough that the k-th
+// admission after any one comes at least (k+1−burst)·T later.
+func checkWindows(t *testing.T, at []time.Time, period time.Duration, burst int) {
+	t.Helper()
+	for i := range at {
+		for k := burst; i+k < len(at) && k < burst+64; k++ {
+			d := at[i+k].Sub(at[i])
+			if need := time.Duration(k+1-burst) * period; d < need {
+				t.Fatalf("%d admissions within %s (from #%d), the bound allows %d (T=%s burst=%d)",
+					k+1, d, i, burst-1+int(math.Ceil(float64(d+1)/float64(period))), period, burst)
+			}
+		}
+	}
+}
+
+// TestGCRAModel drives the GCRA as the scheduler does, on a fake time line:
+// requests arrive at random, a request that must wait is woken by a timer
+// that fires late by a random amount, and the admission is charged at
+// ChargeAt of the time the timer was due. The admissions' logical times meet
+// the window bound exactly; their real times trail them by no more than one
+// timer's lateness; greedy requests reach the rate however late the timers
+// are; and an idle limiter banks no more than its burst.
+func TestGCRAModel(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		rate  limits.Rate
+		burst int
+		late  time.Duration // the most a timer fires late
+	}{
+		{"1/s burst 1", limits.Rate{N: 1, Per: time.Second}, 1, 300 * time.Millisecond},
+		{"3/s burst 1", limits.Rate{N: 3, Per: time.Second}, 1, 0},
+		{"10/s burst 5", limits.Rate{N: 10, Per: time.Second}, 5, 150 * time.Millisecond},
+		{"60/m burst 60", limits.Rate{N: 60, Per: time.Minute}, 60, time.Second},
+		{"7/100ms burst 2", limits.Rate{N: 7, Per: 100 * time.Millisecond}, 2, 20 * time.Millisecond},
+		{"5000/s burst 1", limits.Rate{N: 5000, Per: time.Second}, 1, time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := limits.NewGCRA(tc.rate, tc.burst)
+			period := g.Interval()
+			if want := time.Duration(math.Ceil(float64(tc.rate.Per) / tc.rate.N)); period != want {
+				t.Fatalf("T = %s, want %s", period, want)
+			}
+			rng := rand.New(rand.NewPCG(1, uint64(tc.burst)))
+			now := start
+			var logical, real []time.Time
+			for range 20000 {
+				if w := g.WaitAt(now); w > 0 {
+					if rng.IntN(2) == 0 {
+						// Wait for the token: the timer is due at now+w
+						// and fires up to late after it.
+						due := now.Add(w)
+						if tc.late > 0 {
+							now = due.Add(time.Duration(rng.Int64N(int64(tc.late))))
+						} else {
+							now = due
+						}
+						if g.WaitAt(now) != 0 {
+							t.Fatalf("not allowed at %s, after WaitAt said %s", now.Sub(start), w)
+						}
+						a := g.ChargeAt(due)
+						if a.After(now) || now.Sub(a) > tc.late {
+							t.Fatalf("charged at %s, real time %s: more than one timer's lateness apart", a.Sub(start), now.Sub(start))
+						}
+						g.TakeAt(a)
+						logical, real = append(logical, a), append(real, now)
+						continue
+					}
+				} else {
+					a := g.ChargeAt(now)
+					g.TakeAt(a)
+					logical, real = append(logical, a), append(real, now)
+				}
+				now = now.Add(time.Duration(rng.Int64N(int64(period) / 2)))
+			}
+			checkWindows(t, logical, period, tc.burst)
+
+			// Greedy requests with late timers reach the rate: the
+			// lateness does not add up. A greedy request is always
+			// waiting, so it is charged when its token comes due.
+			g = limits.NewGCRA(tc.rate, tc.burst)
+			now = start
+			last := start
+			for range 1000 {
+				due := g.ChargeAt(last)
+				if due.After(now) { // wait for a timer, which fires late
+					now = due
+					if tc.late > 0 {
+						now = now.Add(time.Duration(rng.Int64N(int64(tc.late))))
+					}
+				}
+				last = due
+				g.TakeAt(last)
+			}
+			if want := start.Add(time.Duration(1000-tc.burst) * period); !last.Equal(want) {
+				t.Fatalf("the 1000th admission charged at +%s, want +%s", last.Sub(start), want.Sub(start))
+			}
+			if now.Sub(last) > tc.late {
+				t.Fatalf("the 1000th admission at +%s, %s after its schedule", now.Sub(start), now.Sub(last))
+			}
+
+			// Idle for a long time, it allows its burst at once and then
+			// one per T: nothing banked beyond the burst.
+			now = now.Add(1000 * period)
+			n := 0
+			for g.WaitAt(now) == 0 {
+				g.TakeAt(g.ChargeAt(now))
+				n++
+			}
+			if n != tc.burst {
+				t.Fatalf("after a long idle spell %d admissions at once, want the burst %d", n, tc.burst)
+			}
+			if !g.FullAt(now.Add(time.Duration(tc.burst) * period)) {
+				t.Fatalf("not full %s after the burst", time.Duration(tc.burst)*period)
+			}
+		})
+	}
+}
+
+// TestGCRAUnlimited: the zero Rate allows everything.
+func TestGCRAUnlimited(t *testing.T) {
+	g := limits.NewGCRA(limits.Rate{}, 1)
+	for range 1000 {
+		if g.WaitAt(start) != 0 {
+			t.Fatal("an unlimited GCRA made a request wait")
+		}
+		g.TakeAt(start)
+	}
+	if g.Limited() || !g.FullAt(start) {
+		t.Fatal("an unlimited GCRA is limited, or not full")
+	}
+}
+
+// lateClock is a FakeClock whose timers fire late by a fixed amount, as a
+// loaded machine's do.
+type lateClock struct {
+	*limits.FakeClock
+	late time.Duration
+}
+
+func (c lateClock) AfterFunc(d time.Duration, f func()) limits.Timer {
+	return lateTimer{c.FakeClock.AfterFunc(d+c.late, f), c.late}
+}
+
+type lateTimer struct {
+	limits.Timer
+	late time.Duration
+}
+
+func (t lateTimer) Reset(d time.Duration) bool { return t.Timer.Reset(d + t.late) }
+
+// TestLateTimersDoNotAddUp: with every timer 4ms late at 100/s (T = 10ms),
+// greedy attempts still start 100 per second: each is charged at the time
+// its token came due, not at the time its timer fired, so the lateness of
+// one does not push back the next. Against the x/time/rate limiters, which
+// charged at the firing, it was 1000/14 = 71 per second.
+func TestLateTimersDoNotAddUp(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  limits.Config
+	}{
+		{"global", limits.Config{Budgets: []limits.Spec{{}}, BudgetOf: []int{0}, Global: limits.Rate{N: 100, Per: time.Second}}},
+		{"proxy", limits.Config{Budgets: []limits.Spec{{Rate: limits.Rate{N: 100, Per: time.Second}, Burst: 1}}, BudgetOf: []int{0}}},
+		{"host", limits.Config{Budgets: []limits.Spec{{}}, BudgetOf: []int{0}, Host: limits.Spec{Rate: limits.Rate{N: 100, Per: time.Second}, Burst: 1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const late = 4 * time.Millisecond
+			clock := limits.NewFakeClock(start)
+			tc.cfg.Clock = lateClock{clock, late}
+			s := limits.NewLocal(tc.cfg)
+			defer s.Close()
+			var times []time.Time
+			granted := make(chan *limits.Lease, 8)
+			ask := func() {
+				go func() {
+					l, err := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
+					if err != nil {
+						l = nil
+					}
+					granted <- l
+				}()
+			}
+			const asking = 3
+			for range asking {
+				ask()
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for len(times) < 301 {
+				// Wait until every goroutine is granted or queued, then
+				// move to the next timer.
+				for limits.Waiting(s) < asking && len(granted) == 0 {
+					if time.Now().After(deadline) {
+						t.Fatal("the goroutines neither queued nor were granted")
+					}
+					time.Sleep(50 * time.Microsecond)
+				}
+				select {
+				case l := <-granted:
+					if l == nil {
+						t.Fatal("Acquire failed")
+					}
+					times = append(times, clock.Now())
+					l.Release()
+					ask()
+					continue
+				default:
+				}
+				if !clock.AdvanceToTimer() {
+					t.Fatal("no timer armed while attempts wait")
+				}
+			}
+			span := times[300].Sub(times[0])
+			// 300 intervals of 10ms, and the last start at most one
+			// timer's lateness behind its schedule.
+			if span < 3*time.Second || span > 3*time.Second+late {
+				t.Fatalf("301 starts at 100/s with timers %s late took %s, want 3s to 3s+%s", late, span, late)
+			}
+			s.Close()
+			for range asking {
+				if l := <-granted; l != nil {
+					l.Release()
+				}
+			}
+		})
+	}
+}
+
+// TestRealClockRate: on the real clock, greedy attempts under a rate of
+// 50/s start at 50/s over three seconds within 0.5%, for the global rate and
+// a proxy's: a late timer wake-up does not push back the starts after it.
+func TestRealClockRate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 3s")
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  limits.Config
+	}{
+		{"global 50/s", limits.Config{Budgets: []limits.Spec{{}}, BudgetOf: []int{0}, Global: limits.Rate{N: 50, Per: time.Second}}},
+		{"proxy 50/s", limits.Config{Budgets: []limits.Spec{{Rate: limits.Rate{N: 50, Per: time.Second}, Burst: 1}}, BudgetOf: []int{0}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := limits.NewLocal(tc.cfg)
+			defer s.Close()
+			const n = 151 // 150 intervals: 3s
+			var mu sync.Mutex
+			var times []time.Time
+			var wg sync.WaitGroup
+			for range 16 { // as a run's workers, most of them waiting
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						l, err := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						mu.Lock()
+						done := len(times) >= n
+						if !done {
+							times = append(times, time.Now())
+						}
+						mu.Unlock()
+						l.Release()
+						if done {
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			// Each start is late against the schedule start+k·T by its
+			// own timer's lateness, which on a loaded machine may be tens
+			// of milliseconds now and then. What must not happen is that
+			// lateness adds up: the least lateness of the last starts is
+			// that of the first ones, within 0.5% of the span.
+			const T = 20 * time.Millisecond
+			least := func(from, to int) time.Duration {
+				m := time.Duration(math.MaxInt64)
+				for k := from; k < to; k++ {
+					m = min(m, times[k].Sub(times[0])-time.Duration(k)*T)
+				}
+				return m
+			}
+			span := time.Duration(n-1) * T
+			drift := least(n-25, n) - least(0, 25)
+			got := 50 * float64(span) / float64(span+drift)
+			if math.Abs(got-50)/50 > 0.005 {
+				t.Fatalf("%.3f starts/s in the long run (drift %s over %s), want 50 within 0.5%%", got, drift, span)
+			}
+			t.Logf("%.3f starts/s in the long run (drift %s); first to last %.3f/s",
+				got, drift, float64(n-1)/times[n-1].Sub(times[0]).Seconds())
+		})
+	}
+}
+
+// BenchmarkRate measures the rate greedy attempts achieve under a global
+// rate of 5000/s on the real clock (x/time/rate's limiters reached about
+// 830/s). Each op is one grant; the achieved rate is reported as starts/s.
+func BenchmarkRate(b *testing.B) {
+	for _, r := range []float64{50, 5000} {
+		b.Run(fmt.Sprintf("rate=%g", r), func(b *testing.B) {
+			s := limits.NewLocal(limits.Config{Budgets: []limits.Spec{{}}, BudgetOf: []int{0}, Global: limits.Rate{N: r, Per: time.Second}})
+			defer s.Close()
+			ctx := context.Background()
+			var wg sync.WaitGroup
+			const workers = 64 // as a run's, most of them waiting
+			per := b.N/workers + 1
+			b.ResetTimer()
+			start := time.Now()
+			for range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range per {
+						l, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						l.Release()
+					}
+				}()
+			}
+			wg.Wait()
+			// n starts take n−1 intervals: the first is at once.
+			b.ReportMetric(float64(workers*per-1)/time.Since(start).Seconds(), "starts/s")
+		})
+	}
+}
