@@ -179,6 +179,7 @@ func TestLateTimersDoNotAddUp(t *testing.T) {
 		{"host", limits.Config{Budgets: []limits.Spec{{}}, BudgetOf: []int{0}, Host: limits.Spec{Rate: limits.Rate{N: 100, Per: time.Second}, Burst: 1}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			const late = 4 * time.Millisecond
 			clock := limits.NewFakeClock(start)
 			tc.cfg.Clock = lateClock{clock, late}
@@ -200,7 +201,7 @@ func TestLateTimersDoNotAddUp(t *testing.T) {
 				ask()
 			}
 			deadline := time.Now().Add(20 * time.Second)
-			for len(times) < 301 {
+			for len(times) < 101 {
 				// Wait until every goroutine is granted or queued, then
 				// move to the next timer.
 				for limits.Waiting(s) < asking && len(granted) == 0 {
@@ -224,11 +225,11 @@ func TestLateTimersDoNotAddUp(t *testing.T) {
 					t.Fatal("no timer armed while attempts wait")
 				}
 			}
-			span := times[300].Sub(times[0])
-			// 300 intervals of 10ms, and the last start at most one
+			span := times[100].Sub(times[0])
+			// 100 intervals of 10ms, and the last start at most one
 			// timer's lateness behind its schedule.
-			if span < 3*time.Second || span > 3*time.Second+late {
-				t.Fatalf("301 starts at 100/s with timers %s late took %s, want 3s to 3s+%s", late, span, late)
+			if span < time.Second || span > time.Second+late {
+				t.Fatalf("101 starts at 100/s with timers %s late took %s, want 1s to 1s+%s", late, span, late)
 			}
 			s.Close()
 			for range asking {
@@ -236,77 +237,6 @@ func TestLateTimersDoNotAddUp(t *testing.T) {
 					l.Release()
 				}
 			}
-		})
-	}
-}
-
-// TestRealClockRate: on the real clock, greedy attempts under a rate of
-// 50/s start at 50/s over three seconds within 0.5%, for the global rate and
-// a proxy's: a late timer wake-up does not push back the starts after it.
-func TestRealClockRate(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 3s")
-	}
-	for _, tc := range []struct {
-		name string
-		cfg  limits.Config
-	}{
-		{"global 50/s", limits.Config{Budgets: []limits.Spec{{}}, BudgetOf: []int{0}, Global: limits.Rate{N: 50, Per: time.Second}}},
-		{"proxy 50/s", limits.Config{Budgets: []limits.Spec{{Rate: limits.Rate{N: 50, Per: time.Second}, Burst: 1}}, BudgetOf: []int{0}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := limits.NewLocal(tc.cfg)
-			defer s.Close()
-			const n = 151 // 150 intervals: 3s
-			var mu sync.Mutex
-			var times []time.Time
-			var wg sync.WaitGroup
-			for range 16 { // as a run's workers, most of them waiting
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						l, err := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						mu.Lock()
-						done := len(times) >= n
-						if !done {
-							times = append(times, time.Now())
-						}
-						mu.Unlock()
-						l.Release()
-						if done {
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			// Each start is late against the schedule start+k·T by its
-			// own timer's lateness, which on a loaded machine may be tens
-			// of milliseconds now and then. What must not happen is that
-			// lateness adds up: the least lateness of the last starts is
-			// that of the first ones, within 0.5% of the span.
-			const T = 20 * time.Millisecond
-			least := func(from, to int) time.Duration {
-				m := time.Duration(math.MaxInt64)
-				for k := from; k < to; k++ {
-					m = min(m, times[k].Sub(times[0])-time.Duration(k)*T)
-				}
-				return m
-			}
-			span := time.Duration(n-1) * T
-			drift := least(n-25, n) - least(0, 25)
-			got := 50 * float64(span) / float64(span+drift)
-			if math.Abs(got-50)/50 > 0.005 {
-				t.Fatalf("%.3f starts/s in the long run (drift %s over %s), want 50 within 0.5%%", got, drift, span)
-			}
-			t.Logf("%.3f starts/s in the long run (drift %s); first to last %.3f/s",
-				got, drift, float64(n-1)/times[n-1].Sub(times[0]).Seconds())
 		})
 	}
 }
