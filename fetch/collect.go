@@ -19,14 +19,23 @@ type collector struct {
 	start  time.Time
 }
 
+// proxy returns rt's part of the report, made when it is first needed:
+// a pool of 100,000 sessions of which a run uses a few costs a few. Call
+// with c.mu held.
+func (c *collector) proxy(rt *route) *ProxyReport {
+	p := c.rep.Proxies[rt.id]
+	if p == nil {
+		p = &ProxyReport{Pool: rt.pool, PhasesMS: map[string]Quantiles{}}
+		c.rep.Proxies[rt.id] = p
+	}
+	return p
+}
+
 // health notes a proxy's change of state.
-func (c *collector) health(proxy string, ev limits.HealthEvent) {
+func (c *collector) health(rt *route, ev limits.HealthEvent) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := c.rep.Proxies[proxy]
-	if p == nil {
-		return
-	}
+	p := c.proxy(rt)
 	sc := StateChange{AtMS: millis(ev.At.Sub(c.start)), State: ev.State}
 	if ev.Cooldown > 0 {
 		sc.CooldownMS = millis(ev.Cooldown)
@@ -40,7 +49,7 @@ func (c *collector) health(proxy string, ev limits.HealthEvent) {
 // maxStateChanges bounds the state changes kept per proxy in a report.
 const maxStateChanges = 1000
 
-func newCollector(routes []*route, start time.Time, reportHosts int) *collector {
+func newCollector(start time.Time, reportHosts int) *collector {
 	c := &collector{
 		start: start,
 		hosts: newHostTable(reportHosts),
@@ -51,18 +60,14 @@ func newCollector(routes []*route, start time.Time, reportHosts int) *collector 
 		},
 		phases: map[string]map[string]*histogram{},
 	}
-	for _, r := range routes {
-		c.rep.Proxies[r.id] = &ProxyReport{Pool: r.pool, PhasesMS: map[string]Quantiles{}}
-		c.phases[r.id] = map[string]*histogram{}
-	}
 	return c
 }
 
 // attempt counts one finished attempt.
-func (c *collector) attempt(proxy, host string, ok bool, proxyInFlight, hostInFlight int, phases PhaseTimes) {
+func (c *collector) attempt(rt *route, host string, ok bool, proxyInFlight, hostInFlight int, phases PhaseTimes) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := c.rep.Proxies[proxy]
+	p := c.proxy(rt)
 	c.hosts.add(host, ok, hostInFlight)
 	p.Attempts++
 	if ok {
@@ -71,7 +76,11 @@ func (c *collector) attempt(proxy, host string, ok bool, proxyInFlight, hostInFl
 		p.Failed++
 	}
 	p.MaxInFlight = max(p.MaxInFlight, proxyInFlight)
-	hs := c.phases[proxy]
+	hs := c.phases[rt.id]
+	if hs == nil {
+		hs = map[string]*histogram{}
+		c.phases[rt.id] = hs
+	}
 	for ph, ms := range phases {
 		hg := hs[ph]
 		if hg == nil {
@@ -84,12 +93,10 @@ func (c *collector) attempt(proxy, host string, ok bool, proxyInFlight, hostInFl
 
 // ban counts an attempt whose response was a ban, for its proxy and its
 // host (after attempt has counted it).
-func (c *collector) ban(proxy, host string) {
+func (c *collector) ban(rt *route, host string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if p := c.rep.Proxies[proxy]; p != nil {
-		p.Banned++
-	}
+	c.proxy(rt).Banned++
 	c.hosts.ban(host)
 }
 

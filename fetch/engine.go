@@ -158,7 +158,7 @@ func (e *Engine) takeEvents(coll *collector) {
 	defer e.eventsMu.Unlock()
 	e.events = e.sched.Events(e.events[:0])
 	for _, ev := range e.events {
-		coll.health(e.routes[ev.Proxy].id, ev)
+		coll.health(e.routes[ev.Proxy], ev)
 	}
 }
 
@@ -198,7 +198,7 @@ var ErrInterrupted = errors.New("fetch: interrupted")
 // with an error wrapping ErrInterrupted and context.Canceled.
 func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Report, error) {
 	start := e.clock().now()
-	coll := newCollector(e.routes, start, e.cfg.ReportHosts)
+	coll := newCollector(start, e.cfg.ReportHosts)
 	e.coll.Store(coll)
 	defer e.coll.Store(nil)
 
@@ -577,7 +577,7 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 			e.hostFails.answered(j.host)
 		}
 		if res.banned {
-			coll.ban(rt.id, j.host)
+			coll.ban(rt, j.host)
 		}
 		o := outcome(rt, res)
 		if o == limits.ProxyFault || o == limits.Rejected {
@@ -611,7 +611,7 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 		if res.err != nil && res.err.Phase == "" {
 			res.err.Phase = phase
 		}
-		coll.attempt(rt.id, j.host, res.ok, lease.ProxyInFlight, lease.HostInFlight, phases)
+		coll.attempt(rt, j.host, res.ok, lease.ProxyInFlight, lease.HostInFlight, phases)
 	}()
 
 	trace := tr.clientTrace()
