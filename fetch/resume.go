@@ -50,7 +50,7 @@ func notRecord(line []byte, err error) string {
 // valid record through encoding/json.
 func LoadDone(r io.Reader) (*DoneSet, error) {
 	d := &DoneSet{byInput: map[string][]uint64{}}
-	keys := map[string]*[]uint64{} // by input, while loading
+	keys := map[string]*keyChunks{} // by input, while loading
 	br := bufio.NewReaderSize(r, 256<<10)
 	var rec struct {
 		URL   string `json:"url"`
@@ -65,10 +65,10 @@ func LoadDone(r io.Reader) (*DoneSet, error) {
 	add := func(input []byte, line int, key uint64) {
 		ks := keys[string(input)] // no allocation for an input seen before
 		if ks == nil {
-			ks = new([]uint64)
+			ks = &keyChunks{}
 			keys[string(input)] = ks
 		}
-		*ks = append(*ks, key)
+		ks.add(key)
 	}
 	for n := 1; ; n++ {
 		line, err := br.ReadSlice('\n')
@@ -103,17 +103,49 @@ func LoadDone(r io.Reader) (*DoneSet, error) {
 		}
 	}
 	for in, ks := range keys {
-		k := *ks
+		k := ks.take()
 		slices.Sort(k)
 		k = slices.Compact(k)
-		if cap(k)-len(k) > len(k)/8 {
-			k = slices.Clone(k) // give back what append over-allocated
-		}
-		*ks = nil
 		d.byInput[in] = k
 		d.n += len(k)
 	}
 	return d, nil
+}
+
+// keyChunks collects keys in chunks of a fixed size, so that growing never
+// copies them (a slice grown by append leaves about four times its size
+// behind as garbage on the way, which a resume of millions of records
+// would hold at its peak).
+type keyChunks struct {
+	full [][]uint64
+	last []uint64
+	n    int
+}
+
+const keyChunk = 1 << 16
+
+func (c *keyChunks) add(k uint64) {
+	if len(c.last) == cap(c.last) {
+		if c.last != nil {
+			c.full = append(c.full, c.last)
+		}
+		c.last = make([]uint64, 0, keyChunk)
+	}
+	c.last = append(c.last, k)
+	c.n++
+}
+
+// take returns every key in one slice of exactly their number, letting go
+// of each chunk as soon as it is copied.
+func (c *keyChunks) take() []uint64 {
+	out := make([]uint64, 0, c.n)
+	for i, ch := range c.full {
+		out = append(out, ch...)
+		c.full[i] = nil
+	}
+	out = append(out, c.last...)
+	c.full, c.last = nil, nil
+	return out
 }
 
 // scanRecord reads the fields LoadDone needs from a record as fetch writes
