@@ -52,16 +52,8 @@ func LoadDone(r io.Reader) (*DoneSet, error) {
 	d := &DoneSet{byInput: map[string][]uint64{}}
 	keys := map[string]*keyChunks{} // by input, while loading
 	br := bufio.NewReaderSize(r, 256<<10)
-	var rec struct {
-		URL   string `json:"url"`
-		Input string `json:"input"`
-		Line  int    `json:"line"`
-		Error *struct {
-			Kind string `json:"kind"`
-		} `json:"error"`
-	}
-	var long []byte       // a line longer than the reader's buffer
-	var scratch [2][]byte // unquoted URL and input
+	var long []byte   // a line longer than the reader's buffer
+	var kr keyReader
 	add := func(input []byte, line int, key uint64) {
 		ks := keys[string(input)] // no allocation for an input seen before
 		if ks == nil {
@@ -81,18 +73,12 @@ func LoadDone(r io.Reader) (*DoneSet, error) {
 			line = long
 		}
 		if len(line) > 0 && line[len(line)-1] == '\n' {
-			if url, input, ln, cancelled, ok := scanRecord(line, &scratch); ok {
-				if !cancelled {
-					add(input, ln, doneKeyBytes(ln, url))
-				}
-			} else {
-				rec.URL, rec.Input, rec.Line, rec.Error = "", "", 0, nil
-				if jerr := json.Unmarshal(line, &rec); jerr != nil || rec.URL == "" || rec.Input == "" || rec.Line < 1 {
-					return nil, fmt.Errorf("fetch: line %d %s: %w", n, notRecord(line, jerr), ErrNotResults)
-				}
-				if rec.Error == nil || rec.Error.Kind != KindCancelled {
-					add([]byte(rec.Input), rec.Line, doneKey(rec.Line, rec.URL))
-				}
+			input, ln, key, cancelled, err := kr.read(line)
+			if err != nil {
+				return nil, fmt.Errorf("fetch: line %d %w", n, err)
+			}
+			if !cancelled {
+				add(input, ln, key)
 			}
 		}
 		if errors.Is(err, io.EOF) {
@@ -146,6 +132,38 @@ func (c *keyChunks) take() []uint64 {
 	out = append(out, c.last...)
 	c.full, c.last = nil, nil
 	return out
+}
+
+// keyReader reads what identifies a record and whether it is final from a
+// line of a results file: its input, line and key (see doneKey), and
+// whether it was cancelled. Its zero value is ready; the input it returns
+// is only good until the next read.
+type keyReader struct {
+	scratch [2][]byte // unquoted URL and input
+	rec     struct {
+		URL   string `json:"url"`
+		Input string `json:"input"`
+		Line  int    `json:"line"`
+		Error *struct {
+			Kind string `json:"kind"`
+		} `json:"error"`
+	}
+}
+
+// read reads line, quickly when fetch wrote it (scanRecord), through
+// encoding/json otherwise. Its error, for a line that is no record, says
+// what the line holds and wraps ErrNotResults.
+func (kr *keyReader) read(line []byte) (input []byte, n int, key uint64, cancelled bool, err error) {
+	if url, input, n, cancelled, ok := scanRecord(line, &kr.scratch); ok {
+		return input, n, doneKeyBytes(n, url), cancelled, nil
+	}
+	rec := &kr.rec
+	rec.URL, rec.Input, rec.Line, rec.Error = "", "", 0, nil
+	if jerr := json.Unmarshal(line, rec); jerr != nil || rec.URL == "" || rec.Input == "" || rec.Line < 1 {
+		return nil, 0, 0, false, fmt.Errorf("%s: %w", notRecord(line, jerr), ErrNotResults)
+	}
+	kr.scratch[1] = append(kr.scratch[1][:0], rec.Input...)
+	return kr.scratch[1], rec.Line, doneKey(rec.Line, rec.URL), rec.Error != nil && rec.Error.Kind == KindCancelled, nil
 }
 
 // scanRecord reads the fields LoadDone needs from a record as fetch writes

@@ -59,26 +59,19 @@ func SummarizeHosts(ctx context.Context, srcs []ResultsSource, reportHosts int) 
 	sum := &Summary{}
 	var ordinal uint64
 	for i, src := range srcs {
-		var rec struct {
-			URL   string `json:"url"`
-			Input string `json:"input"`
-			Line  int    `json:"line"`
-			Error *struct {
-				Kind string `json:"kind"`
-			} `json:"error"`
-		}
+		var kr keyReader
 		n := 0
 		size, torn, err := readLines(ctx, src, -1, func(line []byte) error {
 			n++
-			rec.URL, rec.Input, rec.Line, rec.Error = "", "", 0, nil
-			if jerr := json.Unmarshal(line, &rec); jerr != nil || rec.URL == "" || rec.Input == "" || rec.Line < 1 {
-				return fmt.Errorf("fetch: %s: line %d %s: %w", src.Name, n, notRecord(line, jerr), ErrNotResults)
+			input, _, key, cancelled, err := kr.read(line)
+			if err != nil {
+				return fmt.Errorf("fetch: %s: line %d %w", src.Name, n, err)
 			}
 			rank := ordinal
-			if rec.Error == nil || rec.Error.Kind != KindCancelled {
+			if !cancelled {
 				rank |= finalBit
 			}
-			s.keyList(rec.Input).add(doneKey(rec.Line, rec.URL), rank)
+			s.keyList(input).add(key, rank)
 			ordinal++
 			return nil
 		})
@@ -234,11 +227,11 @@ type summarizer struct {
 	hosts       *hostTable
 }
 
-func (s *summarizer) keyList(input string) *finalKeys {
-	k := s.keys[input]
+func (s *summarizer) keyList(input []byte) *finalKeys {
+	k := s.keys[string(input)] // no allocation for an input seen before
 	if k == nil {
 		k = &finalKeys{}
-		s.keys[input] = k
+		s.keys[string(input)] = k
 	}
 	return k
 }
