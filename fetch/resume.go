@@ -52,7 +52,7 @@ func LoadDone(r io.Reader) (*DoneSet, error) {
 	d := &DoneSet{byInput: map[string][]uint64{}}
 	keys := map[string]*keyChunks{} // by input, while loading
 	br := bufio.NewReaderSize(r, 256<<10)
-	var long []byte   // a line longer than the reader's buffer
+	var long []byte // a line longer than the reader's buffer
 	var kr keyReader
 	add := func(input []byte, line int, key uint64) {
 		ks := keys[string(input)] // no allocation for an input seen before
