@@ -4,3 +4,6 @@ package fetch_test
 
 // memoryRecords is how many records TestSummarize_memory streams.
 const memoryRecords = 1_000_000
+
+// raceDetector: see summarize_race_test.go.
+const raceDetector = false

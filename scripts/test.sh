@@ -40,6 +40,11 @@ go vet ./...
 echo "== go test -race -count=1 ./..." >&2
 go test -race -count=1 ./...
 
+# The memory tests again without the race detector, whose runtime changes
+# what the heap holds: their bounds are checked here.
+echo "== go test -count=1 -run Memory ./... (without -race)" >&2
+go test -count=1 -run 'Memory|memory' ./...
+
 if [ "$FUZZTIME" != "0" ]; then
 	# Every Fuzz* function of every package, found by grep so new ones are
 	# included without editing this script.
