@@ -55,24 +55,18 @@ func TestDistributed_processesShareLimits(t *testing.T) {
 			t.Fatalf("process %d: exit %d; stderr:\n%s", i+1, code, p.stderr.String())
 		}
 	}
-	seen := map[int]int{}
+	var all []fetch.Record
 	for _, out := range outs {
 		recs := recordsOf(t, out)
 		if len(recs) == 0 || len(recs) == n {
 			t.Errorf("%s holds %d records: a shard should hold some, not all, of %d", out, len(recs), n)
 		}
-		for _, r := range recs {
-			seen[r.Line]++
-			if !r.OK {
-				t.Errorf("line %d: %+v", r.Line, r.Error)
-			}
-		}
+		all = append(all, recs...)
 	}
-	for line := 1; line <= n; line++ {
-		if seen[line] != 1 {
-			t.Errorf("line %d has %d records across the shards, want 1", line, seen[line])
-		}
+	if len(all) != n {
+		t.Errorf("%d records across the shards, want %d", len(all), n)
 	}
+	oneOKPerLine(t, all, n)
 	for i, p := range pxs {
 		st := p.Stats()
 		t.Logf("proxy %d: %d requests, at most %d in flight", i, st.Requests, st.MaxInFlight)

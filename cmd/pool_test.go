@@ -184,8 +184,15 @@ func TestPool_deadThenResume(t *testing.T) {
 	if code := Run(context.Background(), ios, append(append([]string{"-p", dead, "--resume"}, args...), urls)); code != ExitOK {
 		t.Fatalf("resume: exit %d; stderr:\n%s", code, stderr)
 	}
+	oneOKPerLine(t, recordsOf(t, out), n)
+}
+
+// oneOKPerLine checks that lines 1..n each have exactly one final record
+// (one that is not cancelled), and that it is ok.
+func oneOKPerLine(t *testing.T, recs []fetch.Record, n int) {
+	t.Helper()
 	final := map[int]int{}
-	for _, r := range recordsOf(t, out) {
+	for _, r := range recs {
 		if r.Error == nil || r.Error.Kind != fetch.KindCancelled {
 			final[r.Line]++
 			if !r.OK {
