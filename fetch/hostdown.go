@@ -3,6 +3,7 @@ package fetch
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // maxFailingHosts bounds the hosts hostFailures keeps: only hosts whose
@@ -15,9 +16,10 @@ const maxFailingHosts = 1 << 16
 // max is down: its other URLs are skipped. Any response forgets the host.
 // The zero max never counts. It is safe for concurrent use.
 type hostFailures struct {
-	max int
-	mu  sync.Mutex
-	n   map[string]int // hosts with a count above zero
+	max     int
+	mu      sync.Mutex
+	n       map[string]int // hosts with a count above zero
+	failing atomic.Int32   // len(n): while no host fails, nothing takes the lock
 }
 
 func newHostFailures(max int) *hostFailures {
@@ -26,7 +28,7 @@ func newHostFailures(max int) *hostFailures {
 
 // down reports whether host is down, and its count.
 func (h *hostFailures) down(host string) (int, bool) {
-	if h.max <= 0 {
+	if h.max <= 0 || h.failing.Load() == 0 {
 		return 0, false
 	}
 	h.mu.Lock()
@@ -46,6 +48,7 @@ func (h *hostFailures) failed(host string) {
 		h.evict()
 	}
 	h.n[host]++
+	h.failing.Store(int32(len(h.n)))
 }
 
 // evict forgets one host, one that is not down if it finds one soon.
@@ -63,12 +66,13 @@ func (h *hostFailures) evict() {
 
 // answered notes that host answered: its count starts over.
 func (h *hostFailures) answered(host string) {
-	if h.max <= 0 {
+	if h.max <= 0 || h.failing.Load() == 0 {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.n, host)
+	h.failing.Store(int32(len(h.n)))
 }
 
 // tracked is how many hosts h keeps, for tests.
