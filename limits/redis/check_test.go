@@ -26,14 +26,6 @@ func checkIdle(t testing.TB, srv *redistest.Server) {
 	}
 }
 
-// checkCounts checks the counts of namespace ns now.
-func checkCounts(t testing.TB, srv *redistest.Server, ns string, idle bool) {
-	t.Helper()
-	for _, e := range counts(t, srv, ns, idle) {
-		t.Error(e)
-	}
-}
-
 // counts checks that every proxy's, budget's and host's in-flight count
 // equals its leases and is positive; idle also wants no leases.
 func counts(t testing.TB, srv *redistest.Server, ns string, idle bool) (errs []string) {
