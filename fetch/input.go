@@ -196,12 +196,28 @@ func redactLine(s string) string {
 		return s
 	}
 	start := 0
-	if i := strings.Index(s, "://"); i >= 0 && i < at {
+	if i := strings.Index(s, "://"); i >= 0 && i < at && isScheme(s[:i]) {
 		start = i + 3
 	} else if strings.HasPrefix(s, "//") {
 		start = 2
 	}
 	return s[:start] + s[at+1:]
+}
+
+// isScheme reports whether s has the syntax of a URL scheme (RFC 3986:
+// a letter, then letters, digits, "+", "-" or "."). Only then is the text
+// before "://" a scheme; otherwise it may be a user name or password.
+func isScheme(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
 }
 
 // quotedRE matches a Go-quoted string (%q) and the space before it: the

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -22,6 +23,9 @@ const (
 	userMark = "uSeRmArK"
 	passMark = "pAsSmArK"
 )
+
+// schemeRE is RFC 3986's scheme syntax, written apart from the code it checks.
+var schemeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
 
 func expandMarks(s string) string {
 	return strings.NewReplacer("{user}", userMark, "{pass}", passMark).Replace(s)
@@ -75,8 +79,9 @@ func takenLines(data []byte) []int {
 
 // secretMarks returns the markers that line holds as credentials only: in
 // the userinfo of its URL as net/url parses it or, when it does not parse
-// (a password may hold a raw "/"), anywhere before the line's last "@", and
-// nowhere else in the line.
+// (a password may hold a raw "/"), anywhere before the line's last "@" but
+// after a leading "scheme://" (RFC 3986 scheme syntax), and nowhere else in
+// the line.
 func secretMarks(line string) []string {
 	line = strings.TrimSpace(strings.TrimPrefix(line, "\ufeff"))
 	var creds string
@@ -91,6 +96,9 @@ func secretMarks(line string) []string {
 			return nil
 		}
 		creds = line[:at]
+		if i := strings.Index(creds, "://"); i > 0 && schemeRE.MatchString(creds[:i]) {
+			creds = creds[i+3:]
+		}
 	}
 	var marks []string
 	for _, m := range []string{userMark, passMark} {
