@@ -49,8 +49,14 @@ func (c clock) after(d time.Duration) (<-chan struct{}, Timer) {
 	return ch, c.afterFunc(d, func() { close(ch) })
 }
 
-// sleep waits d, and reports whether it did: false when ctx ended first.
-func (c clock) sleep(ctx context.Context, d time.Duration) bool {
+// sleep waits d, and reports whether it did: false when ctx ended or stop
+// was closed first.
+func (c clock) sleep(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
+	select {
+	case <-stop:
+		return false
+	default:
+	}
 	if d <= 0 {
 		return ctx.Err() == nil
 	}
@@ -60,6 +66,8 @@ func (c clock) sleep(ctx context.Context, d time.Duration) bool {
 	case <-done:
 		return true
 	case <-ctx.Done():
+		return false
+	case <-stop:
 		return false
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
@@ -441,30 +440,29 @@ func (e *Engine) write(w RecordWriter, records <-chan *Record, coll *collector) 
 func (e *Engine) runJob(ctx, admit context.Context, j *job, coll *collector) *Record {
 	clock := e.clock()
 	start := clock.now()
-	rec := &Record{URL: j.shown, Input: j.input, Line: j.line, Phases: PhaseTimes{}, Tries: []Try{}}
+	rec := &Record{URL: j.shown, Input: j.input, Line: j.line, Tries: []Try{}} // Phases: from fill
 	defer func() { rec.ElapsedMS = millis(clock.since(start)) }()
 	if j.invalid != "" {
+		rec.Phases = PhaseTimes{}
 		rec.Error = &Error{Phase: PhaseInput, Kind: KindInvalid, Message: j.invalid}
 		return rec
 	}
 	jobCtx, cancel := context.WithTimeoutCause(ctx, e.cfg.Timeout, context.DeadlineExceeded)
 	defer cancel()
 	deadline := start.Add(e.cfg.Timeout)
-	// waitCtx is jobCtx that also ends when admitting stops.
-	waitCtx, cancelWait := context.WithCancel(jobCtx)
-	defer cancelWait()
-	defer context.AfterFunc(admit, cancelWait)()
+	// Waits (for a lease, before a retry) also end when admitting stops.
+	stop := admit.Done()
 
 	policy := e.retryPolicy()
 	var avoid []int
 	for {
-		res := e.attempt(jobCtx, waitCtx, j, avoid, coll)
+		res := e.attempt(jobCtx, stop, j, avoid, coll)
 		if res.proxy >= 0 {
 			rec.Attempts++
 			avoid = append(avoid, res.proxy)
 		}
 		wait, again := policy.wait(jobCtx, rec.Attempts, res, deadline.Sub(clock.now()))
-		if again && admit.Err() == nil && clock.sleep(waitCtx, wait) {
+		if again && admit.Err() == nil && clock.sleep(jobCtx, stop, wait) {
 			rec.Tries = append(rec.Tries, e.try(res))
 			continue
 		}
@@ -520,7 +518,7 @@ func (e *Engine) try(res result) Try {
 
 // attempt makes one attempt: it waits for a lease, sends the request through
 // the leased route, reads the body, and gives the lease back only then.
-func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, coll *collector) (res result) {
+func (e *Engine) attempt(jobCtx context.Context, stop <-chan struct{}, j *job, avoid []int, coll *collector) (res result) {
 	clock := e.clock()
 	start := clock.now()
 	res.proxy = -1
@@ -536,7 +534,7 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	if skip() {
 		return res
 	}
-	lease, err := e.sched.Acquire(waitCtx, limits.Request{Host: j.host, Avoid: avoid})
+	lease, err := e.sched.Acquire(jobCtx, limits.Request{Host: j.host, Avoid: avoid, Stop: stop})
 	if err == nil && skip() { // it went down while this waited
 		lease.Release()
 		return res
@@ -567,13 +565,13 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 	}
 	res.proxy = lease.Proxy
 	rt := e.routes[lease.Proxy]
-	// sawByte is set when a byte of a response arrives.
-	var sawByte atomic.Bool
-	defer func() { // runs last: after the body is closed
+	var tr *tracker // set below, before anything can fail
+	defer func() {  // runs last: after the body is closed
+		sawByte := tr.sawByte.Load()
 		switch {
-		case noResponse(rt, res, sawByte.Load()):
+		case noResponse(rt, res, sawByte):
 			e.hostFails.failed(j.host)
-		case res.status != 0 || sawByte.Load():
+		case res.status != 0 || sawByte:
 			e.hostFails.answered(j.host)
 		}
 		if res.banned {
@@ -602,7 +600,7 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 			}
 		}()
 	}
-	tr := newTracker(&e.cfg, rt.handshake(j.url), cancel)
+	tr = newTracker(&e.cfg, rt.handshake(j.url), cancel)
 	tr.queued(clock.since(start))
 	defer func() {
 		phase, phases := tr.finish()
@@ -614,15 +612,7 @@ func (e *Engine) attempt(jobCtx, waitCtx context.Context, j *job, avoid []int, c
 		coll.attempt(rt, j.host, res.ok, lease.ProxyInFlight, lease.HostInFlight, phases)
 	}()
 
-	trace := tr.clientTrace()
-	gotByte := trace.GotFirstResponseByte
-	trace.GotFirstResponseByte = func() {
-		sawByte.Store(true)
-		if gotByte != nil {
-			gotByte()
-		}
-	}
-	req, err := e.newRequest(httptrace.WithClientTrace(attemptCtx, trace), j.url)
+	req, err := e.newRequest(tr.context(attemptCtx), j.url)
 	if err != nil {
 		res.err = e.newError(PhaseRequest, KindOther, err.Error())
 		return res

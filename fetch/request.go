@@ -21,7 +21,10 @@ func requestHeader(cfg *Config) http.Header {
 }
 
 // newRequest is the request of one attempt to u, under ctx: the method and
-// headers of the run, and a copy of u, which is not parsed again.
+// headers of the run, and a copy of u, which is not parsed again. The
+// header map is the engine's, shared by every request: neither net/http
+// (which copies it for a redirect) nor fetch (routeTransport clones it to
+// add Proxy-Authorization) writes to a request's header.
 func (e *Engine) newRequest(ctx context.Context, u *url.URL) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, e.cfg.Method, "", nil)
 	if err != nil {
@@ -32,10 +35,7 @@ func (e *Engine) newRequest(ctx context.Context, u *url.URL) (*http.Request, err
 	if strings.LastIndexByte(target.Host, ':') > strings.LastIndexByte(target.Host, ']') {
 		target.Host = strings.TrimSuffix(target.Host, ":")
 	}
-	req.URL, req.Host = &target, target.Host
-	for k, vs := range e.header {
-		req.Header[k] = vs
-	}
+	req.URL, req.Host, req.Header = &target, target.Host, e.header
 	if hs := e.header.Get("Host"); hs != "" {
 		req.Host = hs
 	}

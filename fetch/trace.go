@@ -3,8 +3,10 @@ package fetch
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http/httptrace"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,6 +43,11 @@ const (
 // httptrace hooks may run concurrently and even after the attempt is over,
 // so every method locks, and nothing changes once finish has been called.
 type tracker struct {
+	// trace is the hooks of the attempt's requests (see context); sawByte
+	// is set when a byte of a response arrives.
+	trace   httptrace.ClientTrace
+	sawByte atomic.Bool
+
 	mu        sync.Mutex
 	clock     clock
 	cancel    context.CancelCauseFunc
@@ -68,7 +75,7 @@ type tracker struct {
 }
 
 func newTracker(cfg *Config, handshake bool, cancel context.CancelCauseFunc) *tracker {
-	return &tracker{
+	t := &tracker{
 		clock:        clock{cfg.Clock},
 		cancel:       cancel,
 		handshake:    handshake,
@@ -77,6 +84,14 @@ func newTracker(cfg *Config, handshake bool, cancel context.CancelCauseFunc) *tr
 		headerLimit:  cfg.HeaderTimeout,
 		idleLimit:    cfg.IdleTimeout,
 	}
+	t.trace = httptrace.ClientTrace{
+		GetConn:              t.getConn,
+		TLSHandshakeStart:    t.tlsHandshakeStart,
+		GotConn:              t.gotConn,
+		WroteRequest:         t.wroteRequest,
+		GotFirstResponseByte: t.gotFirstByte,
+	}
+	return t
 }
 
 // queued records time spent waiting for the lease.
@@ -195,21 +210,48 @@ func (t *tracker) gotHeaders() {
 	t.arm(t.idleLimit, idleFlag)
 }
 
-// clientTrace returns the hooks that drive the tracker. Redirects run more
-// requests in the same attempt; their phases add up. The hooks are methods,
-// so that a hook costs a lock and no allocation.
-func (t *tracker) clientTrace() *httptrace.ClientTrace {
+// trackerKey is the context key under which a request carries its tracker,
+// for the dialer (see traceDial).
+type trackerKey struct{}
+
+// context returns ctx carrying the tracker and its request hooks. Redirects
+// run more requests in the same attempt; their phases add up. The hooks
+// are methods, made once per tracker, so that a hook costs a lock and no
+// allocation.
+//
+// The hooks of a dial (DNS, connect) are not among them: net/http would
+// make a closure for each on every request, though most requests reuse a
+// connection. The dialer asks for them, for the dials it makes (traceDial).
+func (t *tracker) context(ctx context.Context) context.Context {
+	return httptrace.WithClientTrace(context.WithValue(ctx, trackerKey{}, t), &t.trace)
+}
+
+// dialTrace returns the hooks of one dial: its DNS lookup and TCP connect.
+func (t *tracker) dialTrace() *httptrace.ClientTrace {
 	return &httptrace.ClientTrace{
-		GetConn:           t.getConn,
-		DNSStart:          t.dnsStart,
-		DNSDone:           t.dnsDone,
-		ConnectStart:      t.connectStart,
-		ConnectDone:       t.connectDone,
-		TLSHandshakeStart: t.tlsHandshakeStart,
-		GotConn:           t.gotConn,
-		WroteRequest:      t.wroteRequest,
+		DNSStart:     t.dnsStart,
+		DNSDone:      t.dnsDone,
+		ConnectStart: t.connectStart,
+		ConnectDone:  t.connectDone,
 	}
 }
+
+// traceDial has dial report its DNS lookup and connect to the tracker of
+// the request that started it, when there is one. net/http dials with the
+// values of that request's context, and goes on with a dial in the
+// background when the request took another connection: the tracker's
+// hooks then come late, and it ignores them (see tracker.connected).
+func traceDial(dial dialFunc) dialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if t, ok := ctx.Value(trackerKey{}).(*tracker); ok {
+			ctx = httptrace.WithClientTrace(ctx, t.dialTrace())
+		}
+		return dial(ctx, network, addr)
+	}
+}
+
+// gotFirstByte notes that a byte of a response arrived.
+func (t *tracker) gotFirstByte() { t.sawByte.Store(true) }
 
 func (t *tracker) getConn(string) {
 	t.mu.Lock()

@@ -25,7 +25,8 @@ type trackerRun struct {
 	clock *clocktest.Clock
 	ctx   context.Context
 	tr    *tracker
-	ct    *httptrace.ClientTrace
+	ct    *httptrace.ClientTrace // the request's hooks
+	dt    *httptrace.ClientTrace // a dial's
 }
 
 func newTrackerRun(t *testing.T, cfg Config, handshake bool) *trackerRun {
@@ -34,7 +35,7 @@ func newTrackerRun(t *testing.T, cfg Config, handshake bool) *trackerRun {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t.Cleanup(func() { cancel(nil) })
 	r.ctx, r.tr = ctx, newTracker(&cfg, handshake, cancel)
-	r.ct = r.tr.clientTrace()
+	r.ct, r.dt = &r.tr.trace, r.tr.dialTrace()
 	return r
 }
 
@@ -45,13 +46,13 @@ func (r *trackerRun) call(t *testing.T, hook string) {
 	case "GetConn":
 		r.ct.GetConn(addr)
 	case "DNSStart":
-		r.ct.DNSStart(httptrace.DNSStartInfo{Host: "a.example"})
+		r.dt.DNSStart(httptrace.DNSStartInfo{Host: "a.example"})
 	case "DNSDone":
-		r.ct.DNSDone(httptrace.DNSDoneInfo{})
+		r.dt.DNSDone(httptrace.DNSDoneInfo{})
 	case "ConnectStart":
-		r.ct.ConnectStart("tcp", addr)
+		r.dt.ConnectStart("tcp", addr)
 	case "ConnectDone":
-		r.ct.ConnectDone("tcp", addr, nil)
+		r.dt.ConnectDone("tcp", addr, nil)
 	case "TLSHandshakeStart":
 		r.ct.TLSHandshakeStart()
 	case "GotConn":

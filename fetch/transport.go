@@ -91,7 +91,7 @@ func (ts *transports) newTransport(perHost int) *http.Transport {
 	cfg := ts.cfg
 	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
 	return &http.Transport{
-		DialContext:            handshakeDeadline(dialer.DialContext, cfg.ConnectTimeout),
+		DialContext:            handshakeDeadline(traceDial(dialer.DialContext), cfg.ConnectTimeout),
 		TLSClientConfig:        &tls.Config{InsecureSkipVerify: cfg.Insecure, RootCAs: cfg.RootCAs},
 		TLSHandshakeTimeout:    cfg.ConnectTimeout,
 		ForceAttemptHTTP2:      true,
@@ -121,7 +121,7 @@ func (ts *transports) forProxy(u *url.URL) *http.Transport {
 			// speaks plain HTTP proxy over it. The proxy's name is the
 			// host it dials.
 			dialer := &net.Dialer{Timeout: ts.cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
-			ts.https.DialContext = handshakeDeadline(tlsDial(dialer, ts.cfg.RootCAs, ts.cfg.ConnectTimeout), ts.cfg.ConnectTimeout)
+			ts.https.DialContext = handshakeDeadline(traceDial(tlsDial(dialer, ts.cfg.RootCAs, ts.cfg.ConnectTimeout)), ts.cfg.ConnectTimeout)
 			ts.https.Proxy = proxyOfRequest
 		}
 		return ts.https

@@ -72,6 +72,22 @@ type Config struct {
 type Request struct {
 	Host  string // target host:port, for the per-host limits
 	Avoid []int  // proxies already tried for this URL: used only when no other can start
+
+	// Stop, when closed, ends the wait for a grant as if its context were
+	// cancelled (the error is context.Canceled): the caller stops admitting
+	// work, while the context, which also bounds the work a grant starts,
+	// goes on. Nil never stops.
+	Stop <-chan struct{}
+}
+
+// stopped reports whether r.Stop is closed.
+func (r Request) stopped() bool {
+	select {
+	case <-r.Stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // Lease is one granted attempt. Leases come from a Scheduler; other

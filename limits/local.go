@@ -175,6 +175,9 @@ func (s *Local) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if req.stopped() {
+		return nil, context.Canceled
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -206,24 +209,31 @@ func (s *Local) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		}
 		return l, nil
 	case <-ctx.Done():
-		s.mu.Lock()
-		s.waiters.remove(w)
-		var pool *PoolError
-		if s.healthyN == 0 && len(s.proxies) > 0 {
-			pool = s.poolState(s.clock.Now())
-		}
-		s.mu.Unlock()
-		// A grant may have raced with the cancellation: give it back.
-		select {
-		case l := <-w.ch:
-			l.Release()
-		default:
-		}
-		if pool != nil {
-			return nil, &WaitError{Err: ctx.Err(), Pool: *pool}
-		}
-		return nil, ctx.Err()
+		return s.giveUp(w, ctx.Err())
+	case <-req.Stop:
+		return s.giveUp(w, context.Canceled)
 	}
+}
+
+// giveUp takes w, whose wait ended with err, off the queue.
+func (s *Local) giveUp(w *waiter, err error) (*Lease, error) {
+	s.mu.Lock()
+	s.waiters.remove(w)
+	var pool *PoolError
+	if s.healthyN == 0 && len(s.proxies) > 0 {
+		pool = s.poolState(s.clock.Now())
+	}
+	s.mu.Unlock()
+	// A grant may have raced with the cancellation: give it back.
+	select {
+	case l := <-w.ch:
+		l.Release()
+	default:
+	}
+	if pool != nil {
+		return nil, &WaitError{Err: err, Pool: *pool}
+	}
+	return nil, err
 }
 
 // Close wakes every waiter with ErrClosed and stops the timer. Leases

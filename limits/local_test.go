@@ -331,6 +331,49 @@ func TestCancelledWaiterRealDeadline(t *testing.T) {
 	}
 }
 
+// TestStoppedWaiterTakesNothing: closing a request's Stop ends its wait
+// with context.Canceled while its context goes on, and the permit it
+// waited for goes to the next request; a Stop closed already ends the
+// request before it queues.
+func TestStoppedWaiterTakesNothing(t *testing.T) {
+	s := limits.NewLocal(limits.Config{Budgets: []limits.Spec{{Concurrency: 1}}, BudgetOf: []int{0}})
+	defer s.Close()
+	hold, err := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	got := make(chan error, 1)
+	go func() {
+		l, err := s.Acquire(context.Background(), limits.Request{Host: "h:1", Stop: stop})
+		if l != nil {
+			l.Release()
+		}
+		got <- err
+	}()
+	for limits.Waiting(s) == 0 { // bounded by the test's timeout
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	if err := <-got; !errors.Is(err, context.Canceled) {
+		t.Fatalf("stopped wait: err = %v, want context.Canceled", err)
+	}
+	if limits.Waiting(s) != 0 {
+		t.Fatal("the stopped waiter is still queued")
+	}
+	if _, err := s.Acquire(context.Background(), limits.Request{Host: "h:1", Stop: stop}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("stopped before asking: err = %v, want context.Canceled", err)
+	}
+	hold.Release()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	next, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
+	if err != nil {
+		t.Fatalf("the permit did not come back: %v", err)
+	}
+	next.Release()
+}
+
 // TestFIFO: waiters are served first come, first served.
 func TestFIFO(t *testing.T) {
 	r := newRun(t, limits.Config{Budgets: []limits.Spec{{Concurrency: 1}}, BudgetOf: []int{0}})

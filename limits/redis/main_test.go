@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -84,5 +85,47 @@ func TestSmoke(t *testing.T) {
 	b.Release()
 	c.Release()
 	c.Release()
+	checkIdle(t, srv)
+}
+
+// TestStop: closing a request's Stop ends its wait with context.Canceled,
+// its context still alive, and it takes no permit: once the holder lets
+// go, the next request has it and nothing is left in Redis.
+func TestStop(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, proxies(1, limits.Spec{Concurrency: 1}))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	hold, err := s.Acquire(ctx, limits.Request{Host: "h:80"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	got := make(chan error, 1)
+	go func() {
+		l, err := s.Acquire(ctx, limits.Request{Host: "h:80", Stop: stop})
+		if l != nil {
+			l.Release()
+		}
+		got <- err
+	}()
+	for waiting := 0; waiting == 0; time.Sleep(time.Millisecond) { // bounded by ctx
+		s.mu.Lock()
+		waiting = s.nwait
+		s.mu.Unlock()
+	}
+	close(stop)
+	if err := <-got; !errors.Is(err, context.Canceled) || ctx.Err() != nil {
+		t.Fatalf("stopped wait: err = %v (ctx %v), want context.Canceled", err, ctx.Err())
+	}
+	if _, err := s.Acquire(ctx, limits.Request{Host: "h:80", Stop: stop}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("stopped before asking: err = %v, want context.Canceled", err)
+	}
+	hold.Release()
+	next, err := s.Acquire(ctx, limits.Request{Host: "h:80"})
+	if err != nil {
+		t.Fatalf("the permit did not come back: %v", err)
+	}
+	next.Release()
 	checkIdle(t, srv)
 }

@@ -230,6 +230,11 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	select {
+	case <-req.Stop:
+		return nil, context.Canceled
+	default:
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -258,24 +263,30 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 	s.nwait++
 	s.mu.Unlock()
 	s.wake()
+	var stopped error // context.Canceled when req.Stop ended the wait
 	select {
 	case g := <-w.ch:
 		return g.l, g.err
+	case <-req.Stop:
+		stopped = context.Canceled
 	case <-ctx.Done():
-		s.mu.Lock()
-		taken := w.done
-		if !taken {
-			w.done = true
-			s.nwait--
-		}
-		s.mu.Unlock()
-		if taken { // a grant raced with the cancellation: give it back
-			if g := <-w.ch; g.l != nil {
-				g.l.Release()
-			}
-		}
-		return nil, s.waitErr(ctx)
 	}
+	s.mu.Lock()
+	taken := w.done
+	if !taken {
+		w.done = true
+		s.nwait--
+	}
+	s.mu.Unlock()
+	if taken { // a grant raced with the cancellation: give it back
+		if g := <-w.ch; g.l != nil {
+			g.l.Release()
+		}
+	}
+	if stopped != nil {
+		return nil, stopped
+	}
+	return nil, s.waitErr(ctx)
 }
 
 func (s *Scheduler) waitErr(ctx context.Context) error {
