@@ -12,24 +12,40 @@ import (
 // collector builds the Report as attempts and records finish. It is safe
 // for concurrent use.
 type collector struct {
-	mu     sync.Mutex
-	rep    Report
-	phases map[string]map[string]*histogram // proxy -> phase -> durations
-	hosts  *hostTable
-	start  time.Time
+	mu      sync.Mutex
+	rep     Report
+	byID    map[string]*proxyStats // by proxy identity
+	byRoute map[*route]*proxyStats // the same, found without hashing the identity
+	hosts   *hostTable
+	start   time.Time
 }
 
-// proxy returns rt's part of the report, made when it is first needed:
-// a pool of 100,000 sessions of which a run uses a few costs a few. Call
-// with c.mu held.
-func (c *collector) proxy(rt *route) *ProxyReport {
-	p := c.rep.Proxies[rt.id]
-	if p == nil {
-		p = &ProxyReport{Pool: rt.pool, PhasesMS: map[string]Quantiles{}}
-		c.rep.Proxies[rt.id] = p
-	}
-	return p
+// proxyStats is what the collector keeps of one proxy: its part of the
+// report, and the durations of its attempts' phases.
+type proxyStats struct {
+	rep    *ProxyReport
+	phases [numPhases]*histogram // by phase index; nil until one happens
 }
+
+// stats returns rt's statistics, made when they are first needed: a pool
+// of 100,000 sessions of which a run uses a few costs a few. Routes of the
+// same identity share them. Call with c.mu held.
+func (c *collector) stats(rt *route) *proxyStats {
+	if ps := c.byRoute[rt]; ps != nil {
+		return ps
+	}
+	ps := c.byID[rt.id]
+	if ps == nil {
+		ps = &proxyStats{rep: &ProxyReport{Pool: rt.pool, PhasesMS: map[string]Quantiles{}}}
+		c.byID[rt.id] = ps
+		c.rep.Proxies[rt.id] = ps.rep
+	}
+	c.byRoute[rt] = ps
+	return ps
+}
+
+// proxy returns rt's part of the report. Call with c.mu held.
+func (c *collector) proxy(rt *route) *ProxyReport { return c.stats(rt).rep }
 
 // health notes a proxy's change of state.
 func (c *collector) health(rt *route, ev limits.HealthEvent) {
@@ -58,16 +74,18 @@ func newCollector(start time.Time, reportHosts int) *collector {
 			ByPhase: map[string]int{},
 			Proxies: map[string]*ProxyReport{},
 		},
-		phases: map[string]map[string]*histogram{},
+		byID:    map[string]*proxyStats{},
+		byRoute: map[*route]*proxyStats{},
 	}
 	return c
 }
 
 // attempt counts one finished attempt.
-func (c *collector) attempt(rt *route, host string, ok bool, proxyInFlight, hostInFlight int, phases PhaseTimes) {
+func (c *collector) attempt(rt *route, host string, ok bool, proxyInFlight, hostInFlight int, phases *spans) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := c.proxy(rt)
+	ps := c.stats(rt)
+	p := ps.rep
 	c.hosts.add(host, ok, hostInFlight)
 	p.Attempts++
 	if ok {
@@ -76,18 +94,14 @@ func (c *collector) attempt(rt *route, host string, ok bool, proxyInFlight, host
 		p.Failed++
 	}
 	p.MaxInFlight = max(p.MaxInFlight, proxyInFlight)
-	hs := c.phases[rt.id]
-	if hs == nil {
-		hs = map[string]*histogram{}
-		c.phases[rt.id] = hs
-	}
-	for ph, ms := range phases {
-		hg := hs[ph]
-		if hg == nil {
-			hg = &histogram{}
-			hs[ph] = hg
+	for i, seen := range phases.seen {
+		if !seen {
+			continue
 		}
-		hg.add(ms)
+		if ps.phases[i] == nil {
+			ps.phases[i] = &histogram{}
+		}
+		ps.phases[i].add(phases.ms[i])
 	}
 }
 
@@ -123,9 +137,11 @@ func (c *collector) report(elapsedMS float64) *Report {
 	rep := c.rep
 	rep.ElapsedMS = elapsedMS
 	rep.Hosts, rep.HostsOther = c.hosts.report()
-	for id, p := range rep.Proxies {
-		for ph, hg := range c.phases[id] {
-			p.PhasesMS[ph] = Quantiles{P50: hg.quantile(0.50), P95: hg.quantile(0.95)}
+	for _, ps := range c.byID {
+		for i, hg := range ps.phases {
+			if hg != nil {
+				ps.rep.PhasesMS[Phases[i]] = Quantiles{P50: hg.quantile(0.50), P95: hg.quantile(0.95)}
+			}
 		}
 	}
 	return &rep

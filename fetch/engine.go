@@ -603,13 +603,13 @@ func (e *Engine) attempt(jobCtx context.Context, stop <-chan struct{}, j *job, a
 	tr = newTracker(&e.cfg, rt.handshake(j.url), cancel)
 	tr.queued(clock.since(start))
 	defer func() {
-		phase, phases := tr.finish()
+		phase, spans := tr.finish()
 		res.elapsed = clock.since(start)
-		res.phases = phases
+		res.phases = spans.times()
 		if res.err != nil && res.err.Phase == "" {
 			res.err.Phase = phase
 		}
-		coll.attempt(rt, j.host, res.ok, lease.ProxyInFlight, lease.HostInFlight, phases)
+		coll.attempt(rt, j.host, res.ok, lease.ProxyInFlight, lease.HostInFlight, &spans)
 	}()
 
 	req, err := e.newRequest(tr.context(attemptCtx), j.url)

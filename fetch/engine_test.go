@@ -250,6 +250,21 @@ func TestProxyKinds(t *testing.T) {
 			}
 			if p := rep.Proxies[recs[1].Proxy]; p == nil || p.Attempts != 2 || p.OK != 2 {
 				t.Errorf("report proxies %+v", rep.Proxies)
+			} else {
+				// The report has a median and p95 for every phase the
+				// attempts went through, the proxy handshake (of the https
+				// target) among them, and none they did not.
+				for _, ph := range []string{"queue", "connect", "proxy", "tls", "request", "headers", "body"} {
+					if _, ok := p.PhasesMS[ph]; !ok {
+						t.Errorf("report: no %s phase for %s in %v", ph, recs[1].Proxy, p.PhasesMS)
+					}
+				}
+				if q, ok := p.PhasesMS["headers"]; !ok || q.P95 < q.P50 || q.P50 <= 0 {
+					t.Errorf("report: headers %+v", q)
+				}
+				if _, ok := p.PhasesMS["input"]; ok {
+					t.Errorf("report: an input phase for a proxy: %v", p.PhasesMS)
+				}
 			}
 		})
 	}

@@ -132,9 +132,34 @@ func (t *tracker) current() string {
 	return Phases[t.phase]
 }
 
+// spans are the milliseconds an attempt spent in each phase, by phase
+// index, and which phases happened: PhaseTimes without the map, for the
+// report's statistics.
+type spans struct {
+	ms   [numPhases]float64
+	seen [numPhases]bool
+}
+
+// times returns s as a record shows it.
+func (s *spans) times() PhaseTimes {
+	n := 0
+	for _, seen := range s.seen {
+		if seen {
+			n++
+		}
+	}
+	pt := make(PhaseTimes, n)
+	for i, seen := range s.seen {
+		if seen {
+			pt[Phases[i]] = s.ms[i]
+		}
+	}
+	return pt
+}
+
 // finish stops the clocks and timers and returns the phase the attempt
 // ended in and the milliseconds spent in each phase that happened.
-func (t *tracker) finish() (string, PhaseTimes) {
+func (t *tracker) finish() (string, spans) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	last := t.phase
@@ -143,16 +168,16 @@ func (t *tracker) finish() (string, PhaseTimes) {
 		t.done = true
 		t.disarm()
 	}
-	ms := make(PhaseTimes, 6)
+	var s spans
 	for i, d := range t.spent {
 		if t.seen[i] {
-			ms[Phases[i]] = millis(d)
+			s.ms[i], s.seen[i] = millis(d), true
 		}
 	}
 	if last == pNone {
 		last = pQueue
 	}
-	return Phases[last], ms
+	return Phases[last], s
 }
 
 // disarm stops the per-phase timer. Call with t.mu held.
@@ -164,14 +189,16 @@ func (t *tracker) disarm() {
 }
 
 // arm (re)starts the per-phase timer for limit, set by flag, in place of
-// the limit in force. When it runs out it cancels the attempt with the
-// phase the attempt is in by then. Call with t.mu held.
+// the limit in force, counting from the moment the phase in force began
+// (every caller has just entered it: this saves reading the clock again).
+// When it runs out it cancels the attempt with the phase the attempt is in
+// by then. Call with t.mu held.
 func (t *tracker) arm(limit time.Duration, flag string) {
 	t.disarm()
 	if t.done || limit <= 0 {
 		return
 	}
-	t.limit, t.flag, t.armed, t.timerOn = limit, flag, t.clock.now(), true
+	t.limit, t.flag, t.armed, t.timerOn = limit, flag, t.since, true
 	if t.timer != nil {
 		t.timer.Reset(limit)
 		return
