@@ -27,7 +27,8 @@ type Input struct {
 
 // RecordWriter receives each finished record exactly once. Write is called
 // from one goroutine at a time. If it also has a Flush() error method, the
-// engine flushes whenever no record is waiting, so output is never stale.
+// engine calls it within 50 ms of a record, so output is never stale, and
+// when the run ends.
 type RecordWriter interface {
 	Write(r *Record) error
 }
@@ -408,30 +409,54 @@ func take(admit context.Context, jobs <-chan *job) (*job, bool) {
 	}
 }
 
+// flushDelay is how long a record may wait in the writer's buffer: output
+// is never older than that, and a fast run writes its records in large
+// blocks instead of one write for every few records.
+const flushDelay = 50 * time.Millisecond
+
 // write is the writing stage: it counts each record from records and
-// writes it to w, flushing w whenever no other record is waiting, so that
-// output is never stale. It returns w's first error: records can no longer
-// be kept, and the run stops.
+// writes it to w, flushing w within flushDelay of a record, so that output
+// is never stale, and once more when records is closed. It returns w's
+// first error: records can no longer be kept, and the run stops.
 func (e *Engine) write(w RecordWriter, records <-chan *Record, coll *collector) error {
 	flusher, _ := w.(interface{ Flush() error })
-	for rec := range records {
-		coll.record(rec)
-		if rec.OK {
-			e.ok.Add(1)
-		} else {
-			e.failed.Add(1)
+	clock := e.clock()
+	var due <-chan struct{} // closed when buffered records are to be flushed; nil when none are
+	var timer Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
 		}
-		e.done.Add(1)
-		if err := w.Write(rec); err != nil {
-			return err
-		}
-		if flusher != nil && len(records) == 0 {
+	}()
+	for {
+		select {
+		case rec, ok := <-records:
+			if !ok {
+				if flusher != nil && due != nil {
+					return flusher.Flush()
+				}
+				return nil
+			}
+			coll.record(rec)
+			if rec.OK {
+				e.ok.Add(1)
+			} else {
+				e.failed.Add(1)
+			}
+			e.done.Add(1)
+			if err := w.Write(rec); err != nil {
+				return err
+			}
+			if flusher != nil && due == nil {
+				due, timer = clock.after(flushDelay)
+			}
+		case <-due:
+			due, timer = nil, nil
 			if err := flusher.Flush(); err != nil {
 				return err
 			}
 		}
 	}
-	return nil
 }
 
 // runJob fetches one URL line within its total deadline and returns its

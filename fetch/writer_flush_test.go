@@ -1,0 +1,119 @@
+package fetch_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/fetchtest"
+)
+
+// writeCounter is an io.Writer that keeps what it is given and counts the
+// writes.
+type writeCounter struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	writes int
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes++
+	return w.buf.Write(p)
+}
+
+func (w *writeCounter) lines() (int, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Count(w.buf.String(), "\n"), w.writes
+}
+
+// TestRecordsAreNotStale: a finished URL's record reaches the output
+// while a slow URL is still in flight, within the flush delay (50 ms),
+// not when the run ends. Tolerance: 2 s, for a loaded machine; the slow
+// URL takes 10 s, and the run is cut short once the record is seen.
+func TestRecordsAreNotStale(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	cfg := fetch.DefaultConfig()
+	cfg.Concurrency = 2
+	cfg.Grace = 0 // the slow URL is cut short at once
+	e, err := fetch.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	out := &writeCounter{}
+	w := fetch.NewJSONLWriter(out)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	in := tg.URL + "/slow?delay=10s\n" + tg.URL + "/fast\n"
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Run(ctx, []fetch.Input{{Name: "u", R: strings.NewReader(in)}}, w)
+		done <- err
+	}()
+	start := time.Now()
+	for {
+		if n, _ := out.lines(); n == 1 {
+			break
+		}
+		if time.Since(start) > 2*time.Second {
+			t.Fatal("no record written within 2 s while a URL was in flight")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, fetch.ErrInterrupted) {
+		t.Fatalf("run: %v, want interrupted", err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := out.lines(); n != 2 {
+		t.Errorf("%d records, want 2", n)
+	}
+}
+
+// TestRecordsAreWrittenInBlocks: a fast run does not write each record,
+// or each few, on its own: 2,000 records of a few hundred bytes, finished
+// within a second or so, take a handful of writes of up to 64 KiB.
+func TestRecordsAreWrittenInBlocks(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	cfg := fetch.DefaultConfig()
+	cfg.Concurrency = 16
+	e, err := fetch.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	const urls = 2000
+	var in strings.Builder
+	for i := range urls {
+		fmt.Fprintf(&in, "%s/b/%d?size=10\n", tg.URL, i)
+	}
+	out := &writeCounter{}
+	w := fetch.NewJSONLWriter(out)
+	start := time.Now()
+	rep, err := e.Run(context.Background(), []fetch.Input{{Name: "u", R: strings.NewReader(in.String())}}, w)
+	if err != nil || rep.OK != urls {
+		t.Fatalf("err %v, %d of %d ok", err, rep.OK, urls)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	n, writes := out.lines()
+	// At most one write per 64 KiB, one per flush delay, and the last.
+	most := out.buf.Len()/(64<<10) + int(elapsed/(50*time.Millisecond)) + 2
+	if n != urls || writes > most {
+		t.Errorf("%d records in %d writes over %v, want %d in at most %d", n, writes, elapsed, urls, most)
+	}
+	t.Logf("%d records, %d bytes, in %d writes over %v", n, out.buf.Len(), writes, elapsed)
+}
