@@ -162,6 +162,10 @@ type Config struct {
 	// Done, if set, lists the lines that already have a final record (for
 	// --resume): they are skipped without a new record.
 	Done *DoneSet
+
+	// renewEvery, when positive, replaces renewFailures: tests set it
+	// low to see transports renewed (see renewing).
+	renewEvery int64
 }
 
 // DefaultConfig returns the configuration the command line starts from.

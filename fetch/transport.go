@@ -26,7 +26,6 @@ type route struct {
 	pool   string
 	proxy  *url.URL // nil for direct
 	client *http.Client
-	tr     *http.Transport // shared with other routes
 
 	rejected atomic.Bool // the proxy refused its credentials: warned about once
 }
@@ -59,8 +58,8 @@ func (e *proxyStatusError) Error() string { return "proxy refused CONNECT: " + e
 // keeps them and each identity has its own connections.
 type transports struct {
 	cfg          *Config
-	direct       *http.Transport
-	plain, https *http.Transport // built when a route needs them
+	direct       *renewing
+	plain, https *renewing // built when a route needs them
 	gateways     map[string]*url.URL
 	redirect     func(*http.Request, []*http.Request) error // one for all the clients
 }
@@ -110,25 +109,40 @@ func (ts *transports) newTransport(perHost int) *http.Transport {
 	}
 }
 
+// renewing returns a renewing transport made by build.
+func (ts *transports) renewing(build func() *http.Transport) *renewing {
+	every := ts.cfg.renewEvery
+	if every <= 0 {
+		every = renewFailures
+	}
+	return newRenewing(every, build)
+}
+
 // forProxy returns the shared transport for proxies of u's scheme.
-func (ts *transports) forProxy(u *url.URL) *http.Transport {
+func (ts *transports) forProxy(u *url.URL) *renewing {
 	if u.Scheme == "https" {
 		if ts.https == nil {
-			ts.https = ts.newTransport(ts.idleBudget()) // a gateway may serve every identity
-			// TLS to the proxy is done by the dialer, so that it is
-			// verified even under --insecure (which is for targets, as in
-			// curl) and counted as the proxy phase; the transport then
-			// speaks plain HTTP proxy over it. The proxy's name is the
-			// host it dials.
-			dialer := &net.Dialer{Timeout: ts.cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
-			ts.https.DialContext = handshakeDeadline(traceDial(tlsDial(dialer, ts.cfg.RootCAs, ts.cfg.ConnectTimeout)), ts.cfg.ConnectTimeout)
-			ts.https.Proxy = proxyOfRequest
+			ts.https = ts.renewing(func() *http.Transport {
+				tr := ts.newTransport(ts.idleBudget()) // a gateway may serve every identity
+				// TLS to the proxy is done by the dialer, so that it is
+				// verified even under --insecure (which is for targets, as
+				// in curl) and counted as the proxy phase; the transport
+				// then speaks plain HTTP proxy over it. The proxy's name is
+				// the host it dials.
+				dialer := &net.Dialer{Timeout: ts.cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+				tr.DialContext = handshakeDeadline(traceDial(tlsDial(dialer, ts.cfg.RootCAs, ts.cfg.ConnectTimeout)), ts.cfg.ConnectTimeout)
+				tr.Proxy = proxyOfRequest
+				return tr
+			})
 		}
 		return ts.https
 	}
 	if ts.plain == nil {
-		ts.plain = ts.newTransport(ts.idleBudget())
-		ts.plain.Proxy = proxyOfRequest
+		ts.plain = ts.renewing(func() *http.Transport {
+			tr := ts.newTransport(ts.idleBudget())
+			tr.Proxy = proxyOfRequest
+			return tr
+		})
 	}
 	return ts.plain
 }
@@ -146,9 +160,9 @@ func newRoute(ts *transports, p *proxies.Proxy) *route {
 			if cfg.HostConcurrency > 0 {
 				perHost = min(perHost, cfg.HostConcurrency)
 			}
-			ts.direct = ts.newTransport(perHost)
+			ts.direct = ts.renewing(func() *http.Transport { return ts.newTransport(perHost) })
 		}
-		r.tr, rt = ts.direct, ts.direct
+		rt = ts.direct
 	} else {
 		r.id, r.pool, r.proxy = p.ID, p.Pool, p.URL
 		u := p.URL
@@ -157,8 +171,7 @@ func newRoute(ts *transports, p *proxies.Proxy) *route {
 			c.Scheme = "http" // over the TLS the dialer did
 			u = &c
 		}
-		r.tr = ts.forProxy(p.URL)
-		rtr := &routeTransport{tr: r.tr, proxy: u, gateway: u, rotate: rotates(cfg, p)}
+		rtr := &routeTransport{tr: ts.forProxy(p.URL), proxy: u, gateway: u, rotate: rotates(cfg, p)}
 		if u.User != nil && u.Scheme == "http" {
 			pass, _ := u.User.Password()
 			rtr.auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass))
@@ -184,7 +197,7 @@ func rotates(cfg *Config, p *proxies.Proxy) bool {
 
 // closeIdle closes the idle connections of every transport.
 func (ts *transports) closeIdle() {
-	for _, tr := range []*http.Transport{ts.direct, ts.plain, ts.https} {
+	for _, tr := range []*renewing{ts.direct, ts.plain, ts.https} {
 		if tr != nil {
 			tr.CloseIdleConnections()
 		}
@@ -197,7 +210,7 @@ func (ts *transports) closeIdle() {
 // in its Proxy-Authorization header and goes to the gateway's URL without
 // them, so that it may use any connection to the gateway (see transports).
 type routeTransport struct {
-	tr      *http.Transport
+	tr      *renewing
 	proxy   *url.URL // with its credentials
 	gateway *url.URL // for plain requests: without them when auth is set
 	auth    string   // Proxy-Authorization for plain requests; "" for none
