@@ -31,7 +31,14 @@ func (c clock) now() time.Time {
 	return c.c.Now()
 }
 
-func (c clock) since(t time.Time) time.Duration { return c.now().Sub(t) }
+// since is the time passed since t. On the real clock it reads only the
+// monotonic clock (time.Since), which costs half of time.Now.
+func (c clock) since(t time.Time) time.Duration {
+	if c.c == nil {
+		return time.Since(t)
+	}
+	return c.c.Now().Sub(t)
+}
 
 // afterFunc calls f in its own goroutine once d has passed, unless the
 // returned timer is stopped first.

@@ -30,12 +30,13 @@ func (e *Engine) newRequest(ctx context.Context, u *url.URL) (*http.Request, err
 	if err != nil {
 		return nil, err
 	}
-	target := *u
+	target := req.URL // parsed from "": a URL of the request's own, to copy u into
+	*target = *u
 	// The host's colon:port is normalized, as http.NewRequest does.
 	if strings.LastIndexByte(target.Host, ':') > strings.LastIndexByte(target.Host, ']') {
 		target.Host = strings.TrimSuffix(target.Host, ":")
 	}
-	req.URL, req.Host, req.Header = &target, target.Host, e.header
+	req.Host, req.Header = target.Host, e.header
 	if hs := e.header.Get("Host"); hs != "" {
 		req.Host = hs
 	}
