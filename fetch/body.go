@@ -10,11 +10,37 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 )
 
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+// copyBufferSize is the size of a body's copy buffer, io.Copy's own.
+const copyBufferSize = 32 << 10
+
+// buffers is a bounded free list of copy buffers. A sync.Pool would not
+// do: the garbage collector empties one at every cycle, and a fast run,
+// whose live heap is small, collects every few hundred URLs, so each copy
+// allocated its 32 KiB anew (a fifth of all the bytes a run allocated). It
+// keeps at most cap(free) buffers; more may be in use at once.
+type buffers struct{ free chan *[]byte }
+
+func newBuffers(n int) *buffers { return &buffers{free: make(chan *[]byte, n)} }
+
+func (b *buffers) get() *[]byte {
+	select {
+	case p := <-b.free:
+		return p
+	default:
+		p := make([]byte, copyBufferSize)
+		return &p
+	}
+}
+
+func (b *buffers) put(p *[]byte) {
+	select {
+	case b.free <- p:
+	default: // enough are kept
+	}
+}
 
 // readBody reads the whole body, within --max-body, into the save file when
 // --save-dir is set and to nowhere otherwise. It returns the bytes read,
@@ -67,8 +93,8 @@ func (e *Engine) copyBody(j *job, resp *http.Response, body io.Reader, head *hea
 	if head != nil {
 		dst = io.MultiWriter(dst, head)
 	}
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
+	bp := e.buffers.get()
+	defer e.buffers.put(bp)
 	src := body
 	if limit > 0 {
 		src = io.LimitReader(body, limit+1)

@@ -50,6 +50,7 @@ type Engine struct {
 	header   http.Header // every request's, from requestHeader
 
 	hostFails *hostFailures // --host-max-failures
+	buffers   *buffers      // the bodies' copy buffers
 
 	stopNow                    chan struct{} // closed by StopNow
 	stopOnce                   sync.Once
@@ -77,7 +78,9 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("fetch: timeout must be positive")
 	}
 	e := &Engine{cfg: cfg, redactor: proxies.NewRedactor(cfg.Proxies), retry: map[int]bool{}, stopNow: make(chan struct{}),
-		hostFails: newHostFailures(cfg.HostMaxFailures)}
+		hostFails: newHostFailures(cfg.HostMaxFailures),
+		// As many buffers kept as may be in use at once, up to 8 MiB.
+		buffers: newBuffers(min(cfg.Concurrency, 256))}
 	for _, s := range cfg.RetryStatus {
 		e.retry[s] = true
 	}
