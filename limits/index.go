@@ -154,10 +154,15 @@ func (h *wakeHeap) pop() wake {
 }
 
 // proxyLess orders proxies under the policy (best first); while draining,
-// fastest first, then under the policy. Call with s.mu held.
+// fastest first, then under the policy. A proxy whose pace is not known
+// (est 0: no attempt of it has succeeded yet) comes after those that have
+// shown theirs: it may be slow, or fail every attempt. Call with s.mu held.
 func (s *Local) proxyLess(i, j int32) bool {
 	pi, pj := &s.proxies[i], &s.proxies[j]
 	if s.draining && pi.est != pj.est {
+		if pi.est == 0 || pj.est == 0 {
+			return pj.est == 0
+		}
 		return pi.est < pj.est
 	}
 	switch s.policy {

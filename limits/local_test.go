@@ -418,6 +418,27 @@ func TestLeastInFlightIsByFill(t *testing.T) {
 // TestDrainHoldsBackSlowProxy: once the input has run out, a request waits
 // for the fast proxy rather than start on one that would finish it later.
 // Before Drain, the slow proxy takes it at once.
+// TestDrainPrefersKnownPace: once the input has run out, a request goes to
+// a proxy that has shown its pace before one that has not (which may be
+// slow, or failing every attempt), though the policy alone would pick the
+// unknown one; and the unknown one still takes a request when no other can.
+func TestDrainPrefersKnownPace(t *testing.T) {
+	const ms = time.Millisecond
+	r := newRun(t, limits.Config{
+		Budgets:  []limits.Spec{{Concurrency: 1}, {Concurrency: 1}},
+		BudgetOf: []int{0, 1},
+	})
+	r.play([]step{
+		{ask: []string{"a"}, avoid: []int{0}, grant: []string{"a@1"}}, // proxy 1 shows its pace ...
+		{at: 5 * ms, finish: []string{"a"}, outcome: limits.Success},  // ... 5ms; proxy 0 has shown none
+		{ask: []string{"x"}, grant: []string{"x@0"}},                  // before Drain the policy picks the less used proxy 0
+		{finish: []string{"x"}},                                       // (given back, no pace learned)
+		{drain: true},
+		{ask: []string{"y"}, grant: []string{"y@1"}}, // now the known pace first
+		{ask: []string{"z"}, grant: []string{"z@0"}}, // and the unknown one when it is the only one free
+	})
+}
+
 func TestDrainHoldsBackSlowProxy(t *testing.T) {
 	const ms = time.Millisecond
 	r := newRun(t, limits.Config{
