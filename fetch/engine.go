@@ -640,7 +640,7 @@ func (e *Engine) attempt(jobCtx context.Context, stop <-chan struct{}, j *job, a
 		coll.attempt(rt, j.host, res.ok, lease.ProxyInFlight, lease.HostInFlight, &spans)
 	}()
 
-	req, err := e.newRequest(tr.context(attemptCtx), j.url)
+	req, err := e.newRequest(tr.withHooks(attemptCtx), j.url)
 	if err != nil {
 		res.err = e.newError(PhaseRequest, KindOther, err.Error())
 		return res

@@ -43,7 +43,7 @@ const (
 // httptrace hooks may run concurrently and even after the attempt is over,
 // so every method locks, and nothing changes once finish has been called.
 type tracker struct {
-	// trace is the hooks of the attempt's requests (see context); sawByte
+	// trace is the hooks of the attempt's requests (see withHooks); sawByte
 	// is set when a byte of a response arrives.
 	trace   httptrace.ClientTrace
 	sawByte atomic.Bool
@@ -241,7 +241,7 @@ func (t *tracker) gotHeaders() {
 // for the dialer (see traceDial).
 type trackerKey struct{}
 
-// context returns ctx carrying the tracker and its request hooks. Redirects
+// withHooks returns ctx carrying the tracker and its request hooks. Redirects
 // run more requests in the same attempt; their phases add up. The hooks
 // are methods, made once per tracker, so that a hook costs a lock and no
 // allocation.
@@ -249,7 +249,7 @@ type trackerKey struct{}
 // The hooks of a dial (DNS, connect) are not among them: net/http would
 // make a closure for each on every request, though most requests reuse a
 // connection. The dialer asks for them, for the dials it makes (traceDial).
-func (t *tracker) context(ctx context.Context) context.Context {
+func (t *tracker) withHooks(ctx context.Context) context.Context {
 	return httptrace.WithClientTrace(context.WithValue(ctx, trackerKey{}, t), &t.trace)
 }
 

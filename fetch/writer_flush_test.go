@@ -1,12 +1,11 @@
 package fetch_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,25 +13,21 @@ import (
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
 )
 
-// writeCounter is an io.Writer that keeps what it is given and counts the
-// writes.
+// writeCounter is a lockedBuffer (hostile_test.go) that also counts the
+// writes it is given.
 type writeCounter struct {
-	mu     sync.Mutex
-	buf    bytes.Buffer
-	writes int
+	lockedBuffer
+	writes atomic.Int64
 }
 
 func (w *writeCounter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.writes++
-	return w.buf.Write(p)
+	w.writes.Add(1)
+	return w.lockedBuffer.Write(p)
 }
 
+// lines returns the lines written so far and the writes they took.
 func (w *writeCounter) lines() (int, int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.Count(w.buf.String(), "\n"), w.writes
+	return strings.Count(w.String(), "\n"), int(w.writes.Load())
 }
 
 // TestRecordsAreNotStale: a finished URL's record reaches the output
@@ -111,9 +106,9 @@ func TestRecordsAreWrittenInBlocks(t *testing.T) {
 	elapsed := time.Since(start)
 	n, writes := out.lines()
 	// At most one write per 64 KiB, one per flush delay, and the last.
-	most := out.buf.Len()/(64<<10) + int(elapsed/(50*time.Millisecond)) + 2
+	most := len(out.String())/(64<<10) + int(elapsed/(50*time.Millisecond)) + 2
 	if n != urls || writes > most {
 		t.Errorf("%d records in %d writes over %v, want %d in at most %d", n, writes, elapsed, urls, most)
 	}
-	t.Logf("%d records, %d bytes, in %d writes over %v", n, out.buf.Len(), writes, elapsed)
+	t.Logf("%d records, %d bytes, in %d writes over %v", n, len(out.String()), writes, elapsed)
 }
