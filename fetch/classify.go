@@ -23,20 +23,21 @@ var errLeaseLost = errors.New("lease lost: the coordinator could not renew it in
 var errTooLarge = errors.New("body larger than --max-body")
 
 // classify names the kind of an attempt's failure. phase is where the
-// attempt was when it failed; attemptCtx is the attempt's context and jobCtx
-// the URL's, whose causes say whether a timer or the deadline ended it.
-func classify(err error, phase string, attemptCtx, jobCtx context.Context) string {
-	if errors.Is(context.Cause(attemptCtx), errLeaseLost) || errors.Is(err, limits.ErrCoordinator) {
+// attempt was when it failed; ctx is the attempt's context, which holds the
+// URL's deadline, and cause is why the attempt's tracker cancelled it (a
+// per-phase timer, a lost lease), or nil.
+func classify(err error, phase string, ctx context.Context, cause error) string {
+	if errors.Is(cause, errLeaseLost) || errors.Is(err, limits.ErrCoordinator) {
 		// The coordinator could not be reached: waiting for a lease ran
 		// out of time, or a lease was lost and its attempt stopped.
 		return KindCoordinator
 	}
 	var pt *phaseTimeout
-	if errors.As(context.Cause(attemptCtx), &pt) {
+	if errors.As(cause, &pt) {
 		return KindTimeout
 	}
-	if jobCtx.Err() != nil {
-		if errors.Is(context.Cause(jobCtx), context.DeadlineExceeded) {
+	if ctx.Err() != nil {
+		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 			return KindDeadline
 		}
 		return KindCancelled

@@ -475,22 +475,24 @@ func (e *Engine) runJob(ctx, admit context.Context, j *job, coll *collector) *Re
 		rec.Error = &Error{Phase: PhaseInput, Kind: KindInvalid, Message: j.invalid}
 		return rec
 	}
-	jobCtx, cancel := context.WithTimeoutCause(ctx, e.cfg.Timeout, context.DeadlineExceeded)
-	defer cancel()
+	// The total deadline. Each attempt's context carries it (on the real
+	// clock, as context deadlines are), bounding its wait for a lease and
+	// all it does; a wait before a retry must end before it.
 	deadline := start.Add(e.cfg.Timeout)
+	ctxDeadline := time.Now().Add(e.cfg.Timeout)
 	// Waits (for a lease, before a retry) also end when admitting stops.
 	stop := admit.Done()
 
 	policy := e.retryPolicy()
 	var avoid []int
 	for {
-		res := e.attempt(jobCtx, stop, j, avoid, coll)
+		res := e.attempt(ctx, ctxDeadline, stop, j, avoid, coll)
 		if res.proxy >= 0 {
 			rec.Attempts++
 			avoid = append(avoid, res.proxy)
 		}
-		wait, again := policy.wait(jobCtx, rec.Attempts, res, deadline.Sub(clock.now()))
-		if again && admit.Err() == nil && clock.sleep(jobCtx, stop, wait) {
+		wait, again := policy.wait(ctx, rec.Attempts, res, deadline.Sub(clock.now()))
+		if again && admit.Err() == nil && clock.sleep(ctx, stop, wait) {
 			rec.Tries = append(rec.Tries, e.try(res))
 			continue
 		}
@@ -545,8 +547,12 @@ func (e *Engine) try(res result) Try {
 }
 
 // attempt makes one attempt: it waits for a lease, sends the request through
-// the leased route, reads the body, and gives the lease back only then.
-func (e *Engine) attempt(jobCtx context.Context, stop <-chan struct{}, j *job, avoid []int, coll *collector) (res result) {
+// the leased route, reads the body, and gives the lease back only then. All
+// of it runs under one context: ctx with the URL's deadline, cancelled when
+// the attempt is over (or by its tracker).
+func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan struct{}, j *job, avoid []int, coll *collector) (res result) {
+	ctx, cancel := context.WithDeadlineCause(ctx, deadline, context.DeadlineExceeded)
+	defer cancel() // runs last, once the lease is given back
 	clock := e.clock()
 	start := clock.now()
 	res.proxy = -1
@@ -562,7 +568,7 @@ func (e *Engine) attempt(jobCtx context.Context, stop <-chan struct{}, j *job, a
 	if skip() {
 		return res
 	}
-	lease, err := e.sched.Acquire(jobCtx, limits.Request{Host: j.host, Avoid: avoid, Stop: stop})
+	lease, err := e.sched.Acquire(ctx, limits.Request{Host: j.host, Avoid: avoid, Stop: stop})
 	if err == nil && skip() { // it went down while this waited
 		lease.Release()
 		return res
@@ -575,12 +581,12 @@ func (e *Engine) attempt(jobCtx context.Context, stop <-chan struct{}, j *job, a
 			e.stopForPool(pe)
 		}
 		switch {
-		case e.halted.Load() != nil && jobCtx.Err() == nil:
+		case e.halted.Load() != nil && ctx.Err() == nil:
 			// Stopped for the pool: the URL is not finished, and a
 			// resumed run (with a mended list) takes it again.
 			res.err = e.newError(PhaseQueue, KindCancelled, e.poolMessage(e.halted.Load()).Error())
-		case jobCtx.Err() != nil || !errors.Is(err, context.Canceled):
-			res.err = e.failure(err, PhaseQueue, jobCtx, jobCtx)
+		case ctx.Err() != nil || !errors.Is(err, context.Canceled):
+			res.err = e.failure(err, PhaseQueue, ctx, nil)
 			var we *limits.WaitError
 			if errors.As(err, &we) && res.err.Kind == KindDeadline {
 				res.err = e.newError(PhaseQueue, KindDeadline, fmt.Sprintf("%s: waited %s for a proxy: %s",
@@ -617,19 +623,17 @@ func (e *Engine) attempt(jobCtx context.Context, stop <-chan struct{}, j *job, a
 		e.takeEvents(coll)
 	}()
 
-	attemptCtx, cancel := context.WithCancelCause(jobCtx)
-	defer cancel(nil)
+	tr = newTracker(&e.cfg, rt.handshake(j.url), cancel)
+	tr.queued(clock.since(start))
 	if lease.Lost != nil { // a shared scheduler: the lease may be lost
 		go func() {
 			select {
 			case <-lease.Lost:
-				cancel(errLeaseLost)
-			case <-attemptCtx.Done(): // the attempt is over
+				tr.stop(errLeaseLost)
+			case <-ctx.Done(): // the attempt is over
 			}
 		}()
 	}
-	tr = newTracker(&e.cfg, rt.handshake(j.url), cancel)
-	tr.queued(clock.since(start))
 	defer func() {
 		phase, spans := tr.finish()
 		res.elapsed = clock.since(start)
@@ -640,7 +644,7 @@ func (e *Engine) attempt(jobCtx context.Context, stop <-chan struct{}, j *job, a
 		coll.attempt(rt, j.host, res.ok, lease.ProxyInFlight, lease.HostInFlight, &spans)
 	}()
 
-	req, err := e.newRequest(tr.withHooks(attemptCtx), j.url)
+	req, err := e.newRequest(tr.withHooks(ctx), j.url)
 	if err != nil {
 		res.err = e.newError(PhaseRequest, KindOther, err.Error())
 		return res
@@ -648,7 +652,7 @@ func (e *Engine) attempt(jobCtx context.Context, stop <-chan struct{}, j *job, a
 	tr.set(pConnect)
 	resp, err := rt.client.Do(req)
 	if err != nil {
-		res.err = e.failure(err, tr.current(), attemptCtx, jobCtx)
+		res.err = e.failure(err, tr.current(), ctx, tr.cause())
 		res.targetSide = targetSide(err)
 		res.rejected = credentialsRejected(err)
 		return res
@@ -662,7 +666,7 @@ func (e *Engine) attempt(jobCtx context.Context, stop <-chan struct{}, j *job, a
 	if rt.proxy == nil || resp.StatusCode != http.StatusProxyAuthRequired {
 		b, start, err := e.checkBan(resp, body)
 		if err != nil {
-			res.err = e.failure(err, tr.current(), attemptCtx, jobCtx)
+			res.err = e.failure(err, tr.current(), ctx, tr.cause())
 			return res
 		}
 		if b != nil {
@@ -689,7 +693,7 @@ func (e *Engine) attempt(jobCtx context.Context, stop <-chan struct{}, j *job, a
 	res.body = head
 	res.bytes = n
 	if err != nil {
-		res.err = e.failure(err, tr.current(), attemptCtx, jobCtx)
+		res.err = e.failure(err, tr.current(), ctx, tr.cause())
 		var se *saveError
 		res.final = errors.As(err, &se)
 		return res

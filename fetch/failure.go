@@ -13,14 +13,14 @@ import (
 )
 
 // failure is the error of an attempt that failed with err in phase: its
-// kind and message. attemptCtx is the attempt's context and jobCtx the
-// URL's, whose causes say whether a timer or the deadline ended it.
-func (e *Engine) failure(err error, phase string, attemptCtx, jobCtx context.Context) *Error {
-	kind := classify(err, phase, attemptCtx, jobCtx)
+// kind and message. ctx is the attempt's context and cause why its tracker
+// cancelled it, or nil (see classify).
+func (e *Engine) failure(err error, phase string, ctx context.Context, cause error) *Error {
+	kind := classify(err, phase, ctx, cause)
 	if kind == KindTooLarge && headersTooLarge(err) {
 		phase = PhaseHeaders // net/http may see the limit pass before the request is written
 	}
-	return e.newError(phase, kind, e.message(err, attemptCtx, jobCtx))
+	return e.newError(phase, kind, e.message(err, ctx, cause))
 }
 
 // newError makes an Error for a record. Every Error of an attempt is made
@@ -49,21 +49,19 @@ func (e *Engine) redactMessage(msg string) string {
 
 // message is the error text for a record: the cause of a timeout or
 // deadline where there is one.
-func (e *Engine) message(err error, attemptCtx, jobCtx context.Context) string {
-	if errors.Is(context.Cause(attemptCtx), errLeaseLost) {
+func (e *Engine) message(err error, ctx context.Context, cause error) string {
+	if errors.Is(cause, errLeaseLost) {
 		return errLeaseLost.Error()
 	}
 	if errors.Is(err, limits.ErrCoordinator) {
 		return err.Error() // names the coordinator's address, never a password
 	}
-	if c := context.Cause(attemptCtx); c != nil && !errors.Is(c, context.Canceled) {
-		var pt *phaseTimeout
-		if errors.As(c, &pt) {
-			return pt.Error()
-		}
+	var pt *phaseTimeout
+	if errors.As(cause, &pt) {
+		return pt.Error()
 	}
-	if jobCtx.Err() != nil {
-		if errors.Is(context.Cause(jobCtx), context.DeadlineExceeded) {
+	if ctx.Err() != nil {
+		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 			return fmt.Sprintf("total deadline of %s (-t) exceeded", e.cfg.Timeout)
 		}
 		return "interrupted"

@@ -154,7 +154,7 @@ func BenchmarkTracker(b *testing.B) {
 	cfg := DefaultConfig()
 	b.ReportAllocs()
 	for b.Loop() {
-		_, cancel := context.WithCancelCause(context.Background())
+		_, cancel := context.WithCancel(context.Background())
 		tr := newTracker(&cfg, false, cancel)
 		tr.queued(time.Microsecond)
 		ct, dt := &tr.trace, tr.dialTrace()
@@ -167,6 +167,6 @@ func BenchmarkTracker(b *testing.B) {
 		tr.gotHeaders()
 		tr.progress()
 		tr.finish()
-		cancel(nil)
+		cancel()
 	}
 }

@@ -39,7 +39,8 @@ const (
 )
 
 // tracker follows one attempt through its phases and enforces the per-phase
-// timeouts by cancelling the attempt's context with a *phaseTimeout cause.
+// timeouts by cancelling the attempt's context; why it did (a
+// *phaseTimeout, or errLeaseLost) is its cause.
 // httptrace hooks may run concurrently and even after the attempt is over,
 // so every method locks, and nothing changes once finish has been called.
 type tracker struct {
@@ -50,7 +51,8 @@ type tracker struct {
 
 	mu        sync.Mutex
 	clock     clock
-	cancel    context.CancelCauseFunc
+	cancel    context.CancelFunc // cancels the attempt's context
+	why       error              // why the tracker cancelled it, or nil
 	handshake bool // a proxy handshake follows the TCP connect (CONNECT, SOCKS, TLS to the proxy)
 	phase     int
 	since     time.Time
@@ -74,7 +76,7 @@ type tracker struct {
 	flag    string
 }
 
-func newTracker(cfg *Config, handshake bool, cancel context.CancelCauseFunc) *tracker {
+func newTracker(cfg *Config, handshake bool, cancel context.CancelFunc) *tracker {
 	t := &tracker{
 		clock:        clock{cfg.Clock},
 		cancel:       cancel,
@@ -216,7 +218,32 @@ func (t *tracker) fire() {
 		return
 	}
 	t.timerOn = false
-	t.cancel(&phaseTimeout{phase: Phases[max(t.phase, pQueue)], limit: t.limit, flag: t.flag})
+	t.stopLocked(&phaseTimeout{phase: Phases[max(t.phase, pQueue)], limit: t.limit, flag: t.flag})
+}
+
+// stop cancels the attempt with cause, unless it is over or was already
+// cancelled: the first cause stays.
+func (t *tracker) stop(cause error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stopLocked(cause)
+}
+
+func (t *tracker) stopLocked(cause error) {
+	if t.done || t.why != nil {
+		return
+	}
+	t.why = cause
+	t.cancel()
+}
+
+// cause is why the tracker cancelled the attempt, or nil when it did not.
+// An attempt's error comes after its context is cancelled, and so after
+// the cause is set.
+func (t *tracker) cause() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.why
 }
 
 // progress notes bytes moving and restarts the idle clock.

@@ -32,8 +32,8 @@ type trackerRun struct {
 func newTrackerRun(t *testing.T, cfg Config, handshake bool) *trackerRun {
 	r := &trackerRun{clock: clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))}
 	cfg.Clock = r.clock
-	ctx, cancel := context.WithCancelCause(context.Background())
-	t.Cleanup(func() { cancel(nil) })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	r.ctx, r.tr = ctx, newTracker(&cfg, handshake, cancel)
 	r.ct, r.dt = &r.tr.trace, r.tr.dialTrace()
 	return r
@@ -78,8 +78,11 @@ func (r *trackerRun) run(t *testing.T, steps []trackerStep) {
 		r.call(t, s.hook)
 		r.clock.Advance(s.advance)
 		cause := ""
-		if c := context.Cause(r.ctx); c != nil {
+		if c := r.tr.cause(); c != nil {
 			cause = c.Error()
+		}
+		if (r.ctx.Err() != nil) != (cause != "") {
+			t.Fatalf("step %d (%s, +%s): context error %v with cause %q", i, s.hook, s.advance, r.ctx.Err(), cause)
 		}
 		if cause != s.cause {
 			t.Fatalf("step %d (%s, +%s): cause %q, want %q", i, s.hook, s.advance, cause, s.cause)
