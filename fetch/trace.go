@@ -53,7 +53,7 @@ type tracker struct {
 	clock     clock
 	cancel    context.CancelFunc // cancels the attempt's context
 	why       error              // why the tracker cancelled it, or nil
-	handshake bool // a proxy handshake follows the TCP connect (CONNECT, SOCKS, TLS to the proxy)
+	handshake bool               // a proxy handshake follows the TCP connect (CONNECT, SOCKS, TLS to the proxy)
 	phase     int
 	since     time.Time
 	spent     [numPhases]time.Duration
