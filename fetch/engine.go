@@ -361,6 +361,7 @@ func (e *Engine) fetch(admit, work, stages context.Context, jobs <-chan *job, re
 		endOnce sync.Once
 	)
 	worker := func() error { // counted idle when started
+		tr := newTracker(&e.cfg) // for every attempt of this worker's
 		for {
 			j, ok := take(admit, jobs)
 			if idle.Add(-1) == 0 && ok {
@@ -374,7 +375,7 @@ func (e *Engine) fetch(admit, work, stages context.Context, jobs <-chan *job, re
 				return nil
 			}
 			e.inFlight.Add(1)
-			rec := e.runJob(work, admit, j, coll)
+			rec := e.runJob(work, admit, j, tr, coll)
 			e.inFlight.Add(-1)
 			select {
 			case records <- rec:
@@ -465,7 +466,7 @@ func (e *Engine) write(w RecordWriter, records <-chan *Record, coll *collector) 
 // runJob fetches one URL line within its total deadline and returns its
 // record. Attempts run under ctx (which outlives an interrupt by the grace
 // period); waits for a permit or a retry end when admit does.
-func (e *Engine) runJob(ctx, admit context.Context, j *job, coll *collector) *Record {
+func (e *Engine) runJob(ctx, admit context.Context, j *job, tr *tracker, coll *collector) *Record {
 	clock := e.clock()
 	start := clock.now()
 	rec := &Record{URL: j.shown, Input: j.input, Line: j.line, Tries: []Try{}} // Phases: from fill
@@ -486,7 +487,7 @@ func (e *Engine) runJob(ctx, admit context.Context, j *job, coll *collector) *Re
 	policy := e.retryPolicy()
 	var avoid []int
 	for {
-		res := e.attempt(ctx, ctxDeadline, stop, j, avoid, coll)
+		res := e.attempt(ctx, ctxDeadline, stop, j, avoid, tr, coll)
 		if res.proxy >= 0 {
 			rec.Attempts++
 			avoid = append(avoid, res.proxy)
@@ -550,7 +551,7 @@ func (e *Engine) try(res result) Try {
 // the leased route, reads the body, and gives the lease back only then. All
 // of it runs under one context: ctx with the URL's deadline, cancelled when
 // the attempt is over (or by its tracker).
-func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan struct{}, j *job, avoid []int, coll *collector) (res result) {
+func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan struct{}, j *job, avoid []int, tr *tracker, coll *collector) (res result) {
 	ctx, cancel := context.WithDeadlineCause(ctx, deadline, context.DeadlineExceeded)
 	defer cancel() // runs last, once the lease is given back
 	clock := e.clock()
@@ -599,8 +600,8 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 	}
 	res.proxy = lease.Proxy
 	rt := e.routes[lease.Proxy]
-	var tr *tracker // set below, before anything can fail
-	defer func() {  // runs last: after the body is closed
+	gen := tr.begin(rt.handshake(j.url), cancel)
+	defer func() { // runs last: after the body is closed
 		sawByte := tr.sawByte.Load()
 		switch {
 		case noResponse(rt, res, sawByte):
@@ -623,13 +624,12 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 		e.takeEvents(coll)
 	}()
 
-	tr = newTracker(&e.cfg, rt.handshake(j.url), cancel)
 	tr.queued(clock.since(start))
 	if lease.Lost != nil { // a shared scheduler: the lease may be lost
 		go func() {
 			select {
 			case <-lease.Lost:
-				tr.stop(errLeaseLost)
+				tr.stop(gen, errLeaseLost)
 			case <-ctx.Done(): // the attempt is over
 			}
 		}()
@@ -659,7 +659,8 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 	}
 	tr.gotHeaders()
 	res.status = resp.StatusCode
-	body := &progressReader{r: resp.Body, t: tr}
+	body := &tr.body
+	body.r = resp.Body
 	defer resp.Body.Close()
 
 	var rest io.Reader = body // the body still to be read

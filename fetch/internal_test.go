@@ -152,12 +152,13 @@ func BenchmarkReadInput(b *testing.B) {
 // attempt.
 func BenchmarkTracker(b *testing.B) {
 	cfg := DefaultConfig()
+	tr := newTracker(&cfg) // a worker's, for all its attempts
 	b.ReportAllocs()
 	for b.Loop() {
 		_, cancel := context.WithCancel(context.Background())
-		tr := newTracker(&cfg, false, cancel)
+		gen := tr.begin(false, cancel)
 		tr.queued(time.Microsecond)
-		ct, dt := &tr.trace, tr.dialTrace()
+		ct, dt := &tr.trace, tr.dialTrace(gen)
 		tr.set(pConnect)
 		ct.GetConn("a.example:80")
 		dt.ConnectStart("tcp", "127.0.0.1:80")

@@ -38,9 +38,11 @@ const (
 	pNone = -1
 )
 
-// tracker follows one attempt through its phases and enforces the per-phase
+// tracker follows an attempt through its phases and enforces the per-phase
 // timeouts by cancelling the attempt's context; why it did (a
-// *phaseTimeout, or errLeaseLost) is its cause.
+// *phaseTimeout, or errLeaseLost) is its cause. A worker keeps one tracker
+// for all its attempts, one after the other (begin starts each), so that
+// an attempt allocates no hooks and no timer.
 // httptrace hooks may run concurrently and even after the attempt is over,
 // so every method locks, and nothing changes once finish has been called.
 type tracker struct {
@@ -48,9 +50,11 @@ type tracker struct {
 	// is set when a byte of a response arrives.
 	trace   httptrace.ClientTrace
 	sawByte atomic.Bool
+	body    progressReader // the attempt's response body
 
 	mu        sync.Mutex
 	clock     clock
+	gen       uint64             // counts begin: which attempt is being tracked
 	cancel    context.CancelFunc // cancels the attempt's context
 	why       error              // why the tracker cancelled it, or nil
 	handshake bool               // a proxy handshake follows the TCP connect (CONNECT, SOCKS, TLS to the proxy)
@@ -66,26 +70,30 @@ type tracker struct {
 	connected bool
 
 	connectLimit, headerLimit, idleLimit time.Duration
-	// timer is the per-phase timer: the connect, header and idle limits
-	// follow one another, never two at once, so one timer serves them all,
-	// re-armed by arm for the one in force (limit and flag since armed).
+	// The per-phase limit in force, if timerOn: limit, set by flag, counts
+	// from armed. The connect, header and idle limits follow one another,
+	// never two at once, so one timer serves them all, and lazily: it is
+	// moved only when a limit runs out sooner than it is set for (at). When
+	// it goes off early, as it does when the idle clock restarts, it is set
+	// again for what is left.
 	timer   Timer
+	running bool // timer is set, for at
+	at      time.Time
 	timerOn bool
 	armed   time.Time
 	limit   time.Duration
 	flag    string
 }
 
-func newTracker(cfg *Config, handshake bool, cancel context.CancelFunc) *tracker {
+func newTracker(cfg *Config) *tracker {
 	t := &tracker{
 		clock:        clock{cfg.Clock},
-		cancel:       cancel,
-		handshake:    handshake,
-		phase:        pNone,
+		done:         true,
 		connectLimit: cfg.ConnectTimeout,
 		headerLimit:  cfg.HeaderTimeout,
 		idleLimit:    cfg.IdleTimeout,
 	}
+	t.body.t = t
 	t.trace = httptrace.ClientTrace{
 		GetConn:              t.getConn,
 		TLSHandshakeStart:    t.tlsHandshakeStart,
@@ -94,6 +102,19 @@ func newTracker(cfg *Config, handshake bool, cancel context.CancelFunc) *tracker
 		GotFirstResponseByte: t.gotFirstByte,
 	}
 	return t
+}
+
+// begin starts tracking an attempt, whose context cancel cancels, once the
+// last one has finished; it returns the attempt's generation, for stop.
+func (t *tracker) begin(handshake bool, cancel context.CancelFunc) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.gen++
+	t.cancel, t.why, t.handshake = cancel, nil, handshake
+	t.phase, t.since, t.done, t.connected, t.timerOn = pNone, time.Time{}, false, false, false
+	t.spent, t.seen = [numPhases]time.Duration{}, [numPhases]bool{}
+	t.sawByte.Store(false)
+	return t.gen
 }
 
 // queued records time spent waiting for the lease.
@@ -165,6 +186,7 @@ func (t *tracker) finish() (string, spans) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	last := t.phase
+	t.body.r = nil
 	if !t.done {
 		t.enter(pNone)
 		t.done = true
@@ -182,51 +204,64 @@ func (t *tracker) finish() (string, spans) {
 	return Phases[last], s
 }
 
-// disarm stops the per-phase timer. Call with t.mu held.
-func (t *tracker) disarm() {
-	if t.timerOn {
-		t.timer.Stop()
-		t.timerOn = false
-	}
-}
+// disarm lifts the per-phase limit in force. The timer stays set: it goes
+// off for nothing, or for the next limit (see arm). Call with t.mu held.
+func (t *tracker) disarm() { t.timerOn = false }
 
-// arm (re)starts the per-phase timer for limit, set by flag, in place of
-// the limit in force, counting from the moment the phase in force began
-// (every caller has just entered it: this saves reading the clock again).
-// When it runs out it cancels the attempt with the phase the attempt is in
-// by then. Call with t.mu held.
+// arm puts the per-phase limit, set by flag, in force in place of the one
+// in force, counting from the moment the phase in force began (every caller
+// has just entered it: this saves reading the clock again). When it runs
+// out it cancels the attempt with the phase the attempt is in by then.
+// Call with t.mu held.
 func (t *tracker) arm(limit time.Duration, flag string) {
-	t.disarm()
+	t.timerOn = false
 	if t.done || limit <= 0 {
 		return
 	}
 	t.limit, t.flag, t.armed, t.timerOn = limit, flag, t.since, true
-	if t.timer != nil {
-		t.timer.Reset(limit)
-		return
-	}
-	t.timer = t.clock.afterFunc(limit, t.fire)
+	t.setTimer(t.since.Add(limit))
 }
 
-// fire is the per-phase timer running out. A timer that went off as it
-// was stopped or re-armed finds timerOn cleared, or less than the new
-// limit gone since it was armed, and does nothing.
+// setTimer has the timer go off by due. Call with t.mu held.
+func (t *tracker) setTimer(due time.Time) {
+	switch {
+	case t.timer == nil:
+		t.timer = t.clock.afterFunc(due.Sub(t.clock.now()), t.fire)
+	case t.running && !due.Before(t.at):
+		return // it goes off in time, and fire sets it again if need be
+	default:
+		t.timer.Reset(due.Sub(t.clock.now()))
+	}
+	t.running, t.at = true, due
+}
+
+// fire is the timer going off. When the limit in force has run out it
+// cancels the attempt; when it has not (the idle clock restarted since,
+// or a limit that ends later took over) it sets the timer again for what is
+// left; with no limit in force it does nothing.
 func (t *tracker) fire() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.done || !t.timerOn || t.clock.since(t.armed) < t.limit {
+	t.running = false
+	if t.done || !t.timerOn {
+		return
+	}
+	if left := t.limit - t.clock.since(t.armed); left > 0 {
+		t.setTimer(t.clock.now().Add(left))
 		return
 	}
 	t.timerOn = false
 	t.stopLocked(&phaseTimeout{phase: Phases[max(t.phase, pQueue)], limit: t.limit, flag: t.flag})
 }
 
-// stop cancels the attempt with cause, unless it is over or was already
+// stop cancels attempt gen with cause, unless it is over or was already
 // cancelled: the first cause stays.
-func (t *tracker) stop(cause error) {
+func (t *tracker) stop(gen uint64, cause error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.stopLocked(cause)
+	if gen == t.gen {
+		t.stopLocked(cause)
+	}
 }
 
 func (t *tracker) stopLocked(cause error) {
@@ -246,13 +281,13 @@ func (t *tracker) cause() error {
 	return t.why
 }
 
-// progress notes bytes moving and restarts the idle clock.
+// progress notes bytes moving and restarts the idle clock. It leaves the
+// timer be: set for the old end, it goes off early and is set again.
 func (t *tracker) progress() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.done && t.timerOn && t.flag == idleFlag {
 		t.armed = t.clock.now()
-		t.timer.Reset(t.idleLimit)
 	}
 }
 
@@ -264,29 +299,58 @@ func (t *tracker) gotHeaders() {
 	t.arm(t.idleLimit, idleFlag)
 }
 
-// trackerKey is the context key under which a request carries its tracker,
-// for the dialer (see traceDial).
+// trackerKey is the context key under which a request carries its attempt
+// (a *hooked), for the dialer (see traceDial).
 type trackerKey struct{}
 
-// withHooks returns ctx carrying the tracker and its request hooks. Redirects
-// run more requests in the same attempt; their phases add up. The hooks
-// are methods, made once per tracker, so that a hook costs a lock and no
-// allocation.
+// hooked is the context of an attempt's requests: the attempt's context,
+// with the tracker and which of its attempts this is. A dial goes on with
+// the context of the request that started it, perhaps into a later
+// attempt: its hooks are for this one only.
+type hooked struct {
+	context.Context
+	t   *tracker
+	gen uint64
+}
+
+func (h *hooked) Value(key any) any {
+	if key == (trackerKey{}) {
+		return h
+	}
+	return h.Context.Value(key)
+}
+
+// withHooks returns ctx carrying the tracker's attempt and its request
+// hooks. Redirects run more requests in the same attempt; their phases add
+// up. The hooks are methods, made once per tracker, so that a hook costs a
+// lock and no allocation.
 //
 // The hooks of a dial (DNS, connect) are not among them: net/http would
 // make a closure for each on every request, though most requests reuse a
 // connection. The dialer asks for them, for the dials it makes (traceDial).
 func (t *tracker) withHooks(ctx context.Context) context.Context {
-	return httptrace.WithClientTrace(context.WithValue(ctx, trackerKey{}, t), &t.trace)
+	t.mu.Lock()
+	gen := t.gen
+	t.mu.Unlock()
+	return httptrace.WithClientTrace(&hooked{Context: ctx, t: t, gen: gen}, &t.trace)
 }
 
-// dialTrace returns the hooks of one dial: its DNS lookup and TCP connect.
-func (t *tracker) dialTrace() *httptrace.ClientTrace {
+// dialHooks are the hooks of one dial, for attempt gen of t: its DNS
+// lookup and TCP connect. A dial's hooks may come late, when its attempt is
+// over and the next one has begun; they are ignored then.
+type dialHooks struct {
+	t   *tracker
+	gen uint64
+}
+
+// dialTrace returns the hooks of a dial for attempt gen.
+func (t *tracker) dialTrace(gen uint64) *httptrace.ClientTrace {
+	d := &dialHooks{t: t, gen: gen}
 	return &httptrace.ClientTrace{
-		DNSStart:     t.dnsStart,
-		DNSDone:      t.dnsDone,
-		ConnectStart: t.connectStart,
-		ConnectDone:  t.connectDone,
+		DNSStart:     d.dnsStart,
+		DNSDone:      d.dnsDone,
+		ConnectStart: d.connectStart,
+		ConnectDone:  d.connectDone,
 	}
 }
 
@@ -294,11 +358,12 @@ func (t *tracker) dialTrace() *httptrace.ClientTrace {
 // the request that started it, when there is one. net/http dials with the
 // values of that request's context, and goes on with a dial in the
 // background when the request took another connection: the tracker's
-// hooks then come late, and it ignores them (see tracker.connected).
+// hooks then come late, and it ignores them (see tracker.connected and
+// dialHooks).
 func traceDial(dial dialFunc) dialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if t, ok := ctx.Value(trackerKey{}).(*tracker); ok {
-			ctx = httptrace.WithClientTrace(ctx, t.dialTrace())
+		if h, ok := ctx.Value(trackerKey{}).(*hooked); ok {
+			ctx = httptrace.WithClientTrace(ctx, h.t.dialTrace(h.gen))
 		}
 		return dial(ctx, network, addr)
 	}
@@ -318,37 +383,52 @@ func (t *tracker) getConn(string) {
 	t.arm(t.connectLimit, "--connect-timeout")
 }
 
-// setup moves to phase p from a connection-setup hook, unless the request
-// already has its connection: a dial it started may go on in the
-// background, and its hooks come late.
-func (t *tracker) setup(p int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.done && !t.connected {
+// setup moves to phase p from a connection-setup hook of attempt gen,
+// unless the request already has its connection: a dial it started may go
+// on in the background, and its hooks come late. Call with t.mu held.
+func (t *tracker) setup(gen uint64, p int) {
+	if gen == t.gen && !t.done && !t.connected {
 		t.enter(p)
 	}
 }
 
-func (t *tracker) dnsStart(httptrace.DNSStartInfo) { t.setup(pDNS) }
-func (t *tracker) dnsDone(httptrace.DNSDoneInfo)   { t.setup(pConnect) }
-func (t *tracker) tlsHandshakeStart()              { t.setup(pTLS) }
-
-func (t *tracker) connectStart(string, string) {
+// tlsHandshakeStart is a request hook, for whichever attempt is being
+// tracked: a handshake of a dial that outlived its attempt moves the next
+// one to tls only while that one waits for a connection, and net/http
+// gives the connection to the first request waiting for one.
+func (t *tracker) tlsHandshakeStart() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.done && !t.connected && t.phase != pDNS {
-		t.enter(pConnect)
+	t.setup(t.gen, pTLS)
+}
+
+func (d *dialHooks) dnsStart(httptrace.DNSStartInfo) { d.move(pDNS) }
+func (d *dialHooks) dnsDone(httptrace.DNSDoneInfo)   { d.move(pConnect) }
+
+func (d *dialHooks) move(p int) {
+	d.t.mu.Lock()
+	defer d.t.mu.Unlock()
+	d.t.setup(d.gen, p)
+}
+
+func (d *dialHooks) connectStart(string, string) {
+	d.t.mu.Lock()
+	defer d.t.mu.Unlock()
+	if d.t.phase != pDNS {
+		d.t.setup(d.gen, pConnect)
 	}
 }
 
-func (t *tracker) connectDone(_, _ string, err error) {
+func (d *dialHooks) connectDone(_, _ string, err error) {
 	if err != nil {
 		return
 	}
-	if t.handshake {
-		t.setup(pProxy)
+	d.t.mu.Lock()
+	defer d.t.mu.Unlock()
+	if d.t.handshake {
+		d.t.setup(d.gen, pProxy)
 	} else {
-		t.setup(pRequest)
+		d.t.setup(d.gen, pRequest)
 	}
 }
 

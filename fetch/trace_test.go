@@ -34,8 +34,9 @@ func newTrackerRun(t *testing.T, cfg Config, handshake bool) *trackerRun {
 	cfg.Clock = r.clock
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	r.ctx, r.tr = ctx, newTracker(&cfg, handshake, cancel)
-	r.ct, r.dt = &r.tr.trace, r.tr.dialTrace()
+	r.ctx, r.tr = ctx, newTracker(&cfg)
+	gen := r.tr.begin(handshake, cancel)
+	r.ct, r.dt = &r.tr.trace, r.tr.dialTrace(gen)
 	return r
 }
 
@@ -228,5 +229,63 @@ func TestTrackerIgnoresLateHooks(t *testing.T) {
 	}
 	if _, ok := phases[PhaseTLS]; ok {
 		t.Errorf("a late TLS hook was counted: %v", phases)
+	}
+}
+
+// TestTrackerShorterLimitAfterLonger has a short limit follow a long one:
+// the timer, set lazily, must be moved sooner for it; and a long limit
+// after a short one must not fire at the short one's end.
+func TestTrackerShorterLimitAfterLonger(t *testing.T) {
+	const ns = time.Nanosecond
+	cfg := DefaultConfig()
+	cfg.ConnectTimeout, cfg.IdleTimeout, cfg.HeaderTimeout = 50*time.Millisecond, time.Second, 100*time.Millisecond
+	r := newTrackerRun(t, cfg, false)
+	r.run(t, []trackerStep{
+		{hook: "GetConn", advance: 40 * time.Millisecond},          // connect: 50ms
+		{hook: "GotConn", advance: 10 * time.Millisecond},          // idle: 1s, past the connect limit's end
+		{hook: "WroteRequest", advance: 100*time.Millisecond - ns}, // headers: 100ms, sooner than the idle end
+		{advance: ns, cause: "no progress in headers for 100ms (--header-timeout)"},
+	})
+}
+
+// TestTrackerReused runs two attempts on one tracker, as a worker does:
+// what is left of the first (its timer, a dial of its own still going on,
+// a lost lease told late) must not touch the second.
+func TestTrackerReused(t *testing.T) {
+	const limit = 300 * time.Millisecond
+	cfg := DefaultConfig()
+	cfg.ConnectTimeout, cfg.HeaderTimeout, cfg.IdleTimeout = limit, limit, limit
+	r := newTrackerRun(t, cfg, false)
+	first := r.tr.gen
+	oldDial := r.dt
+	r.run(t, []trackerStep{
+		{hook: "GetConn", advance: 10 * time.Millisecond},
+		{hook: "GotConn reused", advance: 20 * time.Millisecond},
+		{hook: "WroteRequest", advance: limit / 2}, // the timer is set for the header limit
+	})
+	r.tr.finish()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r.ctx = ctx
+	r.tr.begin(false, cancel)
+	if r.tr.current() != PhaseQueue || r.tr.cause() != nil || r.tr.sawByte.Load() {
+		t.Fatalf("a new attempt starts in %s, cause %v, sawByte %v", r.tr.current(), r.tr.cause(), r.tr.sawByte.Load())
+	}
+	r.tr.stop(first, errLeaseLost) // the first attempt's lease, lost too late
+	r.run(t, []trackerStep{
+		{hook: "GetConn", advance: 5 * time.Millisecond, phase: PhaseConnect},
+	})
+	oldDial.ConnectStart("tcp", "127.0.0.1:80") // the first attempt's dial
+	oldDial.ConnectDone("tcp", "127.0.0.1:80", nil)
+	r.run(t, []trackerStep{
+		// The first attempt's header limit would end here: nothing happens.
+		{advance: limit/2 + 5*time.Millisecond, phase: PhaseConnect},
+		{advance: limit - limit/2 - 10*time.Millisecond - time.Nanosecond, phase: PhaseConnect},
+		{advance: time.Nanosecond, cause: "no progress in connect for 300ms (--connect-timeout)"},
+	})
+	_, sp := r.tr.finish()
+	if want := (PhaseTimes{PhaseConnect: 300}); !maps.Equal(sp.times(), want) {
+		t.Errorf("second attempt's phases %v, want only its own connect of 300ms", sp.times())
 	}
 }
