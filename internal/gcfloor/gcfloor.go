@@ -1,0 +1,130 @@
+// Package gcfloor keeps the Go garbage collector from running more often
+// than every Floor bytes of allocation while the live heap is small.
+//
+// With GOGC=100 a collection starts when the heap has grown by as much as
+// was live after the last one. A bulk fetcher keeps a few megabytes live
+// and allocates a few kilobytes per URL, so it collects every few hundred
+// URLs, and the fixed cost of each cycle (finding the roots, the stacks of
+// every worker) becomes a large part of its CPU time. Floor raises the
+// growth allowed before a collection to at least Floor bytes; a heap whose
+// live part is larger than Floor is collected as GOGC says. Memory goes up
+// by at most Floor, CPU time spent collecting down by as much as
+// Floor/live.
+//
+// This is the effect of a heap ballast without the ballast: after each
+// collection the GOGC percentage is set so that the next one starts at
+// live+Floor (see percent), or at base when that is more, where base is
+// the percentage in force when the floor was put in place.
+package gcfloor
+
+import (
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+)
+
+// heapMinimum is the runtime's smallest heap goal at GOGC=100; it scales
+// with the percentage (the GC guide's "minimum total heap size"). Below it
+// the floor is reached with a smaller percentage than 100·Floor/live.
+const heapMinimum = 4 << 20
+
+// Floor is a floor put in place by Start.
+type Floor struct {
+	floor uint64
+	base  int
+
+	mu      sync.Mutex
+	stopped bool
+	percent int
+	sample  []metrics.Sample
+}
+
+// sentinel is garbage made to be found at the next collection: its
+// finalizer runs once per cycle. It is big enough, and holds a pointer, so
+// that it never shares a tiny-allocator block with live data.
+type sentinel struct {
+	p *Floor
+	_ [16]byte
+}
+
+// Start puts a floor of floor bytes in place until Stop. A base percentage
+// of 0 or less (GOGC=off) is left alone: Start does nothing then.
+func Start(floor uint64) *Floor {
+	f := &Floor{floor: floor, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	gogc := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(gogc)
+	f.base = int(gogc[0].Value.Uint64()) // 0 for GOGC=off
+	f.percent = f.base
+	if f.base <= 0 || floor == 0 {
+		f.stopped = true
+		return f
+	}
+	f.tune()
+	f.arm()
+	return f
+}
+
+// Stop lifts the floor: the percentage goes back to the base.
+func (f *Floor) Stop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return
+	}
+	f.stopped = true
+	debug.SetGCPercent(f.base)
+}
+
+// Percent is the GOGC percentage in force.
+func (f *Floor) Percent() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.percent
+}
+
+func (f *Floor) arm() {
+	runtime.SetFinalizer(&sentinel{p: f}, func(*sentinel) { f.collected() })
+}
+
+// collected runs after each collection: it sets the percentage for the
+// live heap that collection found, and waits for the next.
+func (f *Floor) collected() {
+	if f.tune() {
+		f.arm()
+	}
+}
+
+// tune sets the percentage for the live heap, and reports whether the
+// floor is still in place.
+func (f *Floor) tune() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return false
+	}
+	metrics.Read(f.sample)
+	live := uint64(0)
+	if f.sample[0].Value.Kind() == metrics.KindUint64 {
+		live = f.sample[0].Value.Uint64()
+	}
+	p := max(percent(live, f.floor), f.base)
+	// Setting the percentage has a cost of its own: leave small changes.
+	if p != f.percent && (p < f.percent*9/10 || p > f.percent*11/10 || p == f.base) {
+		debug.SetGCPercent(p)
+		f.percent = p
+	}
+	return true
+}
+
+// percent is the percentage whose heap goal for live bytes live is
+// live+floor: 100·floor/live, or, while the runtime's minimum goal at that
+// percentage would be larger, the percentage that makes the minimum
+// live+floor.
+func percent(live, floor uint64) int {
+	byMinimum := (live + floor) * 100 / heapMinimum
+	if live == 0 {
+		return int(byMinimum)
+	}
+	return int(min(floor*100/live, byMinimum))
+}

@@ -1,0 +1,102 @@
+package gcfloor
+
+import (
+	"runtime"
+	"runtime/debug"
+	"testing"
+)
+
+var sink []byte
+
+// collections returns how many collections allocating n bytes in 1 KiB
+// pieces took.
+func collections(n int) uint32 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n / 1024 {
+		sink = make([]byte, 1024)
+	}
+	runtime.ReadMemStats(&after)
+	return after.NumGC - before.NumGC
+}
+
+// TestFloorCollectsLessOften allocates the same garbage with a small live
+// heap, with and without a floor of 32 MiB: with it, there are fewer
+// collections; after Stop the percentage is back where it was.
+func TestFloorCollectsLessOften(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	runtime.GC()
+	const garbage = 256 << 20
+	without := collections(garbage)
+
+	f := Start(32 << 20)
+	runtime.GC() // the floor is set for what this collection finds live
+	with := collections(garbage)
+	if p := f.Percent(); p <= 100 {
+		t.Errorf("percentage %d with a small live heap and a floor of 32 MiB, want more than 100", p)
+	}
+	f.Stop()
+	if p := debug.SetGCPercent(100); p != 100 {
+		t.Errorf("percentage %d after Stop, want the base 100", p)
+	}
+	t.Logf("collections for %d MiB of garbage: %d without the floor, %d with it", garbage>>20, without, with)
+	if with*2 > without {
+		t.Errorf("%d collections with the floor, %d without: want at most half", with, without)
+	}
+}
+
+// TestFloorLeavesBigHeaps keeps more than the floor live: the percentage
+// stays the base.
+func TestFloorLeavesBigHeaps(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	live := make([][]byte, 64)
+	for i := range live {
+		live[i] = make([]byte, 1<<20)
+	}
+	f := Start(8 << 20)
+	defer f.Stop()
+	runtime.GC()
+	collections(64 << 20)
+	if p := f.Percent(); p != 100 {
+		t.Errorf("percentage %d with 64 MiB live and a floor of 8 MiB, want 100", p)
+	}
+	runtime.KeepAlive(live)
+}
+
+// TestFloorOff leaves GOGC=off alone.
+func TestFloorOff(t *testing.T) {
+	old := debug.SetGCPercent(-1)
+	defer debug.SetGCPercent(old)
+	f := Start(8 << 20)
+	defer f.Stop()
+	if p := debug.SetGCPercent(-1); p != -1 {
+		t.Errorf("percentage %d after Start with GOGC=off, want -1", p)
+	}
+}
+
+// TestPercent: the heap goal of the percentage chosen is live+floor, both
+// by GOGC (live·(1+p/100)) and by the runtime's minimum (4 MiB·p/100),
+// whichever is larger.
+func TestPercent(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		live, floor uint64
+		want        int
+	}{
+		{live: 3 * mib, floor: 8 * mib, want: 266},   // 800/3; the minimum 10.7 MiB is below 11
+		{live: 200 << 10, floor: 8 * mib, want: 204}, // the minimum decides: 4 MiB·2.04 = 8.2 MiB
+		{live: 0, floor: 8 * mib, want: 200},
+		{live: 16 * mib, floor: 8 * mib, want: 50}, // below the base: the base is kept
+	} {
+		if got := percent(tc.live, tc.floor); got != tc.want {
+			t.Errorf("percent(%d, %d) = %d, want %d", tc.live, tc.floor, got, tc.want)
+		}
+		p := uint64(percent(tc.live, tc.floor))
+		goal := max(tc.live+tc.live*p/100, heapMinimum*p/100)
+		if goal > tc.live+tc.floor+mib/8 {
+			t.Errorf("live %d, floor %d: percentage %d makes a goal of %d, more than live+floor", tc.live, tc.floor, p, goal)
+		}
+	}
+}
