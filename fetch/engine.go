@@ -476,18 +476,17 @@ func (e *Engine) runJob(ctx, admit context.Context, j *job, tr *tracker, coll *c
 		rec.Error = &Error{Phase: PhaseInput, Kind: KindInvalid, Message: j.invalid}
 		return rec
 	}
-	// The total deadline. Each attempt's context carries it (on the real
-	// clock, as context deadlines are), bounding its wait for a lease and
-	// all it does; a wait before a retry must end before it.
+	// The total deadline. Each attempt's context carries it, and the
+	// attempt's tracker enforces it on its wait for a lease and all it
+	// does; a wait before a retry must end before it.
 	deadline := start.Add(e.cfg.Timeout)
-	ctxDeadline := time.Now().Add(e.cfg.Timeout)
 	// Waits (for a lease, before a retry) also end when admitting stops.
 	stop := admit.Done()
 
 	policy := e.retryPolicy()
 	var avoid []int
 	for {
-		res := e.attempt(ctx, ctxDeadline, stop, j, avoid, tr, coll)
+		res := e.attempt(ctx, deadline, stop, j, avoid, tr, coll)
 		if res.proxy >= 0 {
 			rec.Attempts++
 			avoid = append(avoid, res.proxy)
@@ -549,11 +548,10 @@ func (e *Engine) try(res result) Try {
 
 // attempt makes one attempt: it waits for a lease, sends the request through
 // the leased route, reads the body, and gives the lease back only then. All
-// of it runs under one context: ctx with the URL's deadline, cancelled when
-// the attempt is over (or by its tracker).
+// of it runs under one context, which tr makes from ctx: it has the URL's
+// deadline, and is cancelled when the attempt is over or tr stops it (the
+// deadline, a per-phase limit, a lost lease).
 func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan struct{}, j *job, avoid []int, tr *tracker, coll *collector) (res result) {
-	ctx, cancel := context.WithDeadlineCause(ctx, deadline, context.DeadlineExceeded)
-	defer cancel() // runs last, once the lease is given back
 	clock := e.clock()
 	start := clock.now()
 	res.proxy = -1
@@ -569,12 +567,18 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 	if skip() {
 		return res
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // runs last, once the lease is given back
+	gen := tr.begin(ctx, cancel, start, deadline)
+	ctx = tr.context()
 	lease, err := e.sched.Acquire(ctx, limits.Request{Host: j.host, Avoid: avoid, Stop: stop})
 	if err == nil && skip() { // it went down while this waited
+		tr.finish()
 		lease.Release()
 		return res
 	}
 	if err != nil {
+		tr.finish()
 		res.elapsed = clock.since(start)
 		res.phases = PhaseTimes{PhaseQueue: millis(res.elapsed)}
 		var pe *limits.PoolError
@@ -587,7 +591,7 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 			// resumed run (with a mended list) takes it again.
 			res.err = e.newError(PhaseQueue, KindCancelled, e.poolMessage(e.halted.Load()).Error())
 		case ctx.Err() != nil || !errors.Is(err, context.Canceled):
-			res.err = e.failure(err, PhaseQueue, ctx, nil)
+			res.err = e.failure(err, PhaseQueue, ctx, tr.cause())
 			var we *limits.WaitError
 			if errors.As(err, &we) && res.err.Kind == KindDeadline {
 				res.err = e.newError(PhaseQueue, KindDeadline, fmt.Sprintf("%s: waited %s for a proxy: %s",
@@ -600,7 +604,7 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 	}
 	res.proxy = lease.Proxy
 	rt := e.routes[lease.Proxy]
-	gen := tr.begin(rt.handshake(j.url), cancel)
+	tr.leased(rt.handshake(j.url))
 	defer func() { // runs last: after the body is closed
 		sawByte := tr.sawByte.Load()
 		switch {
@@ -624,7 +628,6 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 		e.takeEvents(coll)
 	}()
 
-	tr.queued(clock.since(start))
 	if lease.Lost != nil { // a shared scheduler: the lease may be lost
 		go func() {
 			select {
@@ -644,7 +647,7 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 		coll.attempt(rt, j.host, res.ok, lease.ProxyInFlight, lease.HostInFlight, &spans)
 	}()
 
-	req, err := e.newRequest(tr.withHooks(ctx), j.url)
+	req, err := e.newRequest(tr.withHooks(), j.url)
 	if err != nil {
 		res.err = e.newError(PhaseRequest, KindOther, err.Error())
 		return res

@@ -60,10 +60,10 @@ func (e *Engine) message(err error, ctx context.Context, cause error) string {
 	if errors.As(cause, &pt) {
 		return pt.Error()
 	}
+	if errors.Is(cause, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Sprintf("total deadline of %s (-t) exceeded", e.cfg.Timeout)
+	}
 	if ctx.Err() != nil {
-		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-			return fmt.Sprintf("total deadline of %s (-t) exceeded", e.cfg.Timeout)
-		}
 		return "interrupted"
 	}
 	if headersTooLarge(err) {

@@ -155,9 +155,9 @@ func BenchmarkTracker(b *testing.B) {
 	tr := newTracker(&cfg) // a worker's, for all its attempts
 	b.ReportAllocs()
 	for b.Loop() {
-		_, cancel := context.WithCancel(context.Background())
-		gen := tr.begin(false, cancel)
-		tr.queued(time.Microsecond)
+		ctx, cancel := context.WithCancel(context.Background())
+		now := time.Now()
+		gen := tr.begin(ctx, cancel, now, now.Add(time.Minute))
 		ct, dt := &tr.trace, tr.dialTrace(gen)
 		tr.set(pConnect)
 		ct.GetConn("a.example:80")

@@ -55,6 +55,8 @@ type tracker struct {
 	mu        sync.Mutex
 	clock     clock
 	gen       uint64             // counts begin: which attempt is being tracked
+	ctx       *hooked            // the attempt's context
+	deadline  time.Time          // the URL's total deadline, or zero
 	cancel    context.CancelFunc // cancels the attempt's context
 	why       error              // why the tracker cancelled it, or nil
 	handshake bool               // a proxy handshake follows the TCP connect (CONNECT, SOCKS, TLS to the proxy)
@@ -104,25 +106,41 @@ func newTracker(cfg *Config) *tracker {
 	return t
 }
 
-// begin starts tracking an attempt, whose context cancel cancels, once the
-// last one has finished; it returns the attempt's generation, for stop.
-func (t *tracker) begin(handshake bool, cancel context.CancelFunc) uint64 {
+// begin starts tracking an attempt that starts at start (in the queue,
+// waiting for a lease), once the last one has finished, and returns its
+// generation, for stop. ctx is the attempt's context, cancel cancels it,
+// and the attempt ends at deadline (the URL's total deadline; zero for
+// none): then the tracker cancels it with context.DeadlineExceeded.
+func (t *tracker) begin(ctx context.Context, cancel context.CancelFunc, start, deadline time.Time) uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.gen++
-	t.cancel, t.why, t.handshake = cancel, nil, handshake
-	t.phase, t.since, t.done, t.connected, t.timerOn = pNone, time.Time{}, false, false, false
+	t.ctx = &hooked{Context: ctx, t: t, gen: t.gen, deadline: deadline}
+	t.cancel, t.why, t.handshake, t.deadline = cancel, nil, false, deadline
+	t.phase, t.since, t.done, t.connected, t.timerOn = pQueue, start, false, false, false
 	t.spent, t.seen = [numPhases]time.Duration{}, [numPhases]bool{}
 	t.sawByte.Store(false)
+	if !deadline.IsZero() {
+		t.setTimer(deadline)
+	}
 	return t.gen
 }
 
-// queued records time spent waiting for the lease.
-func (t *tracker) queued(d time.Duration) {
+// context is the attempt's context as its waits and requests see it: it
+// has the URL's deadline, and its Err is context.DeadlineExceeded once
+// that has passed.
+func (t *tracker) context() context.Context {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.spent[pQueue] += d
-	t.seen[pQueue] = true
+	return t.ctx
+}
+
+// leased notes the route the attempt was given: whether a proxy handshake
+// follows the TCP connect.
+func (t *tracker) leased(handshake bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.handshake = handshake
 }
 
 // enter moves to phase p, charging the time since the last move to the
@@ -235,23 +253,38 @@ func (t *tracker) setTimer(due time.Time) {
 	t.running, t.at = true, due
 }
 
-// fire is the timer going off. When the limit in force has run out it
-// cancels the attempt; when it has not (the idle clock restarted since,
-// or a limit that ends later took over) it sets the timer again for what is
-// left; with no limit in force it does nothing.
+// fire is the timer going off. When the URL's deadline has passed, or the
+// per-phase limit in force has run out, it cancels the attempt; otherwise
+// (the idle clock restarted since, or a limit that ends later took over)
+// it sets the timer again for the next of the two.
 func (t *tracker) fire() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.running = false
-	if t.done || !t.timerOn {
+	if t.done {
 		return
 	}
-	if left := t.limit - t.clock.since(t.armed); left > 0 {
-		t.setTimer(t.clock.now().Add(left))
+	now := t.clock.now()
+	if !t.deadline.IsZero() && !now.Before(t.deadline) {
+		t.ctx.expired.Store(true)
+		t.stopLocked(context.DeadlineExceeded)
 		return
 	}
-	t.timerOn = false
-	t.stopLocked(&phaseTimeout{phase: Phases[max(t.phase, pQueue)], limit: t.limit, flag: t.flag})
+	next := t.deadline
+	if t.timerOn {
+		end := t.armed.Add(t.limit)
+		if !now.Before(end) {
+			t.timerOn = false
+			t.stopLocked(&phaseTimeout{phase: Phases[max(t.phase, pQueue)], limit: t.limit, flag: t.flag})
+			return
+		}
+		if next.IsZero() || end.Before(next) {
+			next = end
+		}
+	}
+	if !next.IsZero() {
+		t.setTimer(next)
+	}
 }
 
 // stop cancels attempt gen with cause, unless it is over or was already
@@ -303,14 +336,32 @@ func (t *tracker) gotHeaders() {
 // (a *hooked), for the dialer (see traceDial).
 type trackerKey struct{}
 
-// hooked is the context of an attempt's requests: the attempt's context,
-// with the tracker and which of its attempts this is. A dial goes on with
-// the context of the request that started it, perhaps into a later
-// attempt: its hooks are for this one only.
+// hooked is the context of an attempt: the context it was begun with, with
+// the URL's deadline (which the tracker enforces), the tracker and which of
+// its attempts this is. A dial goes on with the context of the request
+// that started it, perhaps into a later attempt: its hooks are for this
+// one only.
 type hooked struct {
 	context.Context
-	t   *tracker
-	gen uint64
+	t        *tracker
+	gen      uint64
+	deadline time.Time
+	expired  atomic.Bool // the deadline passed: set before the context is cancelled
+}
+
+func (h *hooked) Deadline() (time.Time, bool) {
+	if h.deadline.IsZero() {
+		return h.Context.Deadline()
+	}
+	return h.deadline, true
+}
+
+func (h *hooked) Err() error {
+	err := h.Context.Err()
+	if err != nil && h.expired.Load() {
+		return context.DeadlineExceeded
+	}
+	return err
 }
 
 func (h *hooked) Value(key any) any {
@@ -320,19 +371,16 @@ func (h *hooked) Value(key any) any {
 	return h.Context.Value(key)
 }
 
-// withHooks returns ctx carrying the tracker's attempt and its request
-// hooks. Redirects run more requests in the same attempt; their phases add
-// up. The hooks are methods, made once per tracker, so that a hook costs a
+// withHooks returns the attempt's context with its request hooks.
+// Redirects run more requests in the same attempt; their phases add up.
+// The hooks are methods, made once per tracker, so that a hook costs a
 // lock and no allocation.
 //
 // The hooks of a dial (DNS, connect) are not among them: net/http would
 // make a closure for each on every request, though most requests reuse a
 // connection. The dialer asks for them, for the dials it makes (traceDial).
-func (t *tracker) withHooks(ctx context.Context) context.Context {
-	t.mu.Lock()
-	gen := t.gen
-	t.mu.Unlock()
-	return httptrace.WithClientTrace(&hooked{Context: ctx, t: t, gen: gen}, &t.trace)
+func (t *tracker) withHooks() context.Context {
+	return httptrace.WithClientTrace(t.context(), &t.trace)
 }
 
 // dialHooks are the hooks of one dial, for attempt gen of t: its DNS

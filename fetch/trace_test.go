@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http/httptrace"
@@ -35,7 +36,8 @@ func newTrackerRun(t *testing.T, cfg Config, handshake bool) *trackerRun {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	r.ctx, r.tr = ctx, newTracker(&cfg)
-	gen := r.tr.begin(handshake, cancel)
+	gen := r.tr.begin(ctx, cancel, r.clock.Now(), time.Time{})
+	r.tr.leased(handshake)
 	r.ct, r.dt = &r.tr.trace, r.tr.dialTrace(gen)
 	return r
 }
@@ -165,7 +167,7 @@ func TestTrackerTimeouts(t *testing.T) {
 				{hook: "progress", advance: limit - ns},
 				{advance: ns, cause: "no progress in body for 300ms (--idle-timeout)"},
 			},
-			phases: PhaseTimes{PhaseConnect: 10, PhaseRequest: 20, PhaseHeaders: 100, PhaseBody: 900},
+			phases: PhaseTimes{PhaseQueue: 0, PhaseConnect: 10, PhaseRequest: 20, PhaseHeaders: 100, PhaseBody: 900},
 		},
 		{
 			name: "a reused connection records no connect",
@@ -175,7 +177,7 @@ func TestTrackerTimeouts(t *testing.T) {
 				{hook: "WroteRequest", advance: 50 * time.Millisecond, phase: PhaseHeaders},
 				{hook: "gotHeaders", advance: 7 * time.Millisecond, phase: PhaseBody},
 			},
-			phases: PhaseTimes{PhaseRequest: 5, PhaseHeaders: 50, PhaseBody: 7},
+			phases: PhaseTimes{PhaseQueue: 0, PhaseRequest: 5, PhaseHeaders: 50, PhaseBody: 7},
 		},
 		{
 			name: "finish stops every timer",
@@ -268,7 +270,7 @@ func TestTrackerReused(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	r.ctx = ctx
-	r.tr.begin(false, cancel)
+	r.tr.begin(ctx, cancel, r.clock.Now(), time.Time{})
 	if r.tr.current() != PhaseQueue || r.tr.cause() != nil || r.tr.sawByte.Load() {
 		t.Fatalf("a new attempt starts in %s, cause %v, sawByte %v", r.tr.current(), r.tr.cause(), r.tr.sawByte.Load())
 	}
@@ -285,7 +287,51 @@ func TestTrackerReused(t *testing.T) {
 		{advance: time.Nanosecond, cause: "no progress in connect for 300ms (--connect-timeout)"},
 	})
 	_, sp := r.tr.finish()
-	if want := (PhaseTimes{PhaseConnect: 300}); !maps.Equal(sp.times(), want) {
+	if want := (PhaseTimes{PhaseQueue: 0, PhaseConnect: 300}); !maps.Equal(sp.times(), want) {
 		t.Errorf("second attempt's phases %v, want only its own connect of 300ms", sp.times())
+	}
+}
+
+// TestTrackerDeadline: the URL's deadline ends the attempt at its time,
+// whatever phase it is in and whatever limit is in force, from the wait
+// for a lease on; the context says so (Deadline, Err).
+func TestTrackerDeadline(t *testing.T) {
+	const ns = time.Nanosecond
+	for _, tc := range []struct {
+		name  string
+		steps []trackerStep // the deadline is 100ms after begin
+	}{
+		{name: "waiting for a lease", steps: []trackerStep{
+			{advance: 100*time.Millisecond - ns, phase: PhaseQueue},
+			{advance: ns, cause: context.DeadlineExceeded.Error()},
+		}},
+		{name: "in the body, sooner than the idle limit", steps: []trackerStep{
+			{advance: 10 * time.Millisecond},
+			{hook: "GetConn", advance: 10 * time.Millisecond},
+			{hook: "GotConn"},
+			{hook: "WroteRequest", advance: 10 * time.Millisecond},
+			{hook: "gotHeaders", advance: 60 * time.Millisecond},
+			{hook: "progress", advance: 10*time.Millisecond - ns, phase: PhaseBody},
+			{advance: ns, cause: context.DeadlineExceeded.Error()},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.ConnectTimeout, cfg.HeaderTimeout, cfg.IdleTimeout = time.Second, time.Second, time.Second
+			r := newTrackerRun(t, cfg, false)
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			deadline := r.clock.Now().Add(100 * time.Millisecond)
+			r.tr.finish()
+			r.tr.begin(ctx, cancel, r.clock.Now(), deadline)
+			r.ctx = r.tr.context()
+			if d, ok := r.ctx.Deadline(); !ok || !d.Equal(deadline) {
+				t.Fatalf("context deadline %v %v, want %v", d, ok, deadline)
+			}
+			r.run(t, tc.steps)
+			if err := r.ctx.Err(); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("context error %v, want context.DeadlineExceeded", err)
+			}
+		})
 	}
 }
