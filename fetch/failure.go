@@ -73,39 +73,7 @@ func (e *Engine) message(err error, ctx context.Context, cause error) string {
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	return locationOnce(err.Error())
-}
-
-// badLocation starts net/http's error for a Location header it cannot
-// parse: it quotes the header, then url.Parse's error, which quotes it
-// again.
-const badLocation = "failed to parse Location header "
-
-// locationOnce rewrites net/http's error for a Location it cannot parse,
-//
-//	failed to parse Location header "L": parse "L": REASON
-//
-// so that L, which a server may make as long as its headers may be, is
-// quoted once: `bad Location header "L": REASON`. Any other msg is returned
-// as it is.
-func locationOnce(msg string) string {
-	rest, ok := strings.CutPrefix(msg, badLocation)
-	if !ok {
-		return msg
-	}
-	loc, err := strconv.QuotedPrefix(rest)
-	if err != nil {
-		return msg
-	}
-	rest, ok = strings.CutPrefix(rest[len(loc):], ": parse ")
-	if !ok {
-		return msg
-	}
-	again, err := strconv.QuotedPrefix(rest)
-	if err != nil || again != loc {
-		return msg
-	}
-	return "bad Location header " + loc + rest[len(again):]
+	return err.Error()
 }
 
 // maxMessage is the most bytes of a record's error message; cutMark ends

@@ -42,24 +42,6 @@ func TestBoundMessage(t *testing.T) {
 	}
 }
 
-// TestLocationOnce: net/http's error for a Location it cannot parse quotes
-// the header twice; the record quotes it once.
-func TestLocationOnce(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{
-			in:   `failed to parse Location header "http://a/\x01": parse "http://a/\x01": net/url: invalid control character in URL`,
-			want: `bad Location header "http://a/\x01": net/url: invalid control character in URL`,
-		},
-		{in: `failed to parse Location header "a": parse "b": x`, want: `failed to parse Location header "a": parse "b": x`},
-		{in: `failed to parse Location header "unterminated`, want: `failed to parse Location header "unterminated`},
-		{in: "stopped after 3 redirects", want: "stopped after 3 redirects"},
-	} {
-		if got := locationOnce(tc.in); got != tc.want {
-			t.Errorf("locationOnce(%q)\n = %q\nwant %q", tc.in, got, tc.want)
-		}
-	}
-}
-
 func TestFormatSize(t *testing.T) {
 	for n, want := range map[int64]string{100 << 10: "100KiB", 64 << 20: "64MiB", 1 << 30: "1GiB", 1500: "1500B", 0: "0B"} {
 		if got := formatSize(n); got != want {

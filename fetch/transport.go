@@ -25,7 +25,7 @@ type route struct {
 	id     string // identity for records: proxies.Identity, or "direct"
 	pool   string
 	proxy  *url.URL // nil for direct
-	client *http.Client
+	client *client
 
 	rejected atomic.Bool // the proxy refused its credentials: warned about once
 }
@@ -61,7 +61,7 @@ type transports struct {
 	direct       *renewing
 	plain, https *renewing // built when a route needs them
 	gateways     map[string]*url.URL
-	redirect     func(*http.Request, []*http.Request) error // one for all the clients
+	redirect     func(*http.Request, []*http.Request) error // one for all the routes
 }
 
 // gateway returns u without its credentials, one for all the identities
@@ -182,7 +182,7 @@ func newRoute(ts *transports, p *proxies.Proxy) *route {
 	if ts.redirect == nil {
 		ts.redirect = checkRedirect(cfg.MaxRedirects)
 	}
-	r.client = &http.Client{Transport: rt, CheckRedirect: ts.redirect}
+	r.client = &client{rt: rt, policy: ts.redirect}
 	return r
 }
 
@@ -303,6 +303,9 @@ type redirectError struct{ msg string }
 
 func (e *redirectError) Error() string { return e.msg }
 
+// checkRedirect is fetch's redirect policy: whether the redirect to req,
+// after the requests via, is followed. (client.Do keeps credentials from
+// other origins.)
 func checkRedirect(maxRedirects int) func(*http.Request, []*http.Request) error {
 	return func(req *http.Request, via []*http.Request) error {
 		if maxRedirects <= 0 {
@@ -313,13 +316,6 @@ func checkRedirect(maxRedirects int) func(*http.Request, []*http.Request) error 
 		}
 		if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 			return &redirectError{msg: fmt.Sprintf("redirect to unsupported scheme %q", req.URL.Scheme)}
-		}
-		if !sameOrigin(via[0].URL, req.URL) {
-			// net/http drops these only for another host name; curl (and
-			// so fetch) also for another port or scheme.
-			for _, h := range sensitiveHeaders {
-				req.Header.Del(h)
-			}
 		}
 		return nil
 	}
