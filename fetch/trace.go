@@ -141,6 +141,7 @@ func (t *tracker) leased(handshake bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.handshake = handshake
+	t.ctx.handshake = handshake // before any request carries ctx
 }
 
 // enter moves to phase p, charging the time since the last move to the
@@ -343,10 +344,11 @@ type trackerKey struct{}
 // one only.
 type hooked struct {
 	context.Context
-	t        *tracker
-	gen      uint64
-	deadline time.Time
-	expired  atomic.Bool // the deadline passed: set before the context is cancelled
+	t         *tracker
+	gen       uint64
+	deadline  time.Time
+	expired   atomic.Bool // the deadline passed: set before the context is cancelled
+	handshake bool        // a proxy handshake follows the TCP connect (tracker.leased)
 }
 
 func (h *hooked) Deadline() (time.Time, bool) {

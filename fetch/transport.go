@@ -252,10 +252,16 @@ type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 // TLS handshake that never answers cannot outlive the connect timeout even
 // after the request that started it has gone (net/http finishes dials in the
 // background). The GotConn trace hook clears it once the connection is in use.
+// A dial for a plain http request with no proxy handshake needs none (a TLS
+// handshake with a target has the transport's own timeout), and is spared
+// setting it and clearing it.
 func handshakeDeadline(dial dialFunc, limit time.Duration) dialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		start := time.Now()
 		c, err := dial(ctx, network, addr)
+		if h, ok := ctx.Value(trackerKey{}).(*hooked); ok && !h.handshake {
+			return c, err
+		}
 		if err == nil && limit > 0 {
 			c.SetDeadline(start.Add(limit))
 		}
