@@ -97,6 +97,7 @@ func New(cfg Config) (*Engine, error) {
 		e.routes = make([]*route, len(cfg.Proxies))
 		for i := range cfg.Proxies {
 			e.routes[i] = newRoute(ts, &e.cfg.Proxies[i])
+			e.routes[i].index = i
 		}
 	}
 	e.sched = cfg.Scheduler
@@ -201,7 +202,7 @@ var ErrInterrupted = errors.New("fetch: interrupted")
 // with an error wrapping ErrInterrupted and context.Canceled.
 func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Report, error) {
 	start := e.clock().now()
-	coll := newCollector(start, e.cfg.ReportHosts)
+	coll := newCollector(start, e.cfg.ReportHosts, len(e.routes))
 	e.coll.Store(coll)
 	defer e.coll.Store(nil)
 

@@ -22,6 +22,7 @@ import (
 // URL with its credentials, so a connection still never serves two routes,
 // but the idle connections of all routes together are bounded.
 type route struct {
+	index  int    // in Engine.routes, and the scheduler's proxy index
 	id     string // identity for records: proxies.Identity, or "direct"
 	pool   string
 	proxy  *url.URL // nil for direct

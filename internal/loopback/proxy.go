@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -42,6 +43,7 @@ type Proxy struct {
 	slots     chan struct{} // nil: no cap
 	srv       *Server
 	transport *http.Transport
+	bufs      sync.Pool // *[]byte copy buffers of forwarded bodies
 }
 
 // ParseBindIP parses a BindIP option: "" is 127.0.0.1.
@@ -206,7 +208,15 @@ func (p *Proxy) serveForward(w http.ResponseWriter, r *http.Request) {
 	if rc.Flush() != nil {
 		return
 	}
-	buf := make([]byte, 32<<10)
+	// A buffer per request would make the proxy, which runs in the
+	// benchmarks' process, allocate 32 KiB for each of fetch's requests.
+	bp, _ := p.bufs.Get().(*[]byte)
+	if bp == nil {
+		b := make([]byte, 32<<10)
+		bp = &b
+	}
+	defer p.bufs.Put(bp)
+	buf := *bp
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
