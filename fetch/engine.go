@@ -605,7 +605,7 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 	}
 	res.proxy = lease.Proxy
 	rt := e.routes[lease.Proxy]
-	tr.leased(rt.handshake(j.url))
+	tr.leased(rt.handshake(j.url), rt.via)
 	defer func() { // runs last: after the body is closed
 		sawByte := tr.sawByte.Load()
 		switch {

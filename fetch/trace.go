@@ -136,12 +136,12 @@ func (t *tracker) context() context.Context {
 }
 
 // leased notes the route the attempt was given: whether a proxy handshake
-// follows the TCP connect.
-func (t *tracker) leased(handshake bool) {
+// follows the TCP connect, and its proxy's round tripper (nil for direct).
+func (t *tracker) leased(handshake bool, via *routeTransport) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.handshake = handshake
-	t.ctx.handshake = handshake // before any request carries ctx
+	t.ctx.handshake, t.ctx.via = handshake, via // before any request carries ctx
 }
 
 // enter moves to phase p, charging the time since the last move to the
@@ -347,8 +347,9 @@ type hooked struct {
 	t         *tracker
 	gen       uint64
 	deadline  time.Time
-	expired   atomic.Bool // the deadline passed: set before the context is cancelled
-	handshake bool        // a proxy handshake follows the TCP connect (tracker.leased)
+	expired   atomic.Bool     // the deadline passed: set before the context is cancelled
+	handshake bool            // a proxy handshake follows the TCP connect (tracker.leased)
+	via       *routeTransport // the route's proxy, for proxyOfRequest; nil for direct
 }
 
 func (h *hooked) Deadline() (time.Time, bool) {

@@ -37,7 +37,7 @@ func newTrackerRun(t *testing.T, cfg Config, handshake bool) *trackerRun {
 	t.Cleanup(cancel)
 	r.ctx, r.tr = ctx, newTracker(&cfg)
 	gen := r.tr.begin(ctx, cancel, r.clock.Now(), time.Time{})
-	r.tr.leased(handshake)
+	r.tr.leased(handshake, nil)
 	r.ct, r.dt = &r.tr.trace, r.tr.dialTrace(gen)
 	return r
 }

@@ -25,7 +25,8 @@ type route struct {
 	index  int    // in Engine.routes, and the scheduler's proxy index
 	id     string // identity for records: proxies.Identity, or "direct"
 	pool   string
-	proxy  *url.URL // nil for direct
+	proxy  *url.URL        // nil for direct
+	via    *routeTransport // the proxy's round tripper; nil for direct
 	client *client
 
 	rejected atomic.Bool // the proxy refused its credentials: warned about once
@@ -178,7 +179,7 @@ func newRoute(ts *transports, p *proxies.Proxy) *route {
 			rtr.auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass))
 			rtr.gateway = ts.gateway(u)
 		}
-		rt = rtr
+		rt, r.via = rtr, rtr
 	}
 	if ts.redirect == nil {
 		ts.redirect = checkRedirect(cfg.MaxRedirects)
@@ -220,15 +221,27 @@ type routeTransport struct {
 
 type routeKey struct{}
 
+// RoundTrip sends req through t's proxy. An attempt's request carries its
+// route in its context already (hooked.via, see tracker.leased); any other
+// gets it added. A round tripper must not change its request: one that
+// needs changing is copied.
 func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	r := req.WithContext(context.WithValue(req.Context(), routeKey{}, t))
+	r := req
+	if h, ok := req.Context().Value(trackerKey{}).(*hooked); !ok || h.via != t {
+		r = req.WithContext(context.WithValue(req.Context(), routeKey{}, t))
+	}
+	auth := t.auth != "" && req.URL.Scheme == "http"
+	if r == req && (t.rotate || auth) {
+		c := *req
+		r = &c
+	}
 	if t.rotate {
 		// The connection (and tunnel, and an HTTP/2 connection over it)
 		// is closed after this request: the next attempt takes a new one,
 		// so a rotating gateway gives it a new exit.
 		r.Close = true
 	}
-	if t.auth != "" && req.URL.Scheme == "http" {
+	if auth {
 		r.Header = req.Header.Clone()
 		r.Header.Set("Proxy-Authorization", t.auth)
 	}
@@ -237,7 +250,12 @@ func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // proxyOfRequest is the Proxy function of the shared transports.
 func proxyOfRequest(req *http.Request) (*url.URL, error) {
-	t, _ := req.Context().Value(routeKey{}).(*routeTransport)
+	var t *routeTransport
+	if h, ok := req.Context().Value(trackerKey{}).(*hooked); ok && h.via != nil {
+		t = h.via
+	} else {
+		t, _ = req.Context().Value(routeKey{}).(*routeTransport)
+	}
 	switch {
 	case t == nil:
 		return nil, errors.New("fetch: a request without its route") // a bug: it would go direct
