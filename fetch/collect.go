@@ -152,10 +152,12 @@ func (c *collector) report(elapsedMS float64) *Report {
 // memory does not grow with the number of attempts and its quantiles are
 // within 2% of the exact ones. The buckets used are kept in order in a
 // slice: a proxy of a large pool has a handful, a busy one a few hundred,
-// and none more than the 1,400 or so between 1 µs and a day.
+// and none more than the 1,400 or so between 1 µs and a day. A histogram
+// is used in place (its first bucket is inside it): never copied.
 type histogram struct {
-	bins []histBin // by bucket, ascending
-	n    int64
+	bins  []histBin // by bucket, ascending; in first until there are more
+	n     int64
+	first [1]histBin
 }
 
 type histBin struct {
@@ -174,6 +176,9 @@ func (h *histogram) add(ms float64) {
 	b := int32(-1)
 	if ms >= histFloor {
 		b = int32(math.Log(ms/histFloor) / logHistBase)
+	}
+	if h.bins == nil {
+		h.bins = h.first[:0] // a proxy of a large pool often has one bucket: no allocation
 	}
 	i, found := slices.BinarySearchFunc(h.bins, b, func(x histBin, b int32) int { return cmp.Compare(x.bucket, b) })
 	if found {
