@@ -148,6 +148,14 @@ func FuzzParseLine(f *testing.F) {
 			if (j.url == nil) == (j.invalid == "") {
 				t.Fatalf("line %d: url %v and invalid %q: want exactly one", j.line, j.url, j.invalid)
 			}
+			if j.url != nil {
+				// What records show (and --resume keys on) is String's form.
+				shown := *j.url
+				shown.User = nil
+				if j.shown != shown.String() {
+					t.Fatalf("line %d: shown %q, want %q", j.line, j.shown, shown.String())
+				}
+			}
 			// A URL is shown as it is requested: bytes that need it are
 			// percent-encoded, which can make it up to three times longer.
 			if len(j.shown) > 3*MaxLineBytes+8 {
