@@ -606,7 +606,7 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 	res.proxy = lease.Proxy
 	rt := e.routes[lease.Proxy]
 	tr.leased(rt.handshake(j.url), rt.via)
-	defer func() { // runs last: after the body is closed
+	defer func() { // after the body is closed and the tracker has finished
 		sawByte := tr.sawByte.Load()
 		switch {
 		case noResponse(rt, res, sawByte):
