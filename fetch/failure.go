@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/fetch-dev/fetch/limits"
 )
 
 // failure is the error of an attempt that failed with err in phase: its
@@ -20,7 +17,7 @@ func (e *Engine) failure(err error, phase string, ctx context.Context, cause err
 	if kind == KindTooLarge && headersTooLarge(err) {
 		phase = PhaseHeaders // net/http may see the limit pass before the request is written
 	}
-	return e.newError(phase, kind, e.message(err, ctx, cause))
+	return e.newError(phase, kind, e.message(kind, err, cause))
 }
 
 // newError makes an Error for a record. Every Error of an attempt is made
@@ -47,32 +44,23 @@ func (e *Engine) redactMessage(msg string) string {
 	return boundMessage(e.redactor.String(msg))
 }
 
-// message is the error text for a record: the cause of a timeout or
-// deadline where there is one.
-func (e *Engine) message(err error, ctx context.Context, cause error) string {
-	if errors.Is(cause, errLeaseLost) {
-		return errLeaseLost.Error()
-	}
-	if errors.Is(err, limits.ErrCoordinator) {
-		return err.Error() // names the coordinator's address, never a password
-	}
+// message is the error text for a record of kind: the cause of a timeout,
+// a deadline or a lost lease where there is one, else err's.
+func (e *Engine) message(kind string, err, cause error) string {
 	var pt *phaseTimeout
-	if errors.As(cause, &pt) {
+	switch {
+	case errors.Is(cause, errLeaseLost):
+		return errLeaseLost.Error()
+	case errors.As(cause, &pt):
 		return pt.Error()
-	}
-	if errors.Is(cause, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	case kind == KindDeadline:
 		return fmt.Sprintf("total deadline of %s (-t) exceeded", e.cfg.Timeout)
-	}
-	if ctx.Err() != nil {
+	case kind == KindCancelled:
 		return "interrupted"
-	}
-	if headersTooLarge(err) {
+	case headersTooLarge(err):
 		return fmt.Sprintf("response headers larger than --max-header (%s)", formatSize(e.cfg.maxHeader()))
 	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
+	// A coordinator's error names its address, never a password.
 	return err.Error()
 }
 

@@ -52,9 +52,7 @@ func (c *client) Do(req *http.Request) (*http.Response, error) {
 		if req.Host != "" && req.Host != req.URL.Host && !isAbs(loc) {
 			next.Host = req.Host
 		}
-		if !stripped && !sameOrigin(first.URL, u) {
-			stripped = true
-		}
+		stripped = stripped || !sameOrigin(first.URL, u)
 		ref := referer(req.URL, u)
 		if stripped || ref != "" {
 			next.Header = first.Header.Clone()

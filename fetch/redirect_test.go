@@ -17,10 +17,11 @@ import (
 
 // redirectTarget answers /to?status=N&loc=L with status N, Location L
 // (none when L is empty) and a short body, and /echo with what it was
-// sent: method, Host, Referer and Authorization. It counts connections.
-func redirectTarget(t *testing.T) (*httptest.Server, *atomic.Int64) {
-	var conns atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// sent: method, Host, Referer and Authorization, which it also keeps in
+// echoed (a HEAD's answer has no body). It counts connections.
+func redirectTarget(t *testing.T) (srv *httptest.Server, conns *atomic.Int64, echoed *atomic.Value) {
+	conns, echoed = new(atomic.Int64), new(atomic.Value)
+	srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/to":
 			if loc := r.URL.Query().Get("loc"); loc != "" {
@@ -31,7 +32,9 @@ func redirectTarget(t *testing.T) (*httptest.Server, *atomic.Int64) {
 			w.WriteHeader(status)
 			fmt.Fprint(w, "moved")
 		case "/echo":
-			fmt.Fprintf(w, "method=%s host=%s referer=%s auth=%s", r.Method, r.Host, r.Referer(), r.Header.Get("Authorization"))
+			echo := fmt.Sprintf("method=%s host=%s referer=%s auth=%s", r.Method, r.Host, r.Referer(), r.Header.Get("Authorization"))
+			echoed.Store(echo)
+			fmt.Fprint(w, echo)
 		default:
 			http.NotFound(w, r)
 		}
@@ -43,7 +46,7 @@ func redirectTarget(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	}
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return srv, &conns
+	return srv, conns, echoed
 }
 
 // TestRedirects follows redirects as curl -L and http.Client do: the
@@ -51,7 +54,7 @@ func redirectTarget(t *testing.T) (*httptest.Server, *atomic.Int64) {
 // Location, a Referer, Basic authentication from the URL's user
 // information, and a 3xx without a Location taken as the answer.
 func TestRedirects(t *testing.T) {
-	srv, conns := redirectTarget(t)
+	srv, conns, echoed := redirectTarget(t)
 	u, _ := url.Parse(srv.URL)
 	to := func(status int, loc string) string {
 		return fmt.Sprintf("%s/to?status=%d&loc=%s", srv.URL, status, url.QueryEscape(loc))
@@ -60,13 +63,14 @@ func TestRedirects(t *testing.T) {
 	for _, tc := range []struct {
 		name, method, host, line string
 		status                   int
-		body                     string // "" for none checked
+		body                     string // the start of the body; "" for none checked
+		echo                     string // the start of what /echo was last sent, when body cannot show it
 	}{
 		{name: "302 GET", method: "GET", line: to(302, "/echo"), status: 200,
 			body: "method=GET host=" + u.Host + " referer=" + to(302, "/echo") + " auth="},
 		{name: "303 turns POST into GET", method: "POST", line: to(303, "/echo"), status: 200, body: "method=GET "},
 		{name: "301 turns POST into GET", method: "POST", line: to(301, "/echo"), status: 200, body: "method=GET "},
-		{name: "302 keeps HEAD", method: "HEAD", line: to(302, "/echo"), status: 200},
+		{name: "302 keeps HEAD", method: "HEAD", line: to(302, "/echo"), status: 200, echo: "method=HEAD "},
 		{name: "307 keeps the method", method: "POST", line: to(307, "/echo"), status: 200, body: "method=POST "},
 		{name: "308 keeps the method", method: "PUT", line: to(308, "/echo"), status: 200, body: "method=PUT "},
 		{name: "Host kept for a relative Location", method: "GET", host: "named.test", line: to(302, "/echo"), status: 200,
@@ -93,6 +97,9 @@ func TestRedirects(t *testing.T) {
 			}
 			if !strings.HasPrefix(string(r.Body), tc.body) {
 				t.Errorf("body %q, want it to start %q", r.Body, tc.body)
+			}
+			if got, _ := echoed.Load().(string); tc.echo != "" && !strings.HasPrefix(got, tc.echo) {
+				t.Errorf("/echo was sent %q, want %q", got, tc.echo)
 			}
 		})
 	}

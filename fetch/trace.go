@@ -39,8 +39,9 @@ const (
 )
 
 // tracker follows an attempt through its phases and enforces the per-phase
-// timeouts by cancelling the attempt's context; why it did (a
-// *phaseTimeout, or errLeaseLost) is its cause. A worker keeps one tracker
+// timeouts and the URL's deadline by cancelling the attempt's context; why
+// it did (a *phaseTimeout, context.DeadlineExceeded, or errLeaseLost) is its
+// cause. A worker keeps one tracker
 // for all its attempts, one after the other (begin starts each), so that
 // an attempt allocates no hooks and no timer.
 // httptrace hooks may run concurrently and even after the attempt is over,
@@ -52,19 +53,17 @@ type tracker struct {
 	sawByte atomic.Bool
 	body    progressReader // the attempt's response body
 
-	mu        sync.Mutex
-	clock     clock
-	gen       uint64             // counts begin: which attempt is being tracked
-	ctx       *hooked            // the attempt's context
-	deadline  time.Time          // the URL's total deadline, or zero
-	cancel    context.CancelFunc // cancels the attempt's context
-	why       error              // why the tracker cancelled it, or nil
-	handshake bool               // a proxy handshake follows the TCP connect (CONNECT, SOCKS, TLS to the proxy)
-	phase     int
-	since     time.Time
-	spent     [numPhases]time.Duration
-	seen      [numPhases]bool
-	done      bool
+	mu     sync.Mutex
+	clock  clock
+	gen    uint64             // counts begin: which attempt is being tracked
+	ctx    *hooked            // the attempt's context: its deadline, its route
+	cancel context.CancelFunc // cancels the attempt's context
+	why    error              // why the tracker cancelled it, or nil
+	phase  int
+	since  time.Time
+	spent  [numPhases]time.Duration
+	seen   [numPhases]bool
+	done   bool
 	// connected is set by GotConn and cleared by GetConn. A request can be
 	// given an idle connection while the dial it started goes on in the
 	// background; that dial's DNS, connect and TLS hooks still come, late,
@@ -116,7 +115,7 @@ func (t *tracker) begin(ctx context.Context, cancel context.CancelFunc, start, d
 	defer t.mu.Unlock()
 	t.gen++
 	t.ctx = &hooked{Context: ctx, t: t, gen: t.gen, deadline: deadline}
-	t.cancel, t.why, t.handshake, t.deadline = cancel, nil, false, deadline
+	t.cancel, t.why = cancel, nil
 	t.phase, t.since, t.done, t.connected, t.timerOn = pQueue, start, false, false, false
 	t.spent, t.seen = [numPhases]time.Duration{}, [numPhases]bool{}
 	t.sawByte.Store(false)
@@ -140,7 +139,6 @@ func (t *tracker) context() context.Context {
 func (t *tracker) leased(handshake bool, via *routeTransport) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.handshake = handshake
 	t.ctx.handshake, t.ctx.via = handshake, via // before any request carries ctx
 }
 
@@ -265,13 +263,13 @@ func (t *tracker) fire() {
 	if t.done {
 		return
 	}
-	now := t.clock.now()
-	if !t.deadline.IsZero() && !now.Before(t.deadline) {
+	now, deadline := t.clock.now(), t.ctx.deadline
+	if !deadline.IsZero() && !now.Before(deadline) {
 		t.ctx.expired.Store(true)
 		t.stopLocked(context.DeadlineExceeded)
 		return
 	}
-	next := t.deadline
+	next := deadline
 	if t.timerOn {
 		end := t.armed.Add(t.limit)
 		if !now.Before(end) {
@@ -348,7 +346,7 @@ type hooked struct {
 	gen       uint64
 	deadline  time.Time
 	expired   atomic.Bool     // the deadline passed: set before the context is cancelled
-	handshake bool            // a proxy handshake follows the TCP connect (tracker.leased)
+	handshake bool            // a proxy handshake (CONNECT, SOCKS, TLS to the proxy) follows the TCP connect
 	via       *routeTransport // the route's proxy, for proxyOfRequest; nil for direct
 }
 
@@ -476,7 +474,7 @@ func (d *dialHooks) connectDone(_, _ string, err error) {
 	}
 	d.t.mu.Lock()
 	defer d.t.mu.Unlock()
-	if d.t.handshake {
+	if d.t.ctx.handshake {
 		d.t.setup(d.gen, pProxy)
 	} else {
 		d.t.setup(d.gen, pRequest)
