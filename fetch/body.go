@@ -95,11 +95,11 @@ func (e *Engine) copyBody(j *job, resp *http.Response, body io.Reader, head *hea
 	}
 	bp := e.buffers.get()
 	defer e.buffers.put(bp)
-	src := body
+	read := int64(-1) // all of it
 	if limit > 0 {
-		src = io.LimitReader(body, limit+1)
+		read = limit + 1
 	}
-	n, err := io.CopyBuffer(struct{ io.Writer }{dst}, src, *bp) // struct: no ReadFrom shortcut past the limit
+	n, err := copyAtMost(dst, body, *bp, read)
 	if err != nil {
 		return n, "", err
 	}
@@ -118,6 +118,43 @@ func (e *Engine) copyBody(j *job, resp *http.Response, body io.Reader, head *hea
 	}
 	tmp = nil
 	return n, name, nil
+}
+
+// copyAtMost copies src to dst through buf, as io.CopyBuffer does, but
+// stops after max bytes when max >= 0. It makes no wrapper per call (such
+// as io.LimitReader), and never hands src to dst's ReadFrom.
+func copyAtMost(dst io.Writer, src io.Reader, buf []byte, max int64) (int64, error) {
+	var n int64
+	for max < 0 || n < max {
+		b := buf
+		if max >= 0 && int64(len(b)) > max-n {
+			b = b[:max-n]
+		}
+		nr, rerr := src.Read(b)
+		if nr > 0 {
+			nw, werr := dst.Write(b[:nr])
+			if nw < 0 || nr < nw {
+				nw = 0
+				if werr == nil {
+					werr = errors.New("fetch: invalid write result")
+				}
+			}
+			n += int64(nw)
+			if werr != nil {
+				return n, werr
+			}
+			if nw != nr {
+				return n, io.ErrShortWrite
+			}
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
+	return n, nil
 }
 
 // partialPrefix starts the name of a body being written to --save-dir. It is

@@ -47,7 +47,8 @@ type Engine struct {
 	sched    limits.Scheduler
 	redactor *proxies.Redactor
 	retry    map[int]bool
-	header   http.Header // every request's, from requestHeader
+	header   http.Header   // every request's, from requestHeader
+	request  *http.Request // every attempt's request is a copy: see newRequest
 
 	hostFails *hostFailures // --host-max-failures
 	buffers   *buffers      // the bodies' copy buffers
@@ -85,6 +86,10 @@ func New(cfg Config) (*Engine, error) {
 		e.retry[s] = true
 	}
 	e.header = requestHeader(&cfg)
+	var err error
+	if e.request, err = baseRequest(&cfg, e.header); err != nil {
+		return nil, err
+	}
 	lc, err := schedulerConfig(&cfg)
 	if err != nil {
 		return nil, err
@@ -225,7 +230,7 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 	defer cancelWork()
 	defer context.AfterFunc(admit, func() { e.grace(work, cancelWork) })()
 
-	jobs := make(chan *job)
+	jobs := newJobQueue(min(e.cfg.Concurrency, maxJobsQueued))
 	readDone := make(chan error, 1)
 	go e.read(admit, inputs, jobs, readDone)
 
@@ -332,13 +337,19 @@ func (e *Engine) grace(work context.Context, end context.CancelFunc) {
 	end()
 }
 
+// maxJobsQueued bounds the jobs read ahead of the workers.
+const maxJobsQueued = 64
+
 // read is the reader stage: it streams the jobs of inputs to jobs until
 // admit ends, closes jobs, and sends its error (nil when every line was
 // taken) to done. Run does not wait for it once admitting has stopped: a
 // read from a pipe or a terminal may block for ever, and is left behind.
-func (e *Engine) read(admit context.Context, inputs []Input, jobs chan<- *job, done chan<- error) {
-	defer close(jobs)
+func (e *Engine) read(admit context.Context, inputs []Input, jobs *jobQueue, done chan<- error) {
+	defer jobs.close()
 	err := readInputs(admit, inputs, e.cfg.Shard, e.cfg.Done, &e.skipped, jobs)
+	if err == nil {
+		err = jobs.drained(admit)
+	}
 	if err == nil {
 		e.sched.Drain() // every line is taken: the scheduler may plan the tail
 	}
@@ -353,7 +364,7 @@ func (e *Engine) read(admit context.Context, inputs []Input, jobs chan<- *job, d
 // one more whenever every worker is busy, up to Concurrency, so that
 // nothing is allocated per unit of Concurrency and a steady run starts no
 // goroutine per job.
-func (e *Engine) fetch(admit, work, stages context.Context, jobs <-chan *job, records chan<- *Record, coll *collector) {
+func (e *Engine) fetch(admit, work, stages context.Context, jobs *jobQueue, records chan<- *Record, coll *collector) {
 	var (
 		workers errgroup.Group
 		idle    atomic.Int64             // workers waiting for a job
@@ -364,7 +375,7 @@ func (e *Engine) fetch(admit, work, stages context.Context, jobs <-chan *job, re
 	worker := func() error { // counted idle when started
 		tr := newTracker(&e.cfg) // for every attempt of this worker's
 		for {
-			j, ok := take(admit, jobs)
+			j, ok := jobs.take(admit)
 			if idle.Add(-1) == 0 && ok {
 				select {
 				case busy <- struct{}{}:
@@ -397,20 +408,6 @@ func (e *Engine) fetch(admit, work, stages context.Context, jobs <-chan *job, re
 		case <-ended:
 			return
 		}
-	}
-}
-
-// take returns the next job, or false once admit has ended or jobs is
-// closed.
-func take(admit context.Context, jobs <-chan *job) (*job, bool) {
-	if admit.Err() != nil {
-		return nil, false // select below would pick at random when a job is also ready
-	}
-	select {
-	case j, ok := <-jobs:
-		return j, ok
-	case <-admit.Done():
-		return nil, false
 	}
 }
 
@@ -490,11 +487,13 @@ func (e *Engine) runJob(ctx, admit context.Context, j *job, tr *tracker, coll *c
 		res := e.attempt(ctx, deadline, stop, j, avoid, tr, coll)
 		if res.proxy >= 0 {
 			rec.Attempts++
-			avoid = append(avoid, res.proxy)
 		}
 		wait, again := policy.wait(ctx, rec.Attempts, res, deadline.Sub(clock.now()))
 		if again && admit.Err() == nil && clock.sleep(ctx, stop, wait) {
 			rec.Tries = append(rec.Tries, e.try(res))
+			if res.proxy >= 0 {
+				avoid = append(avoid, res.proxy)
+			}
 			continue
 		}
 		e.fill(rec, res)
@@ -648,11 +647,7 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 		coll.attempt(rt, j.host, res.ok, lease.ProxyInFlight, lease.HostInFlight, &spans)
 	}()
 
-	req, err := e.newRequest(tr.withHooks(), j.url)
-	if err != nil {
-		res.err = e.newError(PhaseRequest, KindOther, err.Error())
-		return res
-	}
+	req := e.newRequest(tr.withHooks(), j.url)
 	tr.set(pConnect)
 	resp, err := rt.client.Do(req)
 	if err != nil {

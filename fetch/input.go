@@ -36,7 +36,7 @@ var bom = []byte{0xEF, 0xBB, 0xBF}
 // ctx is done. Memory does not grow with the length of the inputs.
 // Lines of other shards than shard are passed over; lines that done lists
 // are counted in skipped.
-func readInputs(ctx context.Context, inputs []Input, shard Shard, done *DoneSet, skipped *atomic.Int64, jobs chan<- *job) error {
+func readInputs(ctx context.Context, inputs []Input, shard Shard, done *DoneSet, skipped *atomic.Int64, jobs *jobQueue) error {
 	for _, in := range inputs {
 		if err := readInput(ctx, in, shard, done, skipped, jobs); err != nil {
 			return err
@@ -45,7 +45,7 @@ func readInputs(ctx context.Context, inputs []Input, shard Shard, done *DoneSet,
 	return nil
 }
 
-func readInput(ctx context.Context, in Input, shard Shard, done *DoneSet, skipped *atomic.Int64, jobs chan<- *job) error {
+func readInput(ctx context.Context, in Input, shard Shard, done *DoneSet, skipped *atomic.Int64, jobs *jobQueue) error {
 	br := bufio.NewReaderSize(in.R, 16<<10)
 	for n := 1; ; n++ {
 		raw, long, first, err := readLine(br)
@@ -70,13 +70,8 @@ func readInput(ctx context.Context, in Input, shard Shard, done *DoneSet, skippe
 			j = nil
 		}
 		if j != nil {
-			if err := ctx.Err(); err != nil {
-				return err // select below would pick at random when a worker is also free
-			}
-			select {
-			case jobs <- j:
-			case <-ctx.Done():
-				return ctx.Err()
+			if err := jobs.put(ctx, j); err != nil {
+				return err
 			}
 		}
 		if err != nil {
@@ -97,7 +92,8 @@ type rawLine struct {
 // keptOfLong is how much of a long line is kept for its record.
 const keptOfLong = 256
 
-// readLine reads one physical line without its line end. A line longer
+// readLine reads one physical line without its line end. The line kept
+// may be br's own buffer, valid until the next read. A line longer
 // than MaxLineBytes is read to its end but only its start is kept, with long
 // set; first is its first byte that is not white space (-1 for none), so
 // that a long comment or blank line is still known as one.
@@ -108,6 +104,12 @@ func readLine(br *bufio.Reader) (line rawLine, long bool, first int, err error) 
 		chunk, err := br.ReadSlice('\n')
 		if first < 0 {
 			first = firstNonSpace(chunk)
+		}
+		if buf == nil && !errors.Is(err, bufio.ErrBufferFull) && len(chunk) <= MaxLineBytes {
+			// The whole line in one piece: no copy. It is valid until the
+			// next read, and parseLine copies what it keeps.
+			line.kept = bytes.TrimSuffix(bytes.TrimSuffix(chunk, []byte("\n")), []byte("\r"))
+			return line, false, first, err
 		}
 		if len(buf)+len(chunk) <= MaxLineBytes+2 { // room for CRLF
 			buf = append(buf, chunk...)
@@ -257,13 +259,16 @@ func parseTarget(s string) (*url.URL, string, string) {
 			return nil, "", "URL has a port outside 1-65535"
 		}
 	}
-	if port == "" {
-		port = "80"
-		if scheme == "https" {
-			port = "443"
+	key := u.Host // host:port as written, when that is the key (no copy)
+	if name := u.Hostname(); port == "" || name != strings.ToLower(name) || len(name)+1+len(port) != len(u.Host) {
+		if port == "" {
+			port = "80"
+			if scheme == "https" {
+				port = "443"
+			}
 		}
+		key = net.JoinHostPort(strings.ToLower(name), port)
 	}
-	key := net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 	if _, _, err := net.SplitHostPort(key); err != nil {
 		// net/url lets a stray bracket through ("http://]/"): no request
 		// could be made to such a host.

@@ -33,17 +33,21 @@ func expandMarks(s string) string {
 
 // jobsOf reads data as one input and returns its jobs.
 func jobsOf(t testing.TB, data []byte) []*job {
-	ch := make(chan *job)
+	q := newJobQueue(4)
 	var jobs []*job
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for j := range ch {
+		for {
+			j, ok := q.take(context.Background())
+			if !ok {
+				return
+			}
 			jobs = append(jobs, j)
 		}
 	}()
-	err := readInputs(context.Background(), []Input{{Name: "fuzz.txt", R: bytes.NewReader(data)}}, Shard{}, nil, new(atomic.Int64), ch)
-	close(ch)
+	err := readInputs(context.Background(), []Input{{Name: "fuzz.txt", R: bytes.NewReader(data)}}, Shard{}, nil, new(atomic.Int64), q)
+	q.close()
 	<-done
 	if err != nil {
 		t.Fatalf("readInputs: %v", err)
@@ -219,15 +223,15 @@ func TestHugeLineMemory(t *testing.T) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	ch := make(chan *job, 4)
-	err := readInputs(context.Background(), []Input{{Name: "huge", R: &endless{prefix: "http://example.com/", n: size}}}, Shard{}, nil, new(atomic.Int64), ch)
+	q := newJobQueue(4)
+	err := readInputs(context.Background(), []Input{{Name: "huge", R: &endless{prefix: "http://example.com/", n: size}}}, Shard{}, nil, new(atomic.Int64), q)
 	runtime.ReadMemStats(&after)
-	close(ch)
+	q.close()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var jobs []*job
-	for j := range ch {
+	for j := range q.jobs {
 		jobs = append(jobs, j)
 	}
 	if len(jobs) != 1 || jobs[0].invalid == "" || jobs[0].line != 1 {

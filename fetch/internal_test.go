@@ -133,7 +133,7 @@ func BenchmarkReadInput(b *testing.B) {
 		}
 	}
 	data := in.Bytes()
-	jobs := make(chan *job, 1024)
+	jobs := newJobQueue(1024)
 	var skipped atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -141,8 +141,8 @@ func BenchmarkReadInput(b *testing.B) {
 		if err := readInput(context.Background(), Input{Name: "urls.txt", R: bytes.NewReader(data)}, Shard{}, nil, &skipped, jobs); err != nil {
 			b.Fatal(err)
 		}
-		for len(jobs) > 0 {
-			<-jobs
+		for len(jobs.jobs) > 0 {
+			<-jobs.jobs
 		}
 	}
 }

@@ -210,3 +210,37 @@ func (w *stackCheckWriter) Write(r *fetch.Record) error {
 	}
 	return nil
 }
+
+// TestInterruptWithLinesReadAhead: lines read ahead of the workers but not
+// taken when an interrupt comes get no record, and the run is reported
+// interrupted (so that --resume takes them), even though every line was
+// read.
+func TestInterruptWithLinesReadAhead(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	cfg := fetch.DefaultConfig()
+	cfg.Concurrency = 4 // 4 in flight, 4 read ahead
+	cfg.Grace = 3 * time.Second
+	e, err := fetch.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for i := range 6 {
+		lines = append(lines, fmt.Sprintf("%s/ahead/%d?delay=500ms", tg.URL, i))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(250*time.Millisecond, cancel)
+	w := &memWriter{}
+	rep, err := e.Run(ctx, []fetch.Input{{Name: "u", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
+	if !errors.Is(err, fetch.ErrInterrupted) || !rep.Interrupted {
+		t.Fatalf("err %v, interrupted %v; want interrupted", err, rep.Interrupted)
+	}
+	if len(w.recs) != 4 || tg.Requests() != 4 {
+		t.Fatalf("%d records, %d requests; want the 4 in flight", len(w.recs), tg.Requests())
+	}
+	for _, r := range w.recs {
+		if !r.OK {
+			t.Errorf("record %+v error %+v, want the ones in flight finished", r, r.Error)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -20,25 +21,36 @@ func requestHeader(cfg *Config) http.Header {
 	return h
 }
 
-// newRequest is the request of one attempt to u, under ctx: the method and
-// headers of the run, and a copy of u, which is not parsed again. The
-// header map is the engine's, shared by every request: neither net/http
+// baseRequest is the request every attempt's starts from: the run's method
+// and header, and the Host header when -H gives one. It is checked once,
+// by http.NewRequest, so that an attempt only copies it.
+func baseRequest(cfg *Config, header http.Header) (*http.Request, error) {
+	req, err := http.NewRequest(cfg.Method, "http://example.com/", nil)
+	if err != nil {
+		return nil, fmt.Errorf("fetch: %w", err)
+	}
+	req.URL, req.Host, req.Header = nil, header.Get("Host"), header
+	return req, nil
+}
+
+// newRequest is the request of one attempt to u, under ctx: a copy of the
+// run's base request with u, which is shared, not copied: neither net/http
+// nor fetch writes to a request's URL (a redirect makes a new one). The
+// header map is the engine's, shared by every request too: neither net/http
 // (which copies it for a redirect) nor fetch (routeTransport clones it to
 // add Proxy-Authorization) writes to a request's header.
-func (e *Engine) newRequest(ctx context.Context, u *url.URL) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, e.cfg.Method, "", nil)
-	if err != nil {
-		return nil, err
+func (e *Engine) newRequest(ctx context.Context, u *url.URL) *http.Request {
+	req := e.request.WithContext(ctx)
+	req.URL = u
+	// The host's colon:port is normalized, as http.NewRequest does, on
+	// a copy: the job's URL is as the line wrote it.
+	if host := u.Host; strings.HasSuffix(host, ":") && strings.LastIndexByte(host, ':') > strings.LastIndexByte(host, ']') {
+		target := *u
+		target.Host = strings.TrimSuffix(host, ":")
+		req.URL = &target
 	}
-	target := req.URL // parsed from "": a URL of the request's own, to copy u into
-	*target = *u
-	// The host's colon:port is normalized, as http.NewRequest does.
-	if strings.LastIndexByte(target.Host, ':') > strings.LastIndexByte(target.Host, ']') {
-		target.Host = strings.TrimSuffix(target.Host, ":")
+	if req.Host == "" {
+		req.Host = req.URL.Host
 	}
-	req.Host, req.Header = target.Host, e.header
-	if hs := e.header.Get("Host"); hs != "" {
-		req.Host = hs
-	}
-	return req, nil
+	return req
 }

@@ -108,7 +108,8 @@ type Lease struct {
 	Lost <-chan struct{}
 
 	once    sync.Once
-	release func(Outcome)
+	release func(Outcome) // NewLease's
+	local   localGrant    // Local's, instead of a closure per lease
 }
 
 // NewLease returns a lease on proxy whose Finish calls release once.
@@ -152,8 +153,11 @@ func (l *Lease) Finish(o Outcome) {
 		return
 	}
 	l.once.Do(func() {
-		if l.release != nil {
+		switch g := &l.local; {
+		case l.release != nil:
 			l.release(o)
+		case g.s != nil:
+			g.s.release(l.Proxy, g.host, o, g.granted, g.probe, g.pair)
 		}
 	})
 }

@@ -400,10 +400,18 @@ func (s *Local) tryGrant(req Request, now, due time.Time, ahead int) (*Lease, ti
 		pr.next = now.Add(pr.spacing)
 		pr.inFlight++
 	}
-	l := &Lease{Proxy: p, Budget: ps.budget, ProxyInFlight: ps.inFlight, HostInFlight: h.inFlight}
-	host := req.Host
-	l.release = func(o Outcome) { s.release(p, host, o, now, probe, pr) }
+	l := &Lease{Proxy: p, Budget: ps.budget, ProxyInFlight: ps.inFlight, HostInFlight: h.inFlight,
+		local: localGrant{s: s, host: req.Host, granted: now, probe: probe, pair: pr}}
 	return l, 0
+}
+
+// localGrant is what Local.release needs of a lease Local granted.
+type localGrant struct {
+	s       *Local
+	host    string
+	granted time.Time
+	probe   bool
+	pair    *pairState
 }
 
 func (s *Local) release(p int, host string, o Outcome, granted time.Time, probe bool, pr *pairState) {

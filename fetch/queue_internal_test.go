@@ -1,0 +1,100 @@
+package fetch
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestJobQueueWakesReaderAtHalf: a reader that finds the queue full
+// sleeps until the workers have taken it down to half, not until one place
+// is free; drained waits for the last job to be taken.
+func TestJobQueueWakesReaderAtHalf(t *testing.T) {
+	ctx := context.Background()
+	q := newJobQueue(4) // half: 2
+	for i := range 4 {
+		if err := q.put(ctx, &job{line: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put := make(chan error, 1)
+	go func() { put <- q.put(ctx, &job{line: 4}) }() // full: it sleeps
+	take := func(want int) {
+		t.Helper()
+		j, ok := q.take(ctx)
+		if !ok || j.line != want {
+			t.Fatalf("took %+v, %v; want line %d", j, ok, want)
+		}
+	}
+	asleep := func(why string) {
+		t.Helper()
+		// Tolerance: a put that can go on does within 100ms.
+		select {
+		case err := <-put:
+			t.Fatalf("put returned (%v) %s", err, why)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	asleep("into a full queue") // and by now it sleeps
+	take(0)
+	if len(q.room) != 0 {
+		t.Fatal("taking the queue down to 3 of 4 woke the reader")
+	}
+	asleep("with the queue above half")
+	take(1) // 2 of 4: half
+	select {
+	case err := <-put:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("put still sleeps with the queue at half")
+	}
+	drained := make(chan error, 1)
+	go func() { drained <- q.drained(ctx) }()
+	take(2)
+	take(3)
+	select {
+	case err := <-drained:
+		t.Fatalf("drained returned (%v) with a job queued", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	take(4)
+	select {
+	case err := <-drained:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("drained still waits with the queue empty")
+	}
+}
+
+// TestJobQueueStops: once its context is done a full queue's put returns
+// the context's error, drained too, and take takes no job left queued.
+func TestJobQueueStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	q := newJobQueue(1)
+	if err := q.put(ctx, &job{}); err != nil {
+		t.Fatal(err)
+	}
+	put := make(chan error, 1)
+	go func() { put <- q.put(ctx, &job{}) }()
+	cancel()
+	if err := <-put; err != context.Canceled {
+		t.Errorf("put: %v, want context.Canceled", err)
+	}
+	if err := q.drained(ctx); err != context.Canceled {
+		t.Errorf("drained: %v, want context.Canceled", err)
+	}
+	if j, ok := q.take(ctx); ok {
+		t.Errorf("took %+v after the context ended", j)
+	}
+	q.close()
+	if _, ok := q.take(context.Background()); !ok {
+		t.Error("the job queued before the end was lost from a closed queue")
+	}
+	if j, ok := q.take(context.Background()); ok {
+		t.Errorf("took %+v from a closed, empty queue", j)
+	}
+}
