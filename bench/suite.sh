@@ -94,6 +94,14 @@ for tool in hey curl vegeta wrk; do
 	if have "$tool"; then peers+=("$tool"); else echo "suite.sh: $tool is not installed (or is in BENCH_SKIP): skipped; bench/setup.sh installs it"; fi
 done
 have_peer() { [[ " ${peers[*]} " == *" $1 "* ]]; }
+# The Go peers' toolchains: net/http's cost per request moves with the Go
+# release (Debian's hey is built with an older one than fetch).
+for tool in hey vegeta; do
+	if have_peer "$tool" && v="$(go version "$(command -v "$tool")" 2>/dev/null)"; then
+		echo "suite.sh: $tool built with ${v##* }"
+	fi
+done
+echo "suite.sh: fetch built with $(go env GOVERSION)"
 
 # Records and results go to a tmpfs when there is one.
 if [ -d /dev/shm ] && [ -w /dev/shm ]; then
