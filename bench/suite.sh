@@ -4,7 +4,9 @@
 # itself (nginx when installed, else the Go target of bench/loopback; squid
 # and tinyproxy when installed), each on a free loopback port with a config
 # in a temp dir, and stops them on exit. A peer that is not installed is
-# skipped, and the table says so.
+# skipped, and the table says so. With hey comes hey-go, the same hey built
+# with fetch's Go (go install, needs the module proxy): a column on the same
+# net/http as fetch, for information; the goals name hey as installed.
 #
 #   bench/suite.sh [--quick] [--install] [--repeats N] [--only CASE,...] [--tsv FILE]
 #
@@ -26,7 +28,7 @@
 #   BENCH_SLOW=2000/640 and BENCH_SLOW_MS=50   URLs that take that long each
 #   BENCH_RATE_N=500/100 and BENCH_RATE=50     starts at that rate per second
 #   BENCH_WRK_SECS=3/1       how long each wrk run lasts (wrk runs by time)
-#   BENCH_SKIP="nginx wrk"  tools and servers to treat as not installed
+#   BENCH_SKIP="nginx wrk"  tools and servers to treat as not installed (hey-go too)
 #
 # Every run is bounded by its count and by a timeout. The exit status is
 # non-zero only when the suite itself fails; a missed goal is printed as
@@ -80,6 +82,7 @@ if [ -z "$repeats" ]; then
 fi
 case "$repeats" in '' | *[!0-9]* | 0) echo "suite.sh: --repeats takes a positive number" >&2; exit 2 ;; esac
 c="$BENCH_C"
+hey_module="github.com/rakyll/hey@v0.1.4" # Debian's hey is this version
 tsv="${tsv:-${TMPDIR:-/tmp}/fetch-bench.tsv}"
 all_cases="direct sustained big squid tinyproxy slow rate"
 want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
@@ -126,6 +129,19 @@ trap 'exit 130' INT TERM
 
 echo "suite.sh: building fetch and bench/loopback"
 bench_build "$work"
+# hey-go: the same hey built with fetch's Go, so that one column compares
+# the clients on one net/http. Not a goal's peer: the goals name hey as
+# installed.
+hey_go=""
+if have hey && [[ " ${BENCH_SKIP:-} " != *" hey-go "* ]]; then
+	if (cd / && GOBIN="$work/hey-go" GOFLAGS='' timeout 300 go install "$hey_module") >"$work/hey-go.log" 2>&1; then
+		hey_go="$work/hey-go/hey"
+		peers=("${peers[@]:0:1}" hey-go "${peers[@]:1}")
+		echo "suite.sh: hey-go: hey built with $(go env GOVERSION)"
+	else
+		echo "suite.sh: hey-go: go install $hey_module failed ($(tail -n 1 "$work/hey-go.log")): skipped"
+	fi
+fi
 fetch="$work/fetch"
 bench_loopback "$work" -urls 0 -proxies 0 -for 60m
 gotarget="$(cat "$work/target.txt")"
@@ -285,10 +301,11 @@ run_tool() {
 		timed "$limit" "$sig" "$fetch" -q -o "$work/records.jsonl" --retries 0 -c "$c" "${px[@]}" "$list.txt"
 		ok="$(grep -c '"ok":true' "$work/records.jsonl" || true)"
 		;;
-	hey)
-		local px=()
+	hey | hey-go)
+		local px=() bin=hey
 		if [ -n "$proxy" ]; then px=(-x "$proxy"); fi
-		timed "$limit" "$sig" hey -n "$n" -c "$c" -disable-compression "${px[@]}" "$one"
+		[ "$tool" = hey-go ] && bin="$hey_go"
+		timed "$limit" "$sig" "$bin" -n "$n" -c "$c" -disable-compression "${px[@]}" "$one"
 		ok="$(awk '$1 == "[200]" { print $2 }' "$work/out")"
 		;;
 	curl)
@@ -404,7 +421,7 @@ if want slow; then
 			run_tool "$tool" slow "$BENCH_SLOW" ""
 			# hey -n N -c C makes C workers of N/C requests each, rounded down.
 			expect="$BENCH_SLOW"
-			[ "$tool" = hey ] && expect=$(( BENCH_SLOW / c * c ))
+			[[ "$tool" == hey* ]] && expect=$(( BENCH_SLOW / c * c ))
 			if [ "$ok" -ne "$expect" ]; then note slow "$tool" "$r" "only $ok of $expect ok: no figure"; continue; fi
 			add slow "$tool" "$(div "$wall" "$(ideal "$ok")")"
 			note slow "$tool" "$r" "$ok ok in ${wall}s"
@@ -470,7 +487,7 @@ declare -A label=(
 	[slow]="$BENCH_SLOW x ${BENCH_SLOW_MS}ms, makespan/ideal"
 	[rate]="$BENCH_RATE_N at ${BENCH_RATE}/s, mean rate/s"
 )
-tools=(fetch hey curl vegeta wrk)
+tools=(fetch hey hey-go curl vegeta wrk)
 rows=(direct cpu)
 for cs in $all_cases; do [ "$cs" = direct ] || rows+=("$cs"); done
 
@@ -539,5 +556,9 @@ if [ -n "$f_rate" ]; then
 	res["rate_err|fetch"]="$(echo "e = ($f_rate - $BENCH_RATE) / $BENCH_RATE; if (e < 0) e = -e; e" | bc -l)"
 fi
 goal rate_err - '<=' 0.005 "rate: |fetch mean rate / ${BENCH_RATE} - 1| <= 0.005"
+if [ -n "$hey_go" ]; then
+	echo "not goals: the same hey built with fetch's Go (hey-go), on the same net/http:"
+	printf '  %-52s %8s\n' "direct: fetch req/s / hey-go's" "$(ratio direct hey-go)" "direct: fetch CPU per URL / hey-go's" "$(ratio cpu hey-go)"
+fi
 echo
 echo "suite.sh: ${elapsed}s of runs; load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo ?) now; table as TSV in $tsv"
