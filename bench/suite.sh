@@ -351,16 +351,40 @@ add() { res["$1|$2"]="${res["$1|$2"]:-} $3"; }
 div() { echo "scale=6; $1 / $2" | bc -l; }
 note() { printf '  %-10s %-7s run %s: %s\n' "$1" "$2" "$3" "$4"; }
 
+# rotated R TOOLS...: the tools, in turn from the R-th (1-based, modulo
+# their number): each repeat starts with another tool, so that none always
+# runs right after the same one (after wrk's flood, say).
+rotated() {
+	local r="$1"
+	shift
+	local n=$# i
+	local all=("$@")
+	for ((i = 0; i < n; i++)); do echo "${all[(i + r - 1) % n]}"; done
+}
+
 # rate_case CASE LIST N PROXY TOOLS...: URLs/s over the repeats, tools in turn
-# within each repeat; in the direct case also client CPU per URL.
+# within each repeat (rotated), wrk last and followed by a pause, since its
+# flood of requests leaves the server and the machine busy for a moment; in
+# the direct case also client CPU per URL.
 rate_case() {
-	local cs="$1" name="$2" n="$3" proxy="$4" r tool url
+	local cs="$1" name="$2" n="$3" proxy="$4" r tool url others=() last=()
 	shift 4
+	for tool in "$@"; do
+		if [ "$tool" = wrk ]; then last=(wrk); else others+=("$tool"); fi
+	done
 	url="$(head -n 1 "$work/$name.txt")"
 	url="${url%%\?*}"
+	# A warm-up run, not counted: the first run on a fresh server and
+	# list pays for warming them, whichever tool it is.
+	run_tool fetch "$name" "$n" "$proxy"
 	for r in $(seq "$repeats"); do
-		for tool in "$@"; do
-			if [ "$tool" = wrk ]; then wrk_run "$url" "$proxy"; else run_tool "$tool" "$name" "$n" "$proxy"; fi
+		for tool in $(rotated "$r" "${others[@]}") "${last[@]}"; do
+			if [ "$tool" = wrk ]; then
+				wrk_run "$url" "$proxy"
+				sleep 2
+			else
+				run_tool "$tool" "$name" "$n" "$proxy"
+			fi
 			if [ "$ok" -le 0 ]; then note "$cs" "$tool" "$r" "no URL done ($(tail -n 1 "$work/err" 2>/dev/null))"; continue; fi
 			add "$cs" "$tool" "$(div "$ok" "$wall")"
 			[ "$cs" = direct ] && add cpu "$tool" "$(div "$cpu * 1000000" "$ok")"
@@ -382,7 +406,7 @@ if want sustained; then
 	echo "suite.sh: sustained: $BENCH_LINES lines from the Go target, each tool stopped after ${BENCH_SECS}s"
 	mklist sustained "$BENCH_LINES" "$gotarget/s/" "?size=1024"
 	for r in $(seq "$repeats"); do
-		for tool in fetch curl vegeta; do
+		for tool in $(rotated "$r" fetch curl vegeta); do
 			if [ "$tool" != fetch ] && ! have_peer "$tool"; then continue; fi
 			run_tool "$tool" sustained "$BENCH_LINES" "" "$BENCH_SECS"
 			add sustained "$tool" "$ok"
@@ -417,7 +441,7 @@ if want slow; then
 	echo "suite.sh: slow: $BENCH_SLOW URLs of ${BENCH_SLOW_MS} ms from the Go target: makespan / ideal ${ideal}s"
 	mklist slow "$BENCH_SLOW" "$gotarget/d/" "?delay=${BENCH_SLOW_MS}ms"
 	for r in $(seq "$repeats"); do
-		for tool in fetch "${count_peers[@]}"; do
+		for tool in $(rotated "$r" fetch "${count_peers[@]}"); do
 			run_tool "$tool" slow "$BENCH_SLOW" ""
 			# hey -n N -c C makes C workers of N/C requests each, rounded down.
 			expect="$BENCH_SLOW"
