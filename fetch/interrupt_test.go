@@ -52,20 +52,8 @@ func TestInterruptStopsAdmitting(t *testing.T) {
 	tg := startTarget(t, fetchtest.TargetOptions{})
 	cfg := fetch.DefaultConfig()
 	cfg.HostConcurrency = 1
-	cfg.Grace = 3 * time.Second
-	e, err := fetch.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	for i := range 6 {
-		lines = append(lines, fmt.Sprintf("%s/q/%d?delay=500ms", tg.URL, i))
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(250*time.Millisecond, cancel)
 	start := time.Now()
-	w := &memWriter{}
-	rep, err := e.Run(ctx, []fetch.Input{{Name: "u", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
+	w, rep, err := runInterrupted(t, cfg, tg.URL+"/q")
 	if !errors.Is(err, context.Canceled) || !rep.Interrupted {
 		t.Fatalf("err %v, interrupted %v", err, rep.Interrupted)
 	}
@@ -218,20 +206,8 @@ func (w *stackCheckWriter) Write(r *fetch.Record) error {
 func TestInterruptWithLinesReadAhead(t *testing.T) {
 	tg := startTarget(t, fetchtest.TargetOptions{})
 	cfg := fetch.DefaultConfig()
-	cfg.Concurrency = 4 // 4 in flight, 4 read ahead
-	cfg.Grace = 3 * time.Second
-	e, err := fetch.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	for i := range 6 {
-		lines = append(lines, fmt.Sprintf("%s/ahead/%d?delay=500ms", tg.URL, i))
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(250*time.Millisecond, cancel)
-	w := &memWriter{}
-	rep, err := e.Run(ctx, []fetch.Input{{Name: "u", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
+	cfg.Concurrency = 4 // 4 in flight, 2 read ahead
+	w, rep, err := runInterrupted(t, cfg, tg.URL+"/ahead")
 	if !errors.Is(err, fetch.ErrInterrupted) || !rep.Interrupted {
 		t.Fatalf("err %v, interrupted %v; want interrupted", err, rep.Interrupted)
 	}
@@ -243,4 +219,25 @@ func TestInterruptWithLinesReadAhead(t *testing.T) {
 			t.Errorf("record %+v error %+v, want the ones in flight finished", r, r.Error)
 		}
 	}
+}
+
+// runInterrupted runs 6 URLs under prefix that take 500ms each, with a
+// grace period of 3s, and interrupts the run after 250ms.
+func runInterrupted(t *testing.T, cfg fetch.Config, prefix string) (*memWriter, *fetch.Report, error) {
+	t.Helper()
+	cfg.Grace = 3 * time.Second
+	e, err := fetch.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for i := range 6 {
+		lines = append(lines, fmt.Sprintf("%s/%d?delay=500ms", prefix, i))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(250*time.Millisecond, cancel)
+	w := &memWriter{}
+	rep, err := e.Run(ctx, []fetch.Input{{Name: "u", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
+	return w, rep, err
 }

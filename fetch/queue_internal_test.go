@@ -26,15 +26,7 @@ func TestJobQueueWakesReaderAtHalf(t *testing.T) {
 			t.Fatalf("took %+v, %v; want line %d", j, ok, want)
 		}
 	}
-	asleep := func(why string) {
-		t.Helper()
-		// Tolerance: a put that can go on does within 100ms.
-		select {
-		case err := <-put:
-			t.Fatalf("put returned (%v) %s", err, why)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	asleep := func(why string) { t.Helper(); stillWaiting(t, put, "put", why) }
 	asleep("into a full queue") // and by now it sleeps
 	take(0)
 	if len(q.room) != 0 {
@@ -42,31 +34,37 @@ func TestJobQueueWakesReaderAtHalf(t *testing.T) {
 	}
 	asleep("with the queue above half")
 	take(1) // 2 of 4: half
-	select {
-	case err := <-put:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("put still sleeps with the queue at half")
-	}
+	returns(t, put, "put", "with the queue at half")
 	drained := make(chan error, 1)
 	go func() { drained <- q.drained(ctx) }()
 	take(2)
 	take(3)
+	stillWaiting(t, drained, "drained", "with a job queued")
+	take(4)
+	returns(t, drained, "drained", "with the queue empty")
+}
+
+// stillWaiting fails t if a call (named what) that must go on waiting
+// returns on done. Tolerance: one that can return does within 100ms.
+func stillWaiting(t *testing.T, done <-chan error, what, why string) {
+	t.Helper()
 	select {
-	case err := <-drained:
-		t.Fatalf("drained returned (%v) with a job queued", err)
+	case err := <-done:
+		t.Fatalf("%s returned (%v) %s", what, err, why)
 	case <-time.After(100 * time.Millisecond):
 	}
-	take(4)
+}
+
+// returns fails t unless a call (named what) returns nil on done within 5s.
+func returns(t *testing.T, done <-chan error, what, why string) {
+	t.Helper()
 	select {
-	case err := <-drained:
+	case err := <-done:
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", what, err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("drained still waits with the queue empty")
+		t.Fatalf("%s still waits %s", what, why)
 	}
 }
 
