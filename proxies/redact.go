@@ -36,7 +36,16 @@ var userinfoRE = regexp.MustCompile("([A-Za-z][A-Za-z0-9+.-]*://)[^/\\s\"<>`\\\\
 
 // NewRedactor returns a Redactor for the credentials of ps.
 func NewRedactor(ps []Proxy) *Redactor {
-	var pairs, bare, pieces []string
+	own := 0 // proxies with credentials of their own (not a session line's)
+	for _, p := range ps {
+		if p.tmpl == nil && p.URL != nil && p.URL.User != nil {
+			own++
+		}
+	}
+	// Made to size: for a list of 100,000 identities, growing them took
+	// nearly half of the time (600 against 330 ms).
+	pairs, bare := make([]string, 0, 2*own), make([]string, 0, 11*own)
+	var pieces []string
 	seen := map[*sessionTemplate]bool{}
 	for _, p := range ps {
 		if p.tmpl != nil {
