@@ -409,9 +409,13 @@ func loadFile(name string, room int) ([]Proxy, error) {
 
 // dedup drops every proxy whose identity was seen earlier in ps. The
 // duplicates among the sessions of one line are told in one warning for
-// the line, with their count, not one for each.
+// the line, with their count, not one for each. A proxy whose identity is
+// an earlier one's although its credentials differ (8 hex digits of their
+// hash: about once in 100,000 session names) is dropped too, since its
+// records and limits could not be told apart, with a warning of its own
+// that says so.
 func dedup(ps []Proxy, warn func(string)) []Proxy {
-	first := make(map[string]string, len(ps)) // identity -> source
+	first := make(map[string]int, len(ps)) // identity -> index in out
 	// Made to size (growing it for 100,000 proxies was a tenth of Load's
 	// time), and nil for none.
 	var out []Proxy
@@ -428,10 +432,17 @@ func dedup(ps []Proxy, warn func(string)) []Proxy {
 		srcOf = map[*sessionTemplate]string{}
 	)
 	for _, p := range ps {
-		src, ok := first[p.ID]
+		i, ok := first[p.ID]
 		if !ok {
-			first[p.ID] = p.Source
+			first[p.ID] = len(out)
 			out = append(out, p)
+			continue
+		}
+		src := out[i].Source
+		if q := out[i]; p.URL != nil && q.URL != nil && sameProxy(p.URL) != sameProxy(q.URL) {
+			if warn != nil {
+				warn(fmt.Sprintf("%s: proxy %s has the identity of the one at %s, whose credentials differ (an identity keeps 8 hex digits of their hash), ignored", p.Source, p.ID, src))
+			}
 			continue
 		}
 		if p.tmpl == nil {

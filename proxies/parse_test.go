@@ -342,3 +342,40 @@ func TestLoadErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadIdentityCollision: two proxies whose credentials differ but whose
+// identities are the same (8 hex digits of a hash: these two session names
+// of 100,000 collide) are not called duplicates: the second is dropped,
+// since records and limits could not tell them apart, with a warning that
+// says why and shows no credentials. Real duplicates are still duplicates.
+func TestLoadIdentityCollision(t *testing.T) {
+	a := "http://user-session-14615:pw@gate.example:7000"
+	b := "http://user-session-28168:pw@gate.example:7000"
+	ua, _ := proxies.ParseURL(a)
+	ub, _ := proxies.ParseURL(b)
+	if proxies.Identity(ua) != proxies.Identity(ub) {
+		t.Fatalf("identities %s and %s: want the same, for this test", proxies.Identity(ua), proxies.Identity(ub))
+	}
+	var warnings []string
+	ps, err := proxies.Load(nil, []string{a, b, a}, func(m string) { warnings = append(warnings, m) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 1 || ps[0].URL.User.Username() != "user-session-14615" {
+		t.Fatalf("proxies %v, want the first only", ps)
+	}
+	if len(warnings) != 2 {
+		t.Fatalf("warnings %q, want 2", warnings)
+	}
+	if w := warnings[0]; !strings.Contains(w, "credentials differ") || strings.Contains(w, "duplicate") {
+		t.Errorf("collision warned as %q, want credentials that differ, not a duplicate", w)
+	}
+	if w := warnings[1]; !strings.Contains(w, "duplicate") {
+		t.Errorf("the repeated line warned as %q, want a duplicate", w)
+	}
+	for _, w := range warnings {
+		if strings.Contains(w, "user-session") || strings.Contains(w, ":pw") {
+			t.Errorf("warning %q shows credentials", w)
+		}
+	}
+}

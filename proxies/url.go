@@ -197,6 +197,31 @@ func validZone(zone string) bool {
 // it does not hide a short or guessable password from someone who tries
 // candidates against it.
 func Identity(u *url.URL) string {
+	id, ui, has := canonical(u)
+	if has {
+		sum := sha256.Sum256([]byte(ui))
+		id += "#" + hex.EncodeToString(sum[:4])
+	}
+	return id
+}
+
+// sameProxy is Identity with the whole user information in place of its
+// fingerprint: what tells two proxies of one identity apart when their
+// credentials differ. Two of 100,000 session user names share a
+// fingerprint about once (8 hex digits are 32 bits). It holds the
+// credentials: for comparing, never for output.
+func sameProxy(u *url.URL) string {
+	id, ui, has := canonical(u)
+	if has {
+		id += "#" + ui
+	}
+	return id
+}
+
+// canonical returns "scheme://host:port" of u as Identity writes it, and its
+// user information as Identity hashes it ("user:password", or "user"),
+// with has false when u has none.
+func canonical(u *url.URL) (id, ui string, has bool) {
 	scheme := strings.ToLower(u.Scheme)
 	host := strings.ToLower(u.Hostname())
 	if a, err := netip.ParseAddr(host); err == nil {
@@ -208,16 +233,15 @@ func Identity(u *url.URL) string {
 	} else if n, err := strconv.Atoi(port); err == nil {
 		port = strconv.Itoa(n)
 	}
-	id := scheme + "://" + net.JoinHostPort(host, port)
-	if u.User != nil {
-		// The whole user information: lines that differ only in the
-		// password (a session or a country in it) are different proxies.
-		ui := u.User.Username()
-		if pass, ok := u.User.Password(); ok && pass != "" {
-			ui += ":" + pass
-		}
-		sum := sha256.Sum256([]byte(ui))
-		id += "#" + hex.EncodeToString(sum[:4])
+	id = scheme + "://" + net.JoinHostPort(host, port)
+	if u.User == nil {
+		return id, "", false
 	}
-	return id
+	// The whole user information: lines that differ only in the
+	// password (a session or a country in it) are different proxies.
+	ui = u.User.Username()
+	if pass, ok := u.User.Password(); ok && pass != "" {
+		ui += ":" + pass
+	}
+	return id, ui, true
 }

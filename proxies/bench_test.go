@@ -1,0 +1,50 @@
+package proxies_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fetch-dev/fetch/proxies"
+)
+
+// BenchmarkLoadIdentities measures what a run starts with for a list of
+// 100,000 identities on one gateway (http://user-session-N:pw@gate), as
+// rotating-proxy providers sell them: reading the list, then building the
+// redaction of its credentials. One op is one list.
+func BenchmarkLoadIdentities(b *testing.B) {
+	const n = 100_000
+	var sb strings.Builder
+	for i := range n {
+		fmt.Fprintf(&sb, "http://user-session-%d:pw@127.0.0.1:8080\n", i)
+	}
+	name := filepath.Join(b.TempDir(), "proxies.txt")
+	if err := os.WriteFile(name, []byte(sb.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("Load", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			// Three pairs of these names share an identity (see
+			// TestLoadIdentityCollision): the second of each is dropped.
+			ps, err := proxies.Load([]string{name}, nil, nil)
+			if err != nil || len(ps) != n-3 {
+				b.Fatalf("%d proxies, %v; want %d", len(ps), err, n-3)
+			}
+		}
+	})
+	ps, err := proxies.Load([]string{name}, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("NewRedactor", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if r := proxies.NewRedactor(ps); r.String("as user-session-7") != "as ***" {
+				b.Fatalf("redacted %q", r.String("as user-session-7"))
+			}
+		}
+	})
+}
