@@ -259,7 +259,10 @@ func parseTarget(s string) (*url.URL, string, string) {
 			return nil, "", "URL has a port outside 1-65535"
 		}
 	}
-	key := u.Host // host:port as written, when that is the key (no copy)
+	// The key is u.Host itself (no copy) when it is already "host:port"
+	// in lower case: a port is written, and Host is no longer than
+	// Hostname, ":" and Port (no brackets).
+	key := u.Host
 	if name := u.Hostname(); port == "" || name != strings.ToLower(name) || len(name)+1+len(port) != len(u.Host) {
 		if port == "" {
 			port = "80"

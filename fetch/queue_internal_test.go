@@ -12,13 +12,14 @@ import (
 func TestJobQueueWakesReaderAtHalf(t *testing.T) {
 	ctx := context.Background()
 	q := newJobQueue(4) // half: 2
-	for i := range 4 {
-		if err := q.put(ctx, &job{line: i}); err != nil {
-			t.Fatal(err)
+	fill := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			if err := q.put(ctx, &job{line: i}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	put := make(chan error, 1)
-	go func() { put <- q.put(ctx, &job{line: 4}) }() // full: it sleeps
 	take := func(want int) {
 		t.Helper()
 		j, ok := q.take(ctx)
@@ -26,21 +27,32 @@ func TestJobQueueWakesReaderAtHalf(t *testing.T) {
 			t.Fatalf("took %+v, %v; want line %d", j, ok, want)
 		}
 	}
-	asleep := func(why string) { t.Helper(); stillWaiting(t, put, "put", why) }
-	asleep("into a full queue") // and by now it sleeps
+	// The wake-up, without a reader running: a token for the reader once
+	// the queue is down to half, none before.
+	fill(0, 4)
 	take(0)
 	if len(q.room) != 0 {
 		t.Fatal("taking the queue down to 3 of 4 woke the reader")
 	}
-	asleep("with the queue above half")
-	take(1) // 2 of 4: half
+	take(1)
+	if len(q.room) != 1 {
+		t.Fatal("taking the queue down to 2 of 4 did not wake the reader")
+	}
+	// A reader that sleeps on a full queue goes on once woken.
+	fill(4, 6) // full again: 2, 3, 4, 5
+	<-q.room   // the token from before: the reader has looked since
+	put := make(chan error, 1)
+	go func() { put <- q.put(ctx, &job{line: 6}) }()
+	stillWaiting(t, put, "put", "into a full queue")
+	take(2)
+	take(3)
 	returns(t, put, "put", "with the queue at half")
 	drained := make(chan error, 1)
 	go func() { drained <- q.drained(ctx) }()
-	take(2)
-	take(3)
-	stillWaiting(t, drained, "drained", "with a job queued")
 	take(4)
+	take(5)
+	stillWaiting(t, drained, "drained", "with a job queued")
+	take(6)
 	returns(t, drained, "drained", "with the queue empty")
 }
 
