@@ -413,7 +413,7 @@ func loadFile(name string, room int) ([]Proxy, error) {
 // an earlier one's although its credentials differ (8 hex digits of their
 // hash: about once in 100,000 session names) is dropped too, since its
 // records and limits could not be told apart, with a warning of its own
-// that says so.
+// (a duplicate identity, of other credentials).
 func dedup(ps []Proxy, warn func(string)) []Proxy {
 	first := make(map[string]int, len(ps)) // identity -> index in out
 	// Made to size (growing it for 100,000 proxies was a tenth of Load's
@@ -441,7 +441,7 @@ func dedup(ps []Proxy, warn func(string)) []Proxy {
 		src := out[i].Source
 		if q := out[i]; p.URL != nil && q.URL != nil && sameProxy(p.URL) != sameProxy(q.URL) {
 			if warn != nil {
-				warn(fmt.Sprintf("%s: proxy %s has the identity of the one at %s, whose credentials differ (an identity keeps 8 hex digits of their hash), ignored", p.Source, p.ID, src))
+				warn(fmt.Sprintf("%s: duplicate identity %s (first at %s) of other credentials (an identity keeps 8 hex digits of their hash), ignored", p.Source, p.ID, src))
 			}
 			continue
 		}

@@ -343,11 +343,11 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
-// TestLoadIdentityCollision: two proxies whose credentials differ but whose
-// identities are the same (8 hex digits of a hash: these two session names
-// of 100,000 collide) are not called duplicates: the second is dropped,
-// since records and limits could not tell them apart, with a warning that
-// says why and shows no credentials. Real duplicates are still duplicates.
+// TestLoadIdentityCollision: of two proxies whose credentials differ but
+// whose identities are the same (8 hex digits of a hash: these two session
+// names of 100,000 collide), the second is dropped, since records and
+// limits could not tell them apart, with a warning that says its
+// credentials are others and shows none of them.
 func TestLoadIdentityCollision(t *testing.T) {
 	a := "http://user-session-14615:pw@gate.example:7000"
 	b := "http://user-session-28168:pw@gate.example:7000"
@@ -367,11 +367,13 @@ func TestLoadIdentityCollision(t *testing.T) {
 	if len(warnings) != 2 {
 		t.Fatalf("warnings %q, want 2", warnings)
 	}
-	if w := warnings[0]; !strings.Contains(w, "credentials differ") || strings.Contains(w, "duplicate") {
-		t.Errorf("collision warned as %q, want credentials that differ, not a duplicate", w)
+	// Both are duplicates of an identity, as the contract words it; only
+	// the collision says that the credentials are others.
+	if w := warnings[0]; !strings.Contains(w, "duplicate identity") || !strings.Contains(w, "other credentials") {
+		t.Errorf("collision warned as %q, want a duplicate identity of other credentials", w)
 	}
-	if w := warnings[1]; !strings.Contains(w, "duplicate") {
-		t.Errorf("the repeated line warned as %q, want a duplicate", w)
+	if w := warnings[1]; !strings.Contains(w, "duplicate proxy") || strings.Contains(w, "other credentials") {
+		t.Errorf("the repeated line warned as %q, want a duplicate proxy", w)
 	}
 	for _, w := range warnings {
 		if strings.Contains(w, "user-session") || strings.Contains(w, ":pw") {
