@@ -374,6 +374,7 @@ func (e *Engine) fetch(admit, work, stages context.Context, jobs *jobQueue, reco
 	)
 	worker := func() error { // counted idle when started
 		tr := newTracker(&e.cfg) // for every attempt of this worker's
+		defer tr.close()
 		for {
 			j, ok := jobs.take(admit)
 			if idle.Add(-1) == 0 && ok {

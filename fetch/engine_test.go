@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -399,4 +401,41 @@ func TestReusedConnectionHasNoSetupPhases(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestClosedEngineIsFreed: once Run has returned and Close has been called,
+// nothing keeps the Engine alive (a worker's timer, set for a URL's
+// deadline, once did for up to --timeout, through the proxy's route in its
+// last attempt's context), so a program that runs engines
+// one after another does not hold every one of them, with its proxies'
+// state, for a minute.
+func TestClosedEngineIsFreed(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	px := startProxy(t, "http", fetchtest.ProxyOptions{})
+	cfg := fetch.DefaultConfig()
+	cfg.Concurrency = 2
+	cfg.Proxies = []proxies.Proxy{proxyOf(t, "http://"+px.Addr, nil)}
+	var freed atomic.Bool
+	func() {
+		e, err := fetch.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime.AddCleanup(e, func(b *atomic.Bool) { b.Store(true) }, &freed)
+		recs, _ := runEngine(t, e, tg.URL+"/1", tg.URL+"/2", tg.URL+"/3")
+		if len(recs) != 3 || !recs[1].OK {
+			t.Fatalf("records: %v", recs)
+		}
+		e.Close()
+	}()
+	// The cleanup runs after a collection has found the Engine unreachable;
+	// 2 s is far less than the 60 s timer that held it.
+	for range 200 {
+		runtime.GC()
+		if freed.Load() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the Engine is still reachable 2 s after Close")
 }

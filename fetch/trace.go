@@ -221,6 +221,19 @@ func (t *tracker) finish() (string, spans) {
 	return Phases[last], s
 }
 
+// close stops the timer for good; call it once the tracker's last attempt
+// has finished. The timer stays set between attempts (see disarm), for up to
+// a URL's deadline: left set, it would keep the tracker, its last attempt's
+// context and the Engine that context leads to alive until it went off.
+func (t *tracker) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	t.running = false
+}
+
 // disarm lifts the per-phase limit in force. The timer stays set: it goes
 // off for nothing, or for the next limit (see arm). Call with t.mu held.
 func (t *tracker) disarm() { t.timerOn = false }
