@@ -1,6 +1,7 @@
 package proxies_test
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,7 +14,8 @@ import (
 // BenchmarkLoadIdentities measures what a run starts with for a list of
 // 100,000 identities on one gateway (http://user-session-N:pw@gate), as
 // rotating-proxy providers sell them: reading the list, then building the
-// redaction of its credentials. One op is one list.
+// redaction of its credentials (one op is one list), and what redacting an
+// error message costs with them.
 func BenchmarkLoadIdentities(b *testing.B) {
 	const n = 100_000
 	var sb strings.Builder
@@ -47,4 +49,20 @@ func BenchmarkLoadIdentities(b *testing.B) {
 			}
 		}
 	})
+	// Redacting an error message, with a credential in it and without.
+	r := proxies.NewRedactor(ps)
+	for _, tc := range []struct{ name, msg, want string }{
+		{"String/clean", `Get "http://127.0.0.1:8080/a/b?c=d": proxyconnect tcp: dial tcp 127.0.0.1:8080: connect: connection refused`, ""},
+		{"String/secret", `proxy user-session-99999 said 407 for dXNlci1zZXNzaW9uLTk5OTk5OnB3 after 3 tries`, "proxy *** said 407 for *** after 3 tries"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			want := cmp.Or(tc.want, tc.msg)
+			b.ReportAllocs()
+			for b.Loop() {
+				if got := r.String(tc.msg); got != want {
+					b.Fatalf("redacted %q, want %q", got, want)
+				}
+			}
+		})
+	}
 }

@@ -1,0 +1,259 @@
+package proxies
+
+import (
+	"hash/maphash"
+	"math/bits"
+)
+
+// matcher finds the strings of a set in text and replaces them: at each
+// place of the text, the longest of the set that starts there, then on
+// after it, as a strings.Replacer given the set longest first does.
+//
+// It is made for sets of hundreds of thousands (every credential of a list
+// of 100,000 identities, each in several encodings) and holds no pointer
+// but three: the strings are kept end to end in one string, found by
+// their hash in an open-addressed table, and a place of the text is
+// passed over at the cost of one look-up by its first three bytes. A
+// strings.Replacer for such a set is a trie of millions of nodes: slow to
+// build, and marked by the garbage collector at every cycle of the run.
+type matcher struct {
+	seed  maphash.Seed
+	text  []byte // the strings, end to end; read-only once built
+	slots []slot // by hash; len a power of 2, at most half full
+	n     int    // strings in slots
+
+	// heads are the strings of 3 bytes or more by their first 3 bytes,
+	// each with the lengths the strings starting with them have: bit L
+	// for L < 63, bit 63 for any length in long.
+	heads  []head // len a power of 2, at most half full
+	nheads int
+	long   []int // distinct lengths of 63 bytes or more, longest first
+
+	// The strings of 1 and 2 bytes, as bits: rare, and cheap to look for.
+	one [256 / 64]uint64
+	two []uint64 // 65536 bits; nil when there is none
+}
+
+type slot struct {
+	h   uint32 // the low bits of the string's hash
+	n   uint32 // the string is text[off:off+n]; n == 0: empty slot
+	off int
+}
+
+type head struct {
+	key  uint32 // the 3 bytes + 1; 0: empty
+	lens uint64
+}
+
+const longLen = 63 // lengths from this one on share bit 63 of head.lens
+
+func newMatcher() *matcher {
+	return &matcher{seed: maphash.MakeSeed()}
+}
+
+// add adds s to the set; "" is ignored, and so is a string of 4 GiB or
+// more, which no line of a proxy list can hold.
+func (m *matcher) add(s string) {
+	if s == "" || len(s) >= 1<<32 {
+		return
+	}
+	switch len(s) {
+	case 1:
+		m.one[s[0]/64] |= 1 << (s[0] % 64)
+		return
+	case 2:
+		if m.two == nil {
+			m.two = make([]uint64, 1<<16/64)
+		}
+		k := uint16(s[0])<<8 | uint16(s[1])
+		m.two[k/64] |= 1 << (k % 64)
+		return
+	}
+	if 2*(m.n+1) > len(m.slots) {
+		m.grow()
+	}
+	h := maphash.String(m.seed, s)
+	mask := len(m.slots) - 1
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		sl := &m.slots[i]
+		if sl.n == 0 {
+			*sl = slot{h: uint32(h), n: uint32(len(s)), off: len(m.text)}
+			m.text = append(m.text, s...)
+			m.n++
+			break
+		}
+		if sl.h == uint32(h) && string(m.text[sl.off:sl.off+int(sl.n)]) == s {
+			return // there already
+		}
+	}
+	bit := uint64(1) << min(len(s), longLen)
+	if len(s) >= longLen {
+		m.addLong(len(s))
+	}
+	m.addHead(key3(s, 0), bit)
+}
+
+func (m *matcher) addLong(n int) {
+	for i, l := range m.long {
+		if l == n {
+			return
+		}
+		if l < n {
+			m.long = append(m.long[:i+1], m.long[i:]...)
+			m.long[i] = n
+			return
+		}
+	}
+	m.long = append(m.long, n)
+}
+
+func (m *matcher) addHead(key uint32, bit uint64) {
+	if 2*(m.nheads+1) > len(m.heads) {
+		m.growHeads()
+	}
+	mask := len(m.heads) - 1
+	for i := headHash(key) & mask; ; i = (i + 1) & mask {
+		hd := &m.heads[i]
+		if hd.key == 0 {
+			*hd = head{key: key + 1, lens: bit}
+			m.nheads++
+			return
+		}
+		if hd.key == key+1 {
+			hd.lens |= bit
+			return
+		}
+	}
+}
+
+func (m *matcher) grow() {
+	old := m.slots
+	m.slots = make([]slot, max(64, 2*len(old)))
+	mask := len(m.slots) - 1
+	for _, sl := range old {
+		if sl.n == 0 {
+			continue
+		}
+		i := int(maphash.Bytes(m.seed, m.text[sl.off:sl.off+int(sl.n)])) & mask
+		for m.slots[i].n != 0 {
+			i = (i + 1) & mask
+		}
+		m.slots[i] = sl
+	}
+}
+
+func (m *matcher) growHeads() {
+	old := m.heads
+	m.heads = make([]head, max(16, 2*len(old)))
+	m.nheads = 0
+	for _, hd := range old {
+		if hd.key != 0 {
+			m.addHead(hd.key-1, hd.lens)
+		}
+	}
+}
+
+func key3(s string, i int) uint32 {
+	return uint32(s[i])<<16 | uint32(s[i+1])<<8 | uint32(s[i+2])
+}
+
+func headHash(key uint32) int { return int((uint64(key) * 0x9E3779B97F4A7C15) >> 32) }
+
+// empty reports whether the set has no string.
+func (m *matcher) empty() bool {
+	if m.n > 0 || m.two != nil {
+		return false
+	}
+	return m.one == [4]uint64{}
+}
+
+// has reports whether s[i:i+n] is in the set, for n >= 3.
+func (m *matcher) has(s string, i, n int) bool {
+	w := s[i : i+n]
+	h := maphash.String(m.seed, w)
+	mask := len(m.slots) - 1
+	for j := int(h) & mask; ; j = (j + 1) & mask {
+		sl := &m.slots[j]
+		if sl.n == 0 {
+			return false
+		}
+		if sl.h == uint32(h) && int(sl.n) == n && string(m.text[sl.off:sl.off+n]) == w {
+			return true
+		}
+	}
+}
+
+// at returns the length of the longest string of the set that s[i:] starts
+// with, or 0.
+func (m *matcher) at(s string, i int) int {
+	rest := len(s) - i
+	if rest >= 3 && m.nheads > 0 {
+		key := key3(s, i)
+		mask := len(m.heads) - 1
+		for j := headHash(key) & mask; ; j = (j + 1) & mask {
+			hd := &m.heads[j]
+			if hd.key == 0 {
+				break
+			}
+			if hd.key != key+1 {
+				continue
+			}
+			lens := hd.lens
+			if lens&(1<<longLen) != 0 {
+				for _, n := range m.long {
+					if n <= rest && m.has(s, i, n) {
+						return n
+					}
+				}
+				lens &^= 1 << longLen
+			}
+			if rest < longLen {
+				lens &= 1<<(rest+1) - 1 // no longer than what is left
+			}
+			for lens != 0 {
+				n := 63 - bits.LeadingZeros64(lens)
+				if m.has(s, i, n) {
+					return n
+				}
+				lens &^= 1 << n
+			}
+			break
+		}
+	}
+	if rest >= 2 && m.two != nil {
+		k := uint16(s[i])<<8 | uint16(s[i+1])
+		if m.two[k/64]&(1<<(k%64)) != 0 {
+			return 2
+		}
+	}
+	if m.one[s[i]/64]&(1<<(s[i]%64)) != 0 {
+		return 1
+	}
+	return 0
+}
+
+// replace returns s with each string of the set in it replaced by with,
+// found from the left, the longest at each place; s itself when there is
+// none.
+func (m *matcher) replace(s, with string) string {
+	var b []byte // nil until the first match
+	last := 0
+	for i := 0; i < len(s); {
+		n := m.at(s, i)
+		if n == 0 {
+			i++
+			continue
+		}
+		if b == nil {
+			b = make([]byte, 0, len(s)+len(with))
+		}
+		b = append(b, s[last:i]...)
+		b = append(b, with...)
+		i += n
+		last = i
+	}
+	if b == nil {
+		return s
+	}
+	return string(append(b, s[last:]...))
+}
