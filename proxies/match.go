@@ -3,6 +3,7 @@ package proxies
 import (
 	"hash/maphash"
 	"math/bits"
+	"slices"
 )
 
 // matcher finds the strings of a set in text and replaces them: at each
@@ -49,6 +50,15 @@ const longLen = 63 // lengths from this one on share bit 63 of head.lens
 
 func newMatcher() *matcher {
 	return &matcher{seed: maphash.MakeSeed()}
+}
+
+// reserve makes room for n more strings of size bytes in all, so that a
+// set whose size is known is built without growing.
+func (m *matcher) reserve(n, size int) {
+	if need := 2 * (m.n + n); need > len(m.slots) {
+		m.resize(1 << bits.Len(uint(need-1)))
+	}
+	m.text = slices.Grow(m.text, size)
 }
 
 // add adds s to the set; "" is ignored, and so is a string of 4 GiB or
@@ -126,9 +136,11 @@ func (m *matcher) addHead(key uint32, bit uint64) {
 	}
 }
 
-func (m *matcher) grow() {
+func (m *matcher) grow() { m.resize(max(64, 2*len(m.slots))) }
+
+func (m *matcher) resize(n int) {
 	old := m.slots
-	m.slots = make([]slot, max(64, 2*len(old)))
+	m.slots = make([]slot, n)
 	mask := len(m.slots) - 1
 	for _, sl := range old {
 		if sl.n == 0 {

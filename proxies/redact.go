@@ -38,6 +38,19 @@ var userinfoRE = regexp.MustCompile("([A-Za-z][A-Za-z0-9+.-]*://)[^/\\s\"<>`\\\\
 // a trie of millions of nodes while it was built on strings.Replacer.
 func NewRedactor(ps []Proxy) *Redactor {
 	pairs, secret := newMatcher(), newMatcher()
+	// Made to size for plain credentials (see encodings): one pair and
+	// two bare strings (the user name and the Basic token) a proxy, and
+	// the password when it is long enough.
+	own, size := 0, 0
+	for _, p := range ps {
+		if p.tmpl == nil && p.URL != nil && p.URL.User != nil {
+			pass, _ := p.URL.User.Password()
+			own++
+			size += len(p.URL.User.Username()) + len(pass) + 2
+		}
+	}
+	pairs.reserve(own, size)
+	secret.reserve(2*own, size+base64.StdEncoding.EncodedLen(size))
 	bare := func(s string) {
 		if len(s) >= minBare {
 			secret.add(s)
