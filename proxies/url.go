@@ -224,16 +224,24 @@ func sameProxy(u *url.URL) string {
 func canonical(u *url.URL) (id, ui string, has bool) {
 	scheme := strings.ToLower(u.Scheme)
 	host := strings.ToLower(u.Hostname())
-	if a, err := netip.ParseAddr(host); err == nil {
+	// An IPv4 address that parses is written as String writes it: netip
+	// refuses leading zeros. Only IPv6 has other spellings.
+	if a, err := netip.ParseAddr(host); err == nil && !a.Is4() {
 		host = a.String()
 	}
 	port := u.Port()
 	if port == "" {
 		port = defaultPorts[scheme]
-	} else if n, err := strconv.Atoi(port); err == nil {
-		port = strconv.Itoa(n)
+	} else if port[0] == '0' && len(port) > 1 { // u.Port() holds digits only
+		if n, err := strconv.Atoi(port); err == nil {
+			port = strconv.Itoa(n)
+		}
 	}
-	id = scheme + "://" + net.JoinHostPort(host, port)
+	if strings.IndexByte(host, ':') >= 0 {
+		id = scheme + "://[" + host + "]:" + port
+	} else {
+		id = scheme + "://" + host + ":" + port
+	}
 	if u.User == nil {
 		return id, "", false
 	}
