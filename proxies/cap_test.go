@@ -18,14 +18,14 @@ func TestParseCap(t *testing.T) {
 		{"plain lines past the room", "http://a-{session}@p.example sessions=5\nhttp://p.example\n", 2, "the proxy lists hold more than 1000000 proxies"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parse("big.txt", strings.NewReader(tt.list), 5)
+			_, err := parse("big.txt", strings.NewReader(tt.list), 5, 0)
 			var le *LineError
 			if !errors.As(err, &le) || le.Line != tt.line || le.Reason != tt.reason {
 				t.Fatalf("parse: %v, want big.txt:%d: %s", err, tt.line, tt.reason)
 			}
 		})
 	}
-	if ps, err := parse("ok.txt", strings.NewReader("http://a-{session}@p.example sessions=5\n"), 5); err != nil || len(ps) != 5 {
+	if ps, err := parse("ok.txt", strings.NewReader("http://a-{session}@p.example sessions=5\n"), 5, 0); err != nil || len(ps) != 5 {
 		t.Fatalf("parse of exactly the room: %d proxies, %v", len(ps), err)
 	}
 }

@@ -2,6 +2,7 @@ package proxies
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -97,13 +98,17 @@ func (e *fileError) Unwrap() error { return e.err }
 // stops Parse with a *LineError. A list with no proxy is not an error here
 // (Load reports it); duplicates are kept (Load drops them).
 func Parse(name string, r io.Reader) ([]Proxy, error) {
-	return parse(name, r, maxProxies)
+	return parse(name, r, maxProxies, 0)
 }
 
-// parse is Parse with room for at most room proxies.
-func parse(name string, r io.Reader, room int) ([]Proxy, error) {
+// parse is Parse with room for at most room proxies, of a list of about
+// lines lines (0: not known).
+func parse(name string, r io.Reader, room, lines int) ([]Proxy, error) {
 	br := bufio.NewReaderSize(r, maxLineLen+2) // room for the line and "\r\n"
 	var ps []Proxy
+	if lines > 0 {
+		ps = make([]Proxy, 0, min(lines, room))
+	}
 	for n := 1; ; n++ {
 		raw, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -135,6 +140,12 @@ func parse(name string, r io.Reader, room int) ([]Proxy, error) {
 			return ps, nil
 		}
 	}
+}
+
+// source is "name:n", made with one allocation.
+func source(name string, n int) string {
+	var buf [128]byte
+	return string(strconv.AppendInt(append(append(buf[:0], name...), ':'), int64(n), 10))
 }
 
 // parseLine parses physical line n (with its line end). ok is false for a
@@ -184,7 +195,7 @@ func parseLine(name string, n int, raw []byte) (p Proxy, t *sessionTemplate, ok 
 		}
 		return fail("bad proxy URL", err)
 	}
-	p = Proxy{URL: u, ID: Identity(u), Source: name + ":" + strconv.Itoa(n)}
+	p = Proxy{URL: u, ID: Identity(u), Source: source(name, n)}
 	q := quoter{line: line, u: u, fields: fields[1:]}
 	var (
 		sessions int
@@ -404,7 +415,30 @@ func loadFile(name string, room int) ([]Proxy, error) {
 		return nil, fmt.Errorf("proxies: %w", err) // *fs.PathError names the file
 	}
 	defer f.Close()
-	return parse(name, f, room)
+	return parse(name, f, room, lineCount(f, room))
+}
+
+// lineCount returns how many lines the regular file f holds, up to room,
+// read ahead in a first pass and f then put back at its start, so that
+// parse makes the list to size: grown as it was read, the list of 100,000
+// proxies was allocated five times over. It returns 0 when f is not a
+// regular file, or cannot be read twice.
+func lineCount(f *os.File, room int) int {
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return 0
+	}
+	n, buf := 0, make([]byte, 64<<10)
+	for {
+		k, err := f.Read(buf)
+		n += bytes.Count(buf[:k], []byte{'\n'})
+		if err != nil || n >= room {
+			break
+		}
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return 0 // parse fails on reading it again, and says why
+	}
+	return n + 1 // and a last line without a line end
 }
 
 // dedup drops every proxy whose identity was seen earlier in ps. The
@@ -413,15 +447,13 @@ func loadFile(name string, room int) ([]Proxy, error) {
 // an earlier one's although its credentials differ (8 hex digits of their
 // hash: about once in 100,000 session names) is dropped too, since its
 // records and limits could not be told apart, with a warning of its own
-// (a duplicate identity, of other credentials).
+// (a duplicate identity, of other credentials). It keeps the proxies in
+// ps itself, which it changes.
 func dedup(ps []Proxy, warn func(string)) []Proxy {
+	// Made to size: growing it for 100,000 proxies was a tenth of Load's
+	// time.
 	first := make(map[string]int, len(ps)) // identity -> index in out
-	// Made to size (growing it for 100,000 proxies was a tenth of Load's
-	// time), and nil for none.
-	var out []Proxy
-	if len(ps) > 0 {
-		out = make([]Proxy, 0, len(ps))
-	}
+	out := ps[:0]                          // each kept where it is or earlier
 	type lineDups struct {
 		n     int
 		first string // where the first of them was first seen

@@ -197,12 +197,16 @@ func validZone(zone string) bool {
 // it does not hide a short or guessable password from someone who tries
 // candidates against it.
 func Identity(u *url.URL) string {
-	id, ui, has := canonical(u)
+	var buf [128]byte // enough for most: one allocation, the result
+	b, has := appendCanonical(buf[:0], u)
 	if has {
-		sum := sha256.Sum256([]byte(ui))
-		id += "#" + hex.EncodeToString(sum[:4])
+		b = append(b, '#')
+		mark := len(b)
+		b = appendUserinfo(b, u)
+		sum := sha256.Sum256(b[mark:])
+		b = hex.AppendEncode(b[:mark], sum[:4])
 	}
-	return id
+	return string(b)
 }
 
 // sameProxy is Identity with the whole user information in place of its
@@ -211,17 +215,16 @@ func Identity(u *url.URL) string {
 // fingerprint about once (8 hex digits are 32 bits). It holds the
 // credentials: for comparing, never for output.
 func sameProxy(u *url.URL) string {
-	id, ui, has := canonical(u)
+	b, has := appendCanonical(nil, u)
 	if has {
-		id += "#" + ui
+		b = appendUserinfo(append(b, '#'), u)
 	}
-	return id
+	return string(b)
 }
 
-// canonical returns "scheme://host:port" of u as Identity writes it, and its
-// user information as Identity hashes it ("user:password", or "user"),
-// with has false when u has none.
-func canonical(u *url.URL) (id, ui string, has bool) {
+// appendCanonical appends "scheme://host:port" of u as Identity writes it
+// to b, and reports whether u has user information.
+func appendCanonical(b []byte, u *url.URL) ([]byte, bool) {
 	scheme := strings.ToLower(u.Scheme)
 	host := strings.ToLower(u.Hostname())
 	// An IPv4 address that parses is written as String writes it: netip
@@ -237,19 +240,24 @@ func canonical(u *url.URL) (id, ui string, has bool) {
 			port = strconv.Itoa(n)
 		}
 	}
+	b = append(append(b, scheme...), "://"...)
 	if strings.IndexByte(host, ':') >= 0 {
-		id = scheme + "://[" + host + "]:" + port
+		b = append(append(append(b, '['), host...), ']')
 	} else {
-		id = scheme + "://" + host + ":" + port
+		b = append(b, host...)
 	}
-	if u.User == nil {
-		return id, "", false
-	}
-	// The whole user information: lines that differ only in the
-	// password (a session or a country in it) are different proxies.
-	ui = u.User.Username()
+	b = append(append(b, ':'), port...)
+	return b, u.User != nil
+}
+
+// appendUserinfo appends the user information of u as Identity hashes it
+// to b: "user:password", or "user" when there is no password or an empty
+// one. The whole user information counts: lines that differ only in the
+// password (a session or a country in it) are different proxies.
+func appendUserinfo(b []byte, u *url.URL) []byte {
+	b = append(b, u.User.Username()...)
 	if pass, ok := u.User.Password(); ok && pass != "" {
-		ui += ":" + pass
+		b = append(append(b, ':'), pass...)
 	}
-	return id, ui, true
+	return b
 }
