@@ -43,7 +43,7 @@ type Stats struct {
 // Engine runs jobs. Create one with New; it runs one Run at a time.
 type Engine struct {
 	cfg      Config
-	routes   []*route
+	routes   []route // never grown: routes are pointed to
 	sched    limits.Scheduler
 	redactor *proxies.Redactor
 	retry    map[int]bool
@@ -97,11 +97,12 @@ func New(cfg Config) (*Engine, error) {
 	ts := &transports{cfg: &e.cfg}
 	e.transports = ts
 	if len(cfg.Proxies) == 0 {
-		e.routes = []*route{newRoute(ts, nil)}
+		e.routes = make([]route, 1)
+		e.routes[0].init(ts, nil)
 	} else {
-		e.routes = make([]*route, len(cfg.Proxies))
+		e.routes = make([]route, len(cfg.Proxies))
 		for i := range cfg.Proxies {
-			e.routes[i] = newRoute(ts, &e.cfg.Proxies[i])
+			e.routes[i].init(ts, &e.cfg.Proxies[i])
 			e.routes[i].index = i
 		}
 	}
@@ -167,7 +168,7 @@ func (e *Engine) takeEvents(coll *collector) {
 	defer e.eventsMu.Unlock()
 	e.events = e.sched.Events(e.events[:0])
 	for _, ev := range e.events {
-		coll.health(e.routes[ev.Proxy], ev)
+		coll.health(&e.routes[ev.Proxy], ev)
 	}
 }
 
@@ -604,7 +605,7 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 		return res
 	}
 	res.proxy = lease.Proxy
-	rt := e.routes[lease.Proxy]
+	rt := &e.routes[lease.Proxy]
 	tr.leased(rt.handshake(j.url), rt.via)
 	defer func() { // after the body is closed and the tracker has finished
 		sawByte := tr.sawByte.Load()

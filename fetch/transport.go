@@ -153,9 +153,12 @@ func (ts *transports) forProxy(u *url.URL) *renewing {
 	return ts.plain
 }
 
-func newRoute(ts *transports, p *proxies.Proxy) *route {
+// init sets up r, a new route, through p (direct when p is nil). Routes
+// are made in place, in one slice: for a pool of 100,000, that is 100,000
+// objects fewer for the garbage collector to mark at every cycle.
+func (r *route) init(ts *transports, p *proxies.Proxy) {
 	cfg := ts.cfg
-	r := &route{id: "direct"}
+	r.id = "direct"
 	var rt http.RoundTripper
 	if p == nil {
 		if ts.direct == nil {
@@ -190,7 +193,6 @@ func newRoute(ts *transports, p *proxies.Proxy) *route {
 		ts.redirect = checkRedirect(cfg.MaxRedirects)
 	}
 	r.client = client{rt: rt, policy: ts.redirect}
-	return r
 }
 
 // rotates reports whether attempts through p each take a new connection:
