@@ -155,11 +155,15 @@ func NewLocal(cfg Config) *Local {
 		s.proxies[i].holdBucket = -1
 		s.members[b]++
 	}
+	// Each budget's heap is a piece of one array, as large as its members
+	// (it holds each at most once): for 100,000 budgets, one object for
+	// the garbage collector to mark instead of 100,000.
 	s.ready = make([]heap32, len(s.budgets))
 	s.bpos = make([]int32, len(s.budgets))
+	all := make([]int32, len(s.proxies))
 	for b := range s.bpos {
 		s.bpos[b] = -1
-		s.ready[b] = make(heap32, 0, s.members[b])
+		s.ready[b], all = all[:0:s.members[b]], all[s.members[b]:]
 	}
 	s.mpos = make([]int32, len(s.proxies))
 	now := s.clock.Now()
