@@ -54,3 +54,47 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPoolSize measures one grant and one release with 64 leases held
+// at a time, as a run at -c 64 keeps them, through pools of 10, 10,000 and
+// 100,000 proxies of their own budget each (the identities of a rotating
+// gateway): what choosing a proxy costs as the pool grows, without
+// goroutines waiting. An op is a release and a grant.
+func BenchmarkPoolSize(b *testing.B) {
+	for _, n := range []int{10, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("proxies=%d", n), func(b *testing.B) {
+			cfg := limits.Config{}
+			for i := range n {
+				cfg.Budgets = append(cfg.Budgets, limits.Spec{Concurrency: 8})
+				cfg.BudgetOf = append(cfg.BudgetOf, i)
+			}
+			s := limits.NewLocal(cfg)
+			defer s.Close()
+			ctx := context.Background()
+			var held [64]*limits.Lease
+			hosts := make([]string, 16)
+			for i := range hosts {
+				hosts[i] = fmt.Sprintf("h%d:80", i)
+			}
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				k := i % len(held)
+				if held[k] != nil {
+					held[k].Finish(limits.Success)
+				}
+				l, err := s.Acquire(ctx, limits.Request{Host: hosts[i%len(hosts)]})
+				if err != nil {
+					b.Fatal(err)
+				}
+				held[k] = l
+				i++
+			}
+			for _, l := range held {
+				if l != nil {
+					l.Finish(limits.Success)
+				}
+			}
+		})
+	}
+}

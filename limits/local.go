@@ -60,6 +60,8 @@ type Local struct {
 	// The index (see index.go).
 	ready  []heap32 // per budget, its available proxies, best first
 	mpos   []int32  // per proxy, its place in its budget's ready heap; -1: not there
+	pkey   []key    // per proxy, its key in its budget's ready heap
+	bkey   []key    // per budget, its key in top (while it has an available proxy)
 	top    heap32   // the open budgets, best first
 	bpos   []int32  // per budget, its place in top; -1: not there
 	parked wakeHeap // benched proxies and rate-limited budgets, by when to look again
@@ -166,6 +168,8 @@ func NewLocal(cfg Config) *Local {
 		s.ready[b], all = all[:0:s.members[b]], all[s.members[b]:]
 	}
 	s.mpos = make([]int32, len(s.proxies))
+	s.pkey = make([]key, len(s.proxies))
+	s.bkey = make([]key, len(s.budgets))
 	now := s.clock.Now()
 	for p := range s.proxies {
 		s.mpos[p] = -1

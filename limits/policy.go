@@ -124,6 +124,7 @@ func (s *Local) setAside(i int) {
 	if len(s.ready[b]) == 0 {
 		s.top.remove(int32(b), s.bpos, s.budgetLess)
 	} else {
+		s.bkey[b] = s.budgetKey(b) // its best proxy is another now
 		s.top.fix(int(s.bpos[b]), s.bpos, s.budgetLess)
 	}
 }
