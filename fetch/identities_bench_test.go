@@ -15,9 +15,11 @@ import (
 // BenchmarkIdentities measures the cost per URL of 20,000 URLs through 10,
 // 10,000 and 100,000 identities (user names) on one loopback proxy, as a
 // rotating-proxy provider's sessions are: the scheduler and the transports
-// must cost per URL what they cost with 10. Each op is one whole run; the
-// figures are per URL (ns/url, allocs/url), with the engine's memory per
-// identity (B/identity: its route and its share of the scheduler).
+// must cost per URL what they cost with 10. Every case has 64 in flight
+// (8 per identity, so that 10 can carry -c 64). Each op is one whole run;
+// the figures are per URL (ns/url, allocs/url), with the engine's memory
+// per identity (B/identity: its route, its share of the scheduler and of
+// the redaction).
 func BenchmarkIdentities(b *testing.B) {
 	const urls = 20_000
 	px, err := fetchtest.StartHTTPProxy(fetchtest.ProxyOptions{})
@@ -39,6 +41,9 @@ func BenchmarkIdentities(b *testing.B) {
 		b.Run(fmt.Sprintf("identities=%d", n), func(b *testing.B) {
 			cfg := fetch.DefaultConfig()
 			cfg.Proxies = identities(b, px.Addr, n)
+			// As many in flight whatever the pool: 10 identities of the
+			// default 4 each would hold a run to 40 at once.
+			cfg.ProxyConcurrency = 8
 			var m0, m1, m2 runtime.MemStats
 			var ns, allocs float64
 			perIdentity := 0.0
