@@ -23,10 +23,10 @@ var errLeaseLost = errors.New("lease lost: the coordinator could not renew it in
 var errTooLarge = errors.New("body larger than --max-body")
 
 // classify names the kind of an attempt's failure. phase is where the
-// attempt was when it failed; ctx is the attempt's context, and cause is why
-// the attempt's tracker cancelled it (the URL's deadline, a per-phase
-// timer, a lost lease), or nil.
-func classify(err error, phase string, ctx context.Context, cause error) string {
+// attempt was when it failed; ctxErr is the attempt's context's Err, and
+// cause is why the attempt's tracker cancelled it (the URL's deadline, a
+// per-phase timer, a lost lease), or nil, read after ctxErr (see failure).
+func classify(err error, phase string, ctxErr, cause error) string {
 	if errors.Is(cause, errLeaseLost) || errors.Is(err, limits.ErrCoordinator) {
 		// The coordinator could not be reached: waiting for a lease ran
 		// out of time, or a lease was lost and its attempt stopped.
@@ -36,10 +36,10 @@ func classify(err error, phase string, ctx context.Context, cause error) string 
 	if errors.As(cause, &pt) {
 		return KindTimeout
 	}
-	if errors.Is(cause, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if errors.Is(cause, context.DeadlineExceeded) || errors.Is(ctxErr, context.DeadlineExceeded) {
 		return KindDeadline
 	}
-	if ctx.Err() != nil {
+	if ctxErr != nil {
 		return KindCancelled // the run ended it: an interrupt, a failed write
 	}
 	var (

@@ -593,7 +593,7 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 			// resumed run (with a mended list) takes it again.
 			res.err = e.newError(PhaseQueue, KindCancelled, e.poolMessage(e.halted.Load()).Error())
 		case ctx.Err() != nil || !errors.Is(err, context.Canceled):
-			res.err = e.failure(err, PhaseQueue, ctx, tr.cause())
+			res.err = e.failure(err, PhaseQueue, ctx, tr)
 			var we *limits.WaitError
 			if errors.As(err, &we) && res.err.Kind == KindDeadline {
 				res.err = e.newError(PhaseQueue, KindDeadline, fmt.Sprintf("%s: waited %s for a proxy: %s",
@@ -653,7 +653,7 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 	tr.set(pConnect)
 	resp, err := rt.client.Do(req)
 	if err != nil {
-		res.err = e.failure(err, tr.current(), ctx, tr.cause())
+		res.err = e.failure(err, tr.current(), ctx, tr)
 		res.targetSide = targetSide(err)
 		res.rejected = credentialsRejected(err)
 		return res
@@ -668,7 +668,7 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 	if rt.proxy == nil || resp.StatusCode != http.StatusProxyAuthRequired {
 		b, start, err := e.checkBan(resp, body)
 		if err != nil {
-			res.err = e.failure(err, tr.current(), ctx, tr.cause())
+			res.err = e.failure(err, tr.current(), ctx, tr)
 			return res
 		}
 		if b != nil {
@@ -695,7 +695,7 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 	res.body = head
 	res.bytes = n
 	if err != nil {
-		res.err = e.failure(err, tr.current(), ctx, tr.cause())
+		res.err = e.failure(err, tr.current(), ctx, tr)
 		var se *saveError
 		res.final = errors.As(err, &se)
 		return res

@@ -10,10 +10,19 @@ import (
 )
 
 // failure is the error of an attempt that failed with err in phase: its
-// kind and message. ctx is the attempt's context and cause why its tracker
-// cancelled it, or nil (see classify).
-func (e *Engine) failure(err error, phase string, ctx context.Context, cause error) *Error {
-	kind := classify(err, phase, ctx, cause)
+// kind and message. ctx is the attempt's context and tr its tracker, which
+// knows why it cancelled the attempt, if it did (see classify).
+//
+// The context's Err is read before the tracker's cause, and only once. The
+// tracker sets the cause, then cancels the context; a phase timer may fire
+// just after err came back (the dialer's own connect timeout and the
+// tracker's connect timer run out together), and a cause read first could
+// then be nil while the context read after it is cancelled: a connect
+// timeout recorded as cancelled ("interrupted").
+func (e *Engine) failure(err error, phase string, ctx context.Context, tr *tracker) *Error {
+	ctxErr := ctx.Err()
+	cause := tr.cause()
+	kind := classify(err, phase, ctxErr, cause)
 	if kind == KindTooLarge && headersTooLarge(err) {
 		phase = PhaseHeaders // net/http may see the limit pass before the request is written
 	}

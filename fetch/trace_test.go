@@ -335,3 +335,42 @@ func TestTrackerDeadline(t *testing.T) {
 		})
 	}
 }
+
+// timerBetween is an attempt's context whose Err is where its tracker's
+// connect timer goes off: the timer that fires just as the dialer's own
+// connect timeout came back, between failure's reads of the context and of
+// the tracker's cause.
+type timerBetween struct {
+	context.Context
+	fire func()
+}
+
+func (c *timerBetween) Err() error {
+	if c.fire != nil {
+		c.fire()
+		c.fire = nil
+	}
+	return c.Context.Err()
+}
+
+// TestFailureSeesTimerThatFiresBetween: a connect that failed by the
+// dialer's timeout as the tracker's connect timer fired is a timeout, not
+// an interrupt, whichever of the two reads the timer lands between.
+func TestFailureSeesTimerThatFiresBetween(t *testing.T) {
+	e, err := New(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	cfg := DefaultConfig()
+	r := newTrackerRun(t, cfg, false)
+	r.tr.set(pConnect)
+	ctx := &timerBetween{Context: r.ctx, fire: func() {
+		r.tr.stop(r.tr.gen, &phaseTimeout{phase: PhaseConnect, limit: cfg.ConnectTimeout, flag: "--connect-timeout"})
+	}}
+	dialErr := fmt.Errorf("dial tcp 127.0.0.1:9: %w", context.DeadlineExceeded) // what the dialer's own timeout returns
+	got := e.failure(dialErr, r.tr.current(), ctx, r.tr)
+	if got.Phase != PhaseConnect || got.Kind != KindTimeout {
+		t.Fatalf("%s/%s (%s), want connect/timeout", got.Phase, got.Kind, got.Message)
+	}
+}
