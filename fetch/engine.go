@@ -147,13 +147,15 @@ func schedulerConfig(cfg *Config) (limits.Config, error) {
 	if err != nil {
 		return lc, err
 	}
-	for _, b := range budgets {
-		lc.Budgets = append(lc.Budgets, b.Spec)
-		lc.BudgetNames = append(lc.BudgetNames, b.Name)
+	lc.Budgets = make([]limits.Spec, len(budgets))
+	lc.BudgetNames = make([]string, len(budgets))
+	for i, b := range budgets {
+		lc.Budgets[i], lc.BudgetNames[i] = b.Spec, b.Name
 	}
 	lc.BudgetOf = of
-	for _, p := range cfg.Proxies {
-		lc.ProxyIDs = append(lc.ProxyIDs, p.ID)
+	lc.ProxyIDs = make([]string, len(cfg.Proxies))
+	for i, p := range cfg.Proxies {
+		lc.ProxyIDs[i] = p.ID
 	}
 	return lc, nil
 }

@@ -66,20 +66,23 @@ type transports struct {
 	cfg          *Config
 	direct       *renewing
 	plain, https *renewing // built when a route needs them
-	gateways     map[string]*url.URL
+	gateways     map[gatewayKey]*url.URL
 	redirect     func(*http.Request, []*http.Request) error // one for all the routes
 }
+
+// gatewayKey is a gateway's scheme and host:port.
+type gatewayKey struct{ scheme, host string }
 
 // gateway returns u without its credentials, one for all the identities
 // on a gateway.
 func (ts *transports) gateway(u *url.URL) *url.URL {
-	key := u.Scheme + "://" + u.Host
+	key := gatewayKey{u.Scheme, u.Host}
 	if g := ts.gateways[key]; g != nil {
 		return g
 	}
 	g := &url.URL{Scheme: u.Scheme, Host: u.Host}
 	if ts.gateways == nil {
-		ts.gateways = make(map[string]*url.URL)
+		ts.gateways = make(map[gatewayKey]*url.URL)
 	}
 	ts.gateways[key] = g
 	return g

@@ -161,6 +161,7 @@ func NewLocal(cfg Config) *Local {
 	// (it holds each at most once): for 100,000 budgets, one object for
 	// the garbage collector to mark instead of 100,000.
 	s.ready = make([]heap32, len(s.budgets))
+	s.top = make(heap32, 0, len(s.budgets))
 	s.bpos = make([]int32, len(s.budgets))
 	all := make([]int32, len(s.proxies))
 	for b := range s.bpos {
