@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fetch-dev/fetch/internal/arena"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -67,6 +68,7 @@ type transports struct {
 	direct       *renewing
 	plain, https *renewing // built when a route needs them
 	gateways     map[gatewayKey]*url.URL
+	strs         arena.Strings                              // the routes' Proxy-Authorization values
 	redirect     func(*http.Request, []*http.Request) error // one for all the routes
 }
 
@@ -187,7 +189,9 @@ func (r *route) init(ts *transports, p *proxies.Proxy) {
 		*rtr = routeTransport{tr: ts.forProxy(p.URL), proxy: u, gateway: u, rotate: rotates(cfg, p)}
 		if u.User != nil && u.Scheme == "http" {
 			pass, _ := u.User.Password()
-			rtr.auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass))
+			var cb, ab [256]byte
+			cred := append(append(append(cb[:0], u.User.Username()...), ':'), pass...)
+			rtr.auth = ts.strs.Bytes(base64.StdEncoding.AppendEncode(append(ab[:0], "Basic "...), cred))
 			rtr.gateway = ts.gateway(u)
 		}
 		rt, r.via = rtr, rtr

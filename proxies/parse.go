@@ -13,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/fetch-dev/fetch/internal/arena"
 	"github.com/fetch-dev/fetch/limits"
 )
 
@@ -109,6 +110,7 @@ func parse(name string, r io.Reader, room, lines int) ([]Proxy, error) {
 	if lines > 0 {
 		ps = make([]Proxy, 0, min(lines, room))
 	}
+	var strs arena.Strings // the proxies' lines, identities and sources
 	for n := 1; ; n++ {
 		raw, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -120,7 +122,7 @@ func parse(name string, r io.Reader, room, lines int) ([]Proxy, error) {
 		if len(raw) == 0 && err != nil {
 			return ps, nil
 		}
-		p, t, ok, lerr := parseLine(name, n, raw)
+		p, t, ok, lerr := parseLine(&strs, name, n, raw)
 		if lerr != nil {
 			return nil, lerr
 		}
@@ -142,16 +144,22 @@ func parse(name string, r io.Reader, room, lines int) ([]Proxy, error) {
 	}
 }
 
-// source is "name:n", made with one allocation.
-func source(name string, n int) string {
-	var buf [128]byte
-	return string(strconv.AppendInt(append(append(buf[:0], name...), ':'), int64(n), 10))
+// appendSource appends "name:n" to b.
+func appendSource(b []byte, name string, n int) []byte {
+	return strconv.AppendInt(append(append(b, name...), ':'), int64(n), 10)
+}
+
+// skipped reports whether line b is blank or a comment, as strings.Fields
+// splits it: such a line is passed over before anything of it is kept.
+func skipped(b []byte) bool {
+	b = bytes.TrimLeftFunc(b, unicode.IsSpace)
+	return len(b) == 0 || b[0] == '#'
 }
 
 // parseLine parses physical line n (with its line end). ok is false for a
 // blank or comment line; t is the template of a line with sessions=N, whose
 // proxy p is then what its sessions have in common.
-func parseLine(name string, n int, raw []byte) (p Proxy, t *sessionTemplate, ok bool, err error) {
+func parseLine(strs *arena.Strings, name string, n int, raw []byte) (p Proxy, t *sessionTemplate, ok bool, err error) {
 	fail := func(reason string, err error) (Proxy, *sessionTemplate, bool, error) {
 		return Proxy{}, nil, false, &LineError{File: name, Line: n, Reason: reason, Err: err}
 	}
@@ -171,10 +179,16 @@ func parseLine(name string, n int, raw []byte) (p Proxy, t *sessionTemplate, ok 
 	if !utf8.Valid(b) {
 		return fail("binary data (invalid UTF-8)", nil)
 	}
-	line := string(b)
-	if strings.IndexByte(line, 0) >= 0 {
+	if bytes.IndexByte(b, 0) >= 0 {
 		return fail("binary data (NUL byte)", nil)
 	}
+	if skipped(b) {
+		return Proxy{}, nil, false, nil
+	}
+	// The line is kept (the URL's parts are pieces of it), with the
+	// proxy's identity and source, in blocks shared with the other lines'
+	// (see arena).
+	line := strs.Bytes(b)
 	fields := strings.Fields(line)
 	for i, f := range fields {
 		if strings.HasPrefix(f, "#") {
@@ -195,7 +209,9 @@ func parseLine(name string, n int, raw []byte) (p Proxy, t *sessionTemplate, ok 
 		}
 		return fail("bad proxy URL", err)
 	}
-	p = Proxy{URL: u, ID: Identity(u), Source: source(name, n)}
+	var buf [256]byte
+	id := appendIdentity(buf[:0], u)
+	p = Proxy{URL: u, ID: strs.Bytes(id), Source: strs.Bytes(appendSource(id[len(id):], name, n))}
 	q := quoter{line: line, u: u, fields: fields[1:]}
 	var (
 		sessions int

@@ -91,18 +91,31 @@ func ParseURL(raw string) (*url.URL, error) {
 		if err != nil || n < 1 || n > 65535 {
 			return nil, badURL("port must be 1 to 65535")
 		}
-		port = strconv.Itoa(n) // drop leading zeros
+		if port[0] == '0' {
+			port = strconv.Itoa(n) // drop leading zeros
+		}
 	}
 	if u.User != nil && u.User.Username() == "" {
 		if _, hasPass := u.User.Password(); !hasPass {
 			u.User = nil // "http://@host": nothing to send
 		}
 	}
-	return &url.URL{
-		Scheme: u.Scheme,
-		User:   u.User,
-		Host:   net.JoinHostPort(host, port),
-	}, nil
+	hostport := u.Host // as written, when that is already canonical: no copy
+	if !canonicalAs(u.Host, host, port) {
+		hostport = net.JoinHostPort(host, port)
+	}
+	return &url.URL{Scheme: u.Scheme, User: u.User, Host: hostport}, nil
+}
+
+// canonicalAs reports whether hostport is host and port joined as
+// net.JoinHostPort joins them.
+func canonicalAs(hostport, host, port string) bool {
+	if strings.IndexByte(host, ':') >= 0 { // IPv6: in brackets
+		return len(hostport) == len(host)+len(port)+3 && hostport[0] == '[' &&
+			hostport[1:1+len(host)] == host && hostport[1+len(host):3+len(host)] == "]:" && hostport[3+len(host):] == port
+	}
+	return len(hostport) == len(host)+1+len(port) && hostport[:len(host)] == host &&
+		hostport[len(host)] == ':' && hostport[len(host)+1:] == port
 }
 
 // describeParseError turns a net/url error into a reason that quotes none of
@@ -157,6 +170,9 @@ func canonicalHost(hostport string) (string, error) {
 		return "", badURL("missing host")
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
+		if a.Is4() {
+			return host, nil // netip refuses other spellings of IPv4
+		}
 		return a.String(), nil
 	}
 	if len(host) > maxHostLen {
@@ -198,7 +214,12 @@ func validZone(zone string) bool {
 // candidates against it.
 func Identity(u *url.URL) string {
 	var buf [128]byte // enough for most: one allocation, the result
-	b, has := appendCanonical(buf[:0], u)
+	return string(appendIdentity(buf[:0], u))
+}
+
+// appendIdentity appends Identity(u) to b.
+func appendIdentity(b []byte, u *url.URL) []byte {
+	b, has := appendCanonical(b, u)
 	if has {
 		b = append(b, '#')
 		mark := len(b)
@@ -206,7 +227,7 @@ func Identity(u *url.URL) string {
 		sum := sha256.Sum256(b[mark:])
 		b = hex.AppendEncode(b[:mark], sum[:4])
 	}
-	return string(b)
+	return b
 }
 
 // sameProxy is Identity with the whole user information in place of its

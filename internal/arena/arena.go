@@ -1,0 +1,58 @@
+// Package arena packs many small strings into few allocations.
+//
+// A list of 100,000 proxies holds several short strings for each (its
+// identity, where it was read, its line, its Proxy-Authorization): made one
+// by one they are hundreds of thousands of objects, which the garbage
+// collector marks at every cycle of the run. Packed into blocks they are a
+// few dozen.
+package arena
+
+import "strings"
+
+// Strings hands out strings that share blocks of blockSize bytes. A string
+// keeps its whole block alive, so it is for strings that live about as long
+// as each other. The zero Strings is ready to use; it is not safe for
+// concurrent use.
+type Strings struct {
+	b strings.Builder // the block being filled: only ever appended to
+}
+
+// blockSize is the size of a block; a string of more than a quarter of it
+// gets an allocation of its own.
+const blockSize = 64 << 10
+
+// Bytes returns a string holding a copy of p.
+func (a *Strings) Bytes(p []byte) string {
+	switch {
+	case len(p) == 0:
+		return ""
+	case len(p) > blockSize/4:
+		return string(p)
+	}
+	if a.b.Cap()-a.b.Len() < len(p) {
+		// A new block. The strings of the old one stay valid: a Builder
+		// never changes bytes it has written.
+		a.b = strings.Builder{}
+		a.b.Grow(blockSize)
+	}
+	start := a.b.Len()
+	a.b.Write(p)
+	return a.b.String()[start:]
+}
+
+// String returns a string equal to s, held in a block.
+func (a *Strings) String(s string) string {
+	switch {
+	case len(s) == 0:
+		return ""
+	case len(s) > blockSize/4:
+		return strings.Clone(s)
+	}
+	if a.b.Cap()-a.b.Len() < len(s) {
+		a.b = strings.Builder{}
+		a.b.Grow(blockSize)
+	}
+	start := a.b.Len()
+	a.b.WriteString(s)
+	return a.b.String()[start:]
+}
