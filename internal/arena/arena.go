@@ -39,20 +39,3 @@ func (a *Strings) Bytes(p []byte) string {
 	a.b.Write(p)
 	return a.b.String()[start:]
 }
-
-// String returns a string equal to s, held in a block.
-func (a *Strings) String(s string) string {
-	switch {
-	case len(s) == 0:
-		return ""
-	case len(s) > blockSize/4:
-		return strings.Clone(s)
-	}
-	if a.b.Cap()-a.b.Len() < len(s) {
-		a.b = strings.Builder{}
-		a.b.Grow(blockSize)
-	}
-	start := a.b.Len()
-	a.b.WriteString(s)
-	return a.b.String()[start:]
-}
