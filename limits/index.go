@@ -226,27 +226,14 @@ func (s *Local) budgetKey(b int) key {
 	return k
 }
 
-// loadKey orders budgets as loadCmp does: in flight over nominal capacity,
-// as a float64's bits. Both are at most a few million, so two different
+// loadKey orders budgets by how full they are: in flight over nominal
+// capacity, as a float64's bits (the scan of index_test.go compares the
+// two products exactly). Both are at most a few million, so two different
 // loads differ by more than a float64 rounds off, and equal ones (1/2 and
 // 2/4) divide to the same float64.
 func (s *Local) loadKey(b int) uint64 {
 	bs := &s.budgets[b]
 	return math.Float64bits(float64(bs.inFlight) / float64(bs.nominal()))
-}
-
-// loadCmp compares how full budgets a and b are, in flight over nominal
-// capacity: -1, 0 or 1.
-func (s *Local) loadCmp(a, b int) int {
-	ba, bb := &s.budgets[a], &s.budgets[b]
-	x, y := int64(ba.inFlight)*int64(bb.nominal()), int64(bb.inFlight)*int64(ba.nominal())
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // available reports whether proxy p could take an attempt at now as far

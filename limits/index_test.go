@@ -37,6 +37,20 @@ func (s *Local) refPick(req Request, now time.Time) int {
 	return best
 }
 
+// loadCmp compares how full budgets a and b are, in flight over nominal
+// capacity, exactly: -1, 0 or 1.
+func (s *Local) loadCmp(a, b int) int {
+	ba, bb := &s.budgets[a], &s.budgets[b]
+	x, y := int64(ba.inFlight)*int64(bb.nominal()), int64(bb.inFlight)*int64(ba.nominal())
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
 func (s *Local) refBetter(i, j int) bool {
 	pi, pj := &s.proxies[i], &s.proxies[j]
 	if s.policy == LeastInFlight {
