@@ -2,6 +2,7 @@ package proxies
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -27,5 +28,36 @@ func TestParseCap(t *testing.T) {
 	}
 	if ps, err := parse("ok.txt", strings.NewReader("http://a-{session}@p.example sessions=5\n"), 5, 0); err != nil || len(ps) != 5 {
 		t.Fatalf("parse of exactly the room: %d proxies, %v", len(ps), err)
+	}
+}
+
+// TestParseSizesList: a list read from a file of known size is made to
+// size from its first lines, and kept near its length even when those
+// lines are much shorter than the rest.
+func TestParseSizesList(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		short, long int // lines of the two kinds, short ones first
+	}{
+		{"uniform", 0, 10_000},
+		{"short lines first", 300, 10_000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sb strings.Builder
+			for i := range tc.short {
+				fmt.Fprintf(&sb, "http://a:%d\n", 1+i)
+			}
+			for i := range tc.long {
+				fmt.Fprintf(&sb, "http://user-session-%d-with-a-long-name:password@gateway.example:7000\n", i)
+			}
+			ps, err := parse("p.txt", strings.NewReader(sb.String()), maxProxies, int64(sb.Len()))
+			n := tc.short + tc.long
+			if err != nil || len(ps) != n {
+				t.Fatalf("%d proxies, %v; want %d", len(ps), err, n)
+			}
+			if c := cap(ps); c > n*5/4 {
+				t.Errorf("capacity %d for %d proxies", c, n)
+			}
+		})
 	}
 }

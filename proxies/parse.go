@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -102,17 +103,16 @@ func Parse(name string, r io.Reader) ([]Proxy, error) {
 	return parse(name, r, maxProxies, 0)
 }
 
-// parse is Parse with room for at most room proxies, of a list of about
-// lines lines (0: not known).
-func parse(name string, r io.Reader, room, lines int) ([]Proxy, error) {
+// parse is Parse with room for at most room proxies, of a list of size
+// bytes (0: not known).
+func parse(name string, r io.Reader, room int, size int64) ([]Proxy, error) {
 	br := bufio.NewReaderSize(r, maxLineLen+2) // room for the line and "\r\n"
 	var ps []Proxy
-	if lines > 0 {
-		ps = make([]Proxy, 0, min(lines, room))
-	}
+	var read int64         // bytes of the list read so far
 	var strs arena.Strings // the proxies' lines, identities and sources
 	for n := 1; ; n++ {
 		raw, err := br.ReadSlice('\n')
+		read += int64(len(raw))
 		if errors.Is(err, bufio.ErrBufferFull) {
 			return nil, &LineError{File: name, Line: n, Reason: fmt.Sprintf("line longer than %d bytes", maxLineLen)}
 		}
@@ -120,7 +120,7 @@ func parse(name string, r io.Reader, room, lines int) ([]Proxy, error) {
 			return nil, &fileError{file: name, err: err}
 		}
 		if len(raw) == 0 && err != nil {
-			return ps, nil
+			return fit(ps), nil
 		}
 		p, t, ok, lerr := parseLine(&strs, name, n, raw)
 		if lerr != nil {
@@ -136,12 +136,36 @@ func parse(name string, r io.Reader, room, lines int) ([]Proxy, error) {
 		case len(ps) >= room:
 			return nil, &LineError{File: name, Line: n, Reason: fmt.Sprintf("the proxy lists hold more than %d proxies", maxProxies)}
 		default:
+			if len(ps) == sizeSample && size > read {
+				ps = slices.Grow(ps, min(room, estimate(len(ps), read, size))-len(ps))
+			}
 			ps = append(ps, p)
 		}
 		if err != nil {
-			return ps, nil
+			return fit(ps), nil
 		}
 	}
+}
+
+// fit returns ps, or a copy of it made to size when the estimate from the
+// first lines left more than a quarter of it unused (lines that start
+// short): the list is kept all run long.
+func fit(ps []Proxy) []Proxy {
+	if cap(ps)-len(ps) > len(ps)/4 && cap(ps) > sizeSample {
+		return slices.Clone(ps)
+	}
+	return ps
+}
+
+// sizeSample is how many proxies parse reads before it sizes the list from
+// the file's size, in one pass over the file: grown by append, the list of
+// 100,000 proxies was allocated five times over.
+const sizeSample = 256
+
+// estimate is how many proxies a list of size bytes holds when the first
+// read bytes held n, with a tenth more for lines longer than those.
+func estimate(n int, read, size int64) int {
+	return int(float64(n)*float64(size)/float64(read)*1.1) + 1
 }
 
 // appendSource appends "name:n" to b.
@@ -431,30 +455,11 @@ func loadFile(name string, room int) ([]Proxy, error) {
 		return nil, fmt.Errorf("proxies: %w", err) // *fs.PathError names the file
 	}
 	defer f.Close()
-	return parse(name, f, room, lineCount(f, room))
-}
-
-// lineCount returns how many lines the regular file f holds, up to room,
-// read ahead in a first pass and f then put back at its start, so that
-// parse makes the list to size: grown as it was read, the list of 100,000
-// proxies was allocated five times over. It returns 0 when f is not a
-// regular file, or cannot be read twice.
-func lineCount(f *os.File, room int) int {
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return 0
+	var size int64
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		size = fi.Size()
 	}
-	n, buf := 0, make([]byte, 64<<10)
-	for {
-		k, err := f.Read(buf)
-		n += bytes.Count(buf[:k], []byte{'\n'})
-		if err != nil || n >= room {
-			break
-		}
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return 0 // parse fails on reading it again, and says why
-	}
-	return n + 1 // and a last line without a line end
+	return parse(name, f, room, size)
 }
 
 // dedup drops every proxy whose identity was seen earlier in ps. The
