@@ -31,9 +31,12 @@ func TestParseCap(t *testing.T) {
 	}
 }
 
-// TestParseSizesList: a list read from a file of known size is made to
-// size from its first lines, and kept near its length even when those
-// lines are much shorter than the rest.
+// TestParseSizesList: the capacity of a list read from a file of known
+// size stays within a quarter of its length, both when the size estimate
+// from its first lines holds and when those lines are much shorter than the
+// rest (the estimate overshoots 5 times, and the list is copied to size).
+// That the estimate saves the growing is BenchmarkLoadIdentities/Load's to
+// show (66 MB allocated for 100,000 proxies, 124 MB without it).
 func TestParseSizesList(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
