@@ -118,7 +118,8 @@ func (ws *warnings) Write(p []byte) (int, error) {
 // routeLog sends what Go's own packages log to ws, as warnings (none when
 // quiet): net/http's transport logs "Unsolicited response received on idle
 // HTTP channel" when a server sends bytes that nobody asked for (a 204 with
-// a body). It returns a function that puts the log package's output back.
+// a body) over https; fetch's own client of plain http says so through
+// Config.Warn, once. It returns a function that puts the log package's output back.
 func routeLog(ws *warnings) (restore func()) {
 	w, flags, prefix := log.Writer(), log.Flags(), log.Prefix()
 	log.SetOutput(ws)

@@ -67,9 +67,12 @@ type transports struct {
 	cfg          *Config
 	direct       *renewing
 	plain, https *renewing // built when a route needs them
-	gateways     map[gatewayKey]*url.URL
-	strs         arena.Strings                              // the routes' Proxy-Authorization values
-	redirect     func(*http.Request, []*http.Request) error // one for all the routes
+	// directH1 and plainH1 send the plain http:// requests of direct and
+	// http:// proxy routes (see h1), built with direct and plain.
+	directH1, plainH1 *h1
+	gateways          map[gatewayKey]*url.URL
+	strs              arena.Strings                              // the routes' Proxy-Authorization values
+	redirect          func(*http.Request, []*http.Request) error // one for all the routes
 }
 
 // gatewayKey is a gateway's scheme and host:port.
@@ -99,9 +102,8 @@ func (ts *transports) idleBudget() int { return max(ts.cfg.Concurrency, 16) }
 // to perHost idle connections for each proxy (or target, direct).
 func (ts *transports) newTransport(perHost int) *http.Transport {
 	cfg := ts.cfg
-	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
 	return &http.Transport{
-		DialContext:            handshakeDeadline(traceDial(dialer.DialContext), cfg.ConnectTimeout),
+		DialContext:            ts.dial(),
 		TLSClientConfig:        &tls.Config{InsecureSkipVerify: cfg.Insecure, RootCAs: cfg.RootCAs},
 		TLSHandshakeTimeout:    cfg.ConnectTimeout,
 		ForceAttemptHTTP2:      true,
@@ -118,6 +120,20 @@ func (ts *transports) newTransport(perHost int) *http.Transport {
 			return nil
 		},
 	}
+}
+
+// dial is the dialer of plain connections: TCP, traced, with the connect
+// timeout.
+func (ts *transports) dial() dialFunc {
+	dialer := &net.Dialer{Timeout: ts.cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+	return handshakeDeadline(traceDial(dialer.DialContext), ts.cfg.ConnectTimeout)
+}
+
+// newH1 returns an h1 with the engine's settings, keeping up to perKey
+// idle connections for each target (or proxy) and idleBudget in all, as
+// newTransport's transports do.
+func (ts *transports) newH1(perKey int) *h1 {
+	return newH1(ts.dial(), ts.cfg.maxHeader(), max(perKey, 2), ts.idleBudget(), clock{ts.cfg.Clock}.now, ts.cfg.Warn)
 }
 
 // renewing returns a renewing transport made by build.
@@ -154,6 +170,7 @@ func (ts *transports) forProxy(u *url.URL) *renewing {
 			tr.Proxy = proxyOfRequest
 			return tr
 		})
+		ts.plainH1 = ts.newH1(ts.idleBudget())
 	}
 	return ts.plain
 }
@@ -175,8 +192,9 @@ func (r *route) init(ts *transports, p *proxies.Proxy) {
 				perHost = min(perHost, cfg.HostConcurrency)
 			}
 			ts.direct = ts.renewing(func() *http.Transport { return ts.newTransport(perHost) })
+			ts.directH1 = ts.newH1(perHost)
 		}
-		rt = ts.direct
+		rt = directTransport{h1: ts.directH1, tr: ts.direct}
 	} else {
 		r.id, r.pool, r.proxy = p.ID, p.Pool, p.URL
 		u := p.URL
@@ -187,6 +205,9 @@ func (r *route) init(ts *transports, p *proxies.Proxy) {
 		}
 		rtr := &r.proxied
 		*rtr = routeTransport{tr: ts.forProxy(p.URL), proxy: u, gateway: u, rotate: rotates(cfg, p)}
+		if p.URL.Scheme == "http" {
+			rtr.h1 = ts.plainH1
+		}
 		if u.User != nil && u.Scheme == "http" {
 			pass, _ := u.User.Password()
 			var cb, ab [256]byte
@@ -218,6 +239,11 @@ func (ts *transports) closeIdle() {
 			tr.CloseIdleConnections()
 		}
 	}
+	for _, t := range []*h1{ts.directH1, ts.plainH1} {
+		if t != nil {
+			t.closeIdle()
+		}
+	}
 }
 
 // routeTransport sends a route's requests through its proxy on a shared
@@ -231,6 +257,21 @@ type routeTransport struct {
 	gateway *url.URL // for plain requests: without them when auth is set
 	auth    string   // Proxy-Authorization for plain requests; "" for none
 	rotate  bool     // a new connection (and tunnel) for every attempt
+	h1      *h1      // for plain requests through an http:// proxy; nil for others
+}
+
+// directTransport sends a direct route's plain http:// requests on h1 and
+// the others on tr.
+type directTransport struct {
+	h1 *h1
+	tr *renewing
+}
+
+func (t directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.h1.takes(req) {
+		return t.h1.roundTrip(req, nil)
+	}
+	return t.tr.RoundTrip(req)
 }
 
 type routeKey struct{}
@@ -240,6 +281,19 @@ type routeKey struct{}
 // gets it added. A round tripper must not change its request: one that
 // needs changing is copied.
 func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.h1.takes(req) {
+		r := req
+		if t.rotate || t.auth != "" {
+			c := *req
+			r = &c
+			r.Close = r.Close || t.rotate
+			if t.auth != "" {
+				r.Header = req.Header.Clone()
+				r.Header.Set("Proxy-Authorization", t.auth)
+			}
+		}
+		return t.h1.roundTrip(r, t.gateway)
+	}
 	r := req
 	if h, ok := req.Context().Value(trackerKey{}).(*hooked); !ok || h.via != t {
 		r = req.WithContext(context.WithValue(req.Context(), routeKey{}, t))

@@ -1,0 +1,383 @@
+package fetch
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// h1 is fetch's own HTTP/1.1 client for plain http:// requests without a
+// body, sent direct or through an http:// proxy (in absolute form), on
+// kept-alive connections. Everything else (https, SOCKS, CONNECT tunnels,
+// HTTP/2) goes through net/http.
+//
+// Why: net/http's transport hands every request to two goroutines of its
+// connection (one writes it, one reads the answer) and back, over channels
+// it makes for each request. Here the goroutine of the attempt writes the
+// request and reads the answer itself, on a connection it holds until
+// the body is read or closed, as it holds its permit. On loopback that is
+// about half the client's CPU per URL. What it reads and writes is
+// net/http's own: Request.Write (WriteProxy through a proxy) and
+// http.ReadResponse, which does the framing (Content-Length, chunked, to
+// the end of the connection, none for HEAD, 204 and 304).
+//
+// It does what the transport does for such requests: the trace hooks
+// (GetConn, GotConn, WroteRequest, GotFirstResponseByte; the dialer calls
+// the dial hooks), response headers bounded by maxHeader, 1xx answers
+// skipped, a request sent again on a new connection when a kept-alive one
+// turns out closed before any byte of the answer (GET, HEAD, OPTIONS,
+// TRACE only), a cancelled context that ends any wait at once, and idle
+// connections bounded per key (target or proxy) and in all, the least
+// recently used closed first. A connection is kept only when its answer
+// was read to the end and neither side asked to close it.
+type h1 struct {
+	dial        dialFunc
+	maxHeader   int64
+	perKey      int           // idle connections kept per target or proxy
+	budget      int           // idle connections kept in all
+	idleTimeout time.Duration // an idle connection older than this is closed, not used
+	now         func() time.Time
+	warn        func(msg string) // told of the first answer followed by bytes nobody asked for; may be nil
+	warned      atomic.Bool
+
+	mu   sync.Mutex
+	idle map[string][]*h1Conn // by key, the most recently used last
+	lru  h1Conn               // sentinel of the idle connections, oldest first
+	n    int                  // idle connections
+}
+
+func newH1(dial dialFunc, maxHeader int64, perKey, budget int, now func() time.Time, warn func(string)) *h1 {
+	t := &h1{dial: dial, maxHeader: maxHeader, perKey: max(perKey, 1), budget: max(budget, 1),
+		idleTimeout: 90 * time.Second, now: now, warn: warn, idle: make(map[string][]*h1Conn)}
+	t.lru.prev, t.lru.next = &t.lru, &t.lru
+	return t
+}
+
+// takes reports whether h1 sends req: a plain http:// request without a
+// body, to an ASCII host (net/http converts other names to punycode, and
+// names a missing one).
+func (t *h1) takes(req *http.Request) bool {
+	if t == nil || req.URL.Scheme != "http" || req.URL.Host == "" || (req.Body != nil && req.Body != http.NoBody) {
+		return false
+	}
+	for i := 0; i < len(req.URL.Host); i++ {
+		if req.URL.Host[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// h1Conn is a connection of h1, and its place among the idle ones.
+type h1Conn struct {
+	key   string
+	c     net.Conn
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	limit int64 // bytes that may still be read: bounds the response headers
+	since time.Time
+	prev  *h1Conn
+	next  *h1Conn
+}
+
+// Read reads from the connection for br, within limit.
+func (pc *h1Conn) Read(p []byte) (int, error) {
+	if pc.limit <= 0 {
+		return 0, errHeaderLimit
+	}
+	if int64(len(p)) > pc.limit {
+		p = p[:pc.limit]
+	}
+	n, err := pc.c.Read(p)
+	pc.limit -= int64(n)
+	return n, err
+}
+
+var errHeaderLimit = errors.New("h1: header limit")
+
+const unlimited = 1<<63 - 1
+
+// aLongTimeAgo is a deadline in the past: it ends the waits of a
+// connection at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// roundTrip sends req, through proxy when it is not nil, and returns its
+// response, whose body holds the connection until it is read to the end
+// or closed.
+func (t *h1) roundTrip(req *http.Request, proxy *url.URL) (*http.Response, error) {
+	ctx := req.Context()
+	trace := httptrace.ContextClientTrace(ctx)
+	key := canonicalAddr(req.URL)
+	if proxy != nil {
+		key = canonicalAddr(proxy)
+	}
+	for {
+		if trace != nil && trace.GetConn != nil {
+			trace.GetConn(key)
+		}
+		pc, reused, err := t.conn(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if trace != nil && trace.GotConn != nil {
+			info := httptrace.GotConnInfo{Conn: pc.c, Reused: reused, WasIdle: reused}
+			if reused {
+				info.IdleTime = t.now().Sub(pc.since)
+			}
+			trace.GotConn(info)
+		}
+		resp, err, again := t.exchange(ctx, pc, req, proxy != nil, trace)
+		if err == nil {
+			return resp, nil
+		}
+		if !(reused && again && replayable(req) && ctx.Err() == nil) {
+			return nil, err
+		}
+		// A kept-alive connection the other side had closed: the request
+		// goes again on another, as net/http sends it.
+	}
+}
+
+// exchange writes req on pc and reads the response's headers. On an error
+// pc is closed, and again reports whether nothing of a response came, so
+// that the request may go again on another connection.
+func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxied bool, trace *httptrace.ClientTrace) (resp *http.Response, err error, again bool) {
+	stop := context.AfterFunc(ctx, func() { pc.c.SetDeadline(aLongTimeAgo) })
+	fail := func(e error, nothing bool) (*http.Response, error, bool) {
+		stop()
+		pc.c.Close()
+		if ctx.Err() != nil {
+			e = ctx.Err()
+		}
+		return nil, e, nothing
+	}
+	if proxied {
+		err = req.WriteProxy(pc.bw)
+	} else {
+		err = req.Write(pc.bw)
+	}
+	if err == nil {
+		err = pc.bw.Flush()
+	}
+	if trace != nil && trace.WroteRequest != nil {
+		trace.WroteRequest(httptrace.WroteRequestInfo{Err: err})
+	}
+	if err != nil {
+		return fail(err, true)
+	}
+	pc.limit = t.maxHeader
+	if _, err := pc.br.Peek(1); err != nil {
+		return fail(t.readError(err), true)
+	}
+	if trace != nil && trace.GotFirstResponseByte != nil {
+		trace.GotFirstResponseByte()
+	}
+	for skipped := 0; ; skipped++ {
+		resp, err = http.ReadResponse(pc.br, req)
+		if err != nil {
+			return fail(t.readError(err), false)
+		}
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
+		if skipped == 5 {
+			return fail(errors.New("net/http: too many 1xx informational responses"), false)
+		}
+		pc.limit = t.maxHeader // each 1xx has a header limit of its own, as in net/http
+	}
+	pc.limit = unlimited
+	keep := !req.Close && !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols
+	resp.Body = &h1Body{t: t, pc: pc, ctx: ctx, r: resp.Body, stop: stop, keep: keep}
+	return resp, nil, false
+}
+
+// readError is err, met reading a response's headers, as net/http words
+// it.
+func (t *h1) readError(err error) error {
+	if errors.Is(err, errHeaderLimit) {
+		return fmt.Errorf("net/http: server response headers exceeded %d bytes; aborted", t.maxHeader)
+	}
+	return fmt.Errorf("net/http: HTTP/1.x transport connection broken: %w", err)
+}
+
+// replayable reports whether req may be sent again after a kept-alive
+// connection failed under it, as net/http decides.
+func replayable(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// conn returns an idle connection for key, or dials one.
+func (t *h1) conn(ctx context.Context, key string) (*h1Conn, bool, error) {
+	if pc := t.take(key); pc != nil {
+		return pc, true, nil
+	}
+	c, err := t.dial(ctx, "tcp", key)
+	if err != nil {
+		return nil, false, err
+	}
+	pc := &h1Conn{key: key, c: c, limit: unlimited}
+	pc.br = bufio.NewReaderSize(pc, 4<<10)
+	pc.bw = bufio.NewWriterSize(c, 4<<10)
+	return pc, false, nil
+}
+
+// take returns the most recently used idle connection for key that is not
+// too old, or nil.
+func (t *h1) take(key string) *h1Conn {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for {
+		list := t.idle[key]
+		if len(list) == 0 {
+			return nil
+		}
+		pc := list[len(list)-1]
+		list[len(list)-1] = nil
+		t.forget(pc, list[:len(list)-1])
+		if now.Sub(pc.since) < t.idleTimeout {
+			return pc
+		}
+		pc.c.Close()
+	}
+}
+
+// put keeps pc as idle, closing the least recently used idle connection
+// when there are more than the budget, or pc itself when its key has its
+// share.
+func (t *h1) put(pc *h1Conn) {
+	pc.since = t.now()
+	t.mu.Lock()
+	list := t.idle[pc.key]
+	if len(list) >= t.perKey {
+		t.mu.Unlock()
+		pc.c.Close()
+		return
+	}
+	t.idle[pc.key] = append(list, pc)
+	pc.prev, pc.next = t.lru.prev, &t.lru
+	pc.prev.next, t.lru.prev = pc, pc
+	t.n++
+	var old *h1Conn
+	if t.n > t.budget {
+		old = t.lru.next
+		list := t.idle[old.key]
+		copy(list, list[1:]) // the oldest of its key too
+		list[len(list)-1] = nil
+		t.forget(old, list[:len(list)-1])
+	}
+	t.mu.Unlock()
+	if old != nil {
+		old.c.Close()
+	}
+}
+
+// forget takes pc out of the idle connections, list being what is left of
+// its key's. Call with t.mu held.
+func (t *h1) forget(pc *h1Conn, list []*h1Conn) {
+	if len(list) == 0 {
+		delete(t.idle, pc.key) // a crawl of millions of hosts keeps no entry per host
+	} else {
+		t.idle[pc.key] = list
+	}
+	pc.prev.next, pc.next.prev = pc.next, pc.prev
+	pc.prev, pc.next = nil, nil
+	t.n--
+}
+
+// closeIdle closes every idle connection.
+func (t *h1) closeIdle() {
+	t.mu.Lock()
+	var all []*h1Conn
+	for pc := t.lru.next; pc != &t.lru; pc = pc.next {
+		all = append(all, pc)
+	}
+	clear(t.idle)
+	t.lru.prev, t.lru.next = &t.lru, &t.lru
+	t.n = 0
+	t.mu.Unlock()
+	for _, pc := range all {
+		pc.prev, pc.next = nil, nil
+		pc.c.Close()
+	}
+}
+
+// h1Body is a response body of h1: it gives its connection back, to be
+// kept or closed, when it is read to the end or closed.
+type h1Body struct {
+	t    *h1
+	pc   *h1Conn
+	ctx  context.Context
+	r    io.ReadCloser // http.ReadResponse's body
+	stop func() bool   // stops the context's hold on the connection
+	keep bool          // the connection may serve another request
+	done bool          // the connection is given back
+	err  error         // what Read returns once done: io.EOF, its error, or ErrBodyReadAfterClose
+}
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, b.err
+	}
+	n, err := b.r.Read(p)
+	switch {
+	case err == io.EOF:
+		b.finish(b.keep)
+	case err != nil:
+		if b.ctx.Err() != nil {
+			err = b.ctx.Err()
+		}
+		b.finish(false)
+	}
+	b.err = err
+	return n, err
+}
+
+// Close closes the connection under a body not read to the end, as
+// net/http does: what is left of it may be long, or never come.
+func (b *h1Body) Close() error {
+	if !b.done {
+		b.finish(b.keep && b.r == http.NoBody) // a body of none is read to its end
+		b.err = http.ErrBodyReadAfterClose
+	}
+	return nil
+}
+
+func (b *h1Body) finish(keep bool) {
+	b.done = true
+	// stop is false when the context was done first: its deadline is on
+	// the connection, which is closed then.
+	if b.stop() && keep {
+		if n := b.pc.br.Buffered(); n == 0 {
+			b.t.put(b.pc)
+			return
+		} else if b.t.warn != nil && b.t.warned.CompareAndSwap(false, true) {
+			// net/http logs this each time; once is enough to know.
+			start, _ := b.pc.br.Peek(min(n, 40))
+			b.t.warn(fmt.Sprintf("Unsolicited response received on idle HTTP channel starting with %q (from %s): its connection is closed", start, b.pc.key))
+		}
+	}
+	b.pc.c.Close()
+}
+
+// canonicalAddr is u's host:port, with the scheme's port when it has
+// none, as net/http dials it.
+func canonicalAddr(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	return net.JoinHostPort(u.Hostname(), portOf(u))
+}

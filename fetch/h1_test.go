@@ -1,0 +1,447 @@
+package fetch
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// rawServer is a loopback server that runs serve on each connection it
+// accepts, with the connection's requests read in turn by next.
+type rawServer struct {
+	addr  string
+	ln    net.Listener
+	conns atomic.Int64 // accepted
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	open  map[net.Conn]bool
+}
+
+func startRawServer(t *testing.T, serve func(c net.Conn, next func() *http.Request)) *rawServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &rawServer{addr: ln.Addr().String(), ln: ln, open: map[net.Conn]bool{}}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.conns.Add(1)
+			s.mu.Lock()
+			s.open[c] = true
+			s.mu.Unlock()
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer c.Close()
+				br := bufio.NewReader(c)
+				serve(c, func() *http.Request {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return nil
+					}
+					return req
+				})
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		s.mu.Lock()
+		for c := range s.open {
+			c.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+	})
+	return s
+}
+
+// answerAll answers every request of a connection with answer(req).
+func answerAll(answer func(req *http.Request) string) func(net.Conn, func() *http.Request) {
+	return func(c net.Conn, next func() *http.Request) {
+		for req := next(); req != nil; req = next() {
+			if _, err := io.WriteString(c, answer(req)); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func testH1(perKey, budget int) *h1 {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	return newH1(d.DialContext, 1<<10, perKey, budget, time.Now, nil)
+}
+
+// get sends a request for rawURL on t and reads its body to the end.
+func get(ctx context.Context, t *h1, method, rawURL string, proxy *url.URL) (status int, body string, reused bool, err error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return 0, "", false, err
+	}
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused },
+	})
+	req := (&http.Request{Method: method, URL: u, Host: u.Host, Header: http.Header{}}).WithContext(ctx)
+	resp, err := t.roundTrip(req, proxy)
+	if err != nil {
+		return 0, "", reused, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), reused, err
+}
+
+// TestH1Framings: every way an HTTP/1.1 answer can end is read to its end,
+// and the connection is kept for the next request exactly when the answer
+// ended by itself and no side asked to close it.
+func TestH1Framings(t *testing.T) {
+	for _, tc := range []struct {
+		name, method, answer, body string
+		keep                       bool
+	}{
+		{"content-length", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", "hello", true},
+		{"chunked", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2\r\nlo\r\n0\r\n\r\n", "hello", true},
+		{"empty", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", "", true},
+		{"204", "GET", "HTTP/1.1 204 No Content\r\n\r\n", "", true},
+		{"304", "GET", "HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n", "", true},
+		{"HEAD", "HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", "", true},
+		{"1xx skipped", "GET", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", "ok", true},
+		{"Connection: close", "GET", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", "ok", false},
+		{"HTTP/1.0", "GET", "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", "ok", false},
+		{"to the end of the connection", "GET", "HTTP/1.1 200 OK\r\n\r\nuntil close", "until close", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startRawServer(t, func(c net.Conn, next func() *http.Request) {
+				for req := next(); req != nil; req = next() {
+					io.WriteString(c, tc.answer)
+					if !tc.keep {
+						return // the server closes: the answer may end with it
+					}
+				}
+			})
+			h := testH1(4, 4)
+			defer h.closeIdle()
+			for i := range 3 {
+				status, body, reused, err := get(context.Background(), h, tc.method, "http://"+srv.addr+"/x", nil)
+				if err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				if status < 200 || body != tc.body {
+					t.Fatalf("request %d: status %d body %q, want body %q", i, status, body, tc.body)
+				}
+				if want := tc.keep && i > 0; reused != want {
+					t.Errorf("request %d: reused %v, want %v", i, reused, want)
+				}
+			}
+			want := int64(1)
+			if !tc.keep {
+				want = 3
+			}
+			if n := srv.conns.Load(); n != want {
+				t.Errorf("%d connections for 3 requests, want %d", n, want)
+			}
+		})
+	}
+}
+
+// TestH1NotReused: a body closed before its end, and an answer followed
+// by bytes nobody asked for, close their connection.
+func TestH1NotReused(t *testing.T) {
+	for _, tc := range []struct {
+		name, answer string
+		read         int // bytes of the body read before Close
+	}{
+		{"closed early", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789", 3},
+		// read until nothing is buffered: only the rest on the wire is left
+		{"closed early, the rest not yet read", "HTTP/1.1 200 OK\r\nContent-Length: 65536\r\n\r\n" + strings.Repeat("x", 65536), -1},
+		{"unsolicited bytes", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startRawServer(t, answerAll(func(*http.Request) string { return tc.answer }))
+			h := testH1(4, 4)
+			var warnings []string
+			h.warn = func(msg string) { warnings = append(warnings, msg) }
+			defer h.closeIdle()
+			for range 2 {
+				u, _ := url.Parse("http://" + srv.addr + "/")
+				req := &http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{}}
+				resp, err := h.roundTrip(req, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				buf := make([]byte, max(tc.read, 1))
+				if tc.read < 0 {
+					for resp.Body.(*h1Body).pc.br.Buffered() > 0 {
+						if _, err := resp.Body.Read(buf); err != nil {
+							t.Fatal(err)
+						}
+					}
+				} else if _, err := io.ReadFull(resp.Body, buf); err != nil {
+					t.Fatal(err)
+				}
+				if tc.read == 2 { // all of it: the next Read is the end
+					if n, err := resp.Body.Read(buf); n != 0 || err != io.EOF {
+						t.Fatalf("read past the end: %d, %v", n, err)
+					}
+				}
+				resp.Body.Close()
+				if _, err := resp.Body.Read(buf); !errors.Is(err, http.ErrBodyReadAfterClose) && !errors.Is(err, io.EOF) {
+					t.Errorf("read after close: %v", err)
+				}
+			}
+			if n := srv.conns.Load(); n != 2 {
+				t.Errorf("%d connections for 2 requests, want 2: a connection was reused", n)
+			}
+			if h.n != 0 {
+				t.Errorf("%d idle connections kept, want 0", h.n)
+			}
+			want := 0
+			if tc.name == "unsolicited bytes" {
+				want = 1 // once, not per answer
+			}
+			if len(warnings) != want || want == 1 && !strings.Contains(warnings[0], `starting with "HTTP/1.1 200 OK\r\n"`) {
+				t.Errorf("warnings %q, want %d about the unsolicited bytes", warnings, want)
+			}
+		})
+	}
+}
+
+// TestH1ServerClosedIdle: a kept-alive connection the server has closed
+// is found out on the next request, which goes again on a new one; a
+// request that must not be sent twice (POST) gets the error instead.
+func TestH1ServerClosedIdle(t *testing.T) {
+	for _, method := range []string{"GET", "POST"} {
+		t.Run(method, func(t *testing.T) {
+			closed := make(chan struct{}, 2)
+			srv := startRawServer(t, func(c net.Conn, next func() *http.Request) {
+				if next() != nil {
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				}
+				c.Close() // without saying so
+				closed <- struct{}{}
+			})
+			h := testH1(4, 4)
+			defer h.closeIdle()
+			if _, body, _, err := get(context.Background(), h, method, "http://"+srv.addr+"/", nil); err != nil || body != "ok" {
+				t.Fatalf("first request: %q, %v", body, err)
+			}
+			<-closed // the kept connection is dead, though the client cannot know
+			_, body, _, err := get(context.Background(), h, method, "http://"+srv.addr+"/", nil)
+			if method == "GET" {
+				if err != nil || body != "ok" {
+					t.Fatalf("second request: %q, %v; want it sent again on a new connection", body, err)
+				}
+				if n := srv.conns.Load(); n != 2 {
+					t.Errorf("%d connections, want 2", n)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("POST on a closed kept-alive connection: no error (body %q): it was sent twice", body)
+			}
+		})
+	}
+}
+
+// TestH1ClosedUnread: an answer that has no body (HEAD, 204) is at its
+// end already; closing it unread keeps the connection.
+func TestH1ClosedUnread(t *testing.T) {
+	srv := startRawServer(t, answerAll(func(req *http.Request) string {
+		if req.Method == "HEAD" {
+			return "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"
+		}
+		return "HTTP/1.1 204 No Content\r\n\r\n"
+	}))
+	h := testH1(4, 4)
+	defer h.closeIdle()
+	for _, method := range []string{"HEAD", "GET", "HEAD"} {
+		u := mustURL(t, srv.addr)
+		resp, err := h.roundTrip(&http.Request{Method: method, URL: u, Host: u.Host, Header: http.Header{}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if n := srv.conns.Load(); n != 1 {
+		t.Errorf("%d connections for 3 answers without a body closed unread, want 1", n)
+	}
+}
+
+// TestH1HeaderLimit: response headers over the limit fail as net/http's
+// do (classify reads their text), and so do any number of 1xx answers.
+func TestH1HeaderLimit(t *testing.T) {
+	big := "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("a", 2<<10) + "\r\nContent-Length: 0\r\n\r\n"
+	srv := startRawServer(t, answerAll(func(req *http.Request) string {
+		if req.URL.Path == "/1xx" {
+			return strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", 6) + "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+		}
+		return big
+	}))
+	h := testH1(4, 4)
+	defer h.closeIdle()
+	_, _, _, err := get(context.Background(), h, "GET", "http://"+srv.addr+"/", nil)
+	if err == nil || !headersTooLarge(err) {
+		t.Errorf("headers of 2 KiB over a limit of 1 KiB: %v, want net/http's header limit error", err)
+	}
+	_, _, _, err = get(context.Background(), h, "GET", "http://"+srv.addr+"/1xx", nil)
+	if err == nil || !strings.Contains(err.Error(), "too many 1xx") {
+		t.Errorf("6 1xx answers: %v, want too many 1xx", err)
+	}
+}
+
+// TestH1Cancel: a cancelled context ends a wait for headers and a wait for
+// the body at once, with the context's error, and closes the connection.
+// Tolerance: each wait ends within 2 s of the cancel (the server never
+// answers on its own).
+func TestH1Cancel(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	srv := startRawServer(t, func(c net.Conn, next func() *http.Request) {
+		req := next()
+		if req != nil && req.URL.Path == "/body" {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n01234")
+		}
+		select { // the client must not wait for this
+		case <-release:
+		case <-time.After(5 * time.Second):
+		}
+	})
+	h := testH1(4, 4)
+	defer h.closeIdle()
+	for _, path := range []string{"/headers", "/body"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(100*time.Millisecond, cancel)
+		start := time.Now()
+		_, _, _, err := get(ctx, h, "GET", "http://"+srv.addr+path, nil)
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: %v, want context.Canceled", path, err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("%s: ended %s after the start, want about 100ms", path, d)
+		}
+		cancel()
+	}
+	if h.n != 0 {
+		t.Errorf("%d idle connections kept after cancelled requests, want 0", h.n)
+	}
+}
+
+// TestH1IdleBounds: idle connections are kept up to perKey for each target
+// and up to the budget in all, the least recently used closed first, and
+// one idle for longer than the idle timeout is not used.
+func TestH1IdleBounds(t *testing.T) {
+	ok := answerAll(func(*http.Request) string { return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" })
+	var srvs []*rawServer
+	for range 4 {
+		srvs = append(srvs, startRawServer(t, ok))
+	}
+	now := time.Now()
+	h := testH1(2, 3)
+	h.now = func() time.Time { return now }
+	defer h.closeIdle()
+
+	// 3 at once to the first target: 3 connections, 2 kept.
+	var bodies []*http.Response
+	for range 3 {
+		u, _ := url.Parse("http://" + srvs[0].addr + "/")
+		resp, err := h.roundTrip(&http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, resp)
+	}
+	for _, r := range bodies {
+		io.ReadAll(r.Body)
+		r.Body.Close()
+	}
+	if h.n != 2 || len(h.idle[canonicalAddr(mustURL(t, srvs[0].addr))]) != 2 {
+		t.Fatalf("%d idle after 3 at once to one target, want its 2", h.n)
+	}
+	// One to each other target: 5 would be idle, the budget keeps 3, the
+	// oldest (the first target's) closed.
+	for _, s := range srvs[1:] {
+		now = now.Add(time.Second)
+		if _, _, _, err := get(context.Background(), h, "GET", "http://"+s.addr+"/", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h.n != 3 {
+		t.Fatalf("%d idle, want the budget, 3", h.n)
+	}
+	if _, ok := h.idle[canonicalAddr(mustURL(t, srvs[0].addr))]; ok {
+		t.Errorf("the least recently used target still has idle connections")
+	}
+	for _, s := range srvs[1:] {
+		if _, _, reused, err := get(context.Background(), h, "GET", "http://"+s.addr+"/", nil); err != nil || !reused {
+			t.Errorf("%s: reused %v, %v: want its idle connection", s.addr, reused, err)
+		}
+	}
+	// Past the idle timeout: a new connection.
+	now = now.Add(h.idleTimeout + time.Second)
+	if _, _, reused, err := get(context.Background(), h, "GET", "http://"+srvs[1].addr+"/", nil); err != nil || reused {
+		t.Errorf("after the idle timeout: reused %v, %v: want a new connection", reused, err)
+	}
+	if n := srvs[1].conns.Load(); n != 2 {
+		t.Errorf("%d connections to a target after its idle one timed out, want 2", n)
+	}
+}
+
+func mustURL(t *testing.T, addr string) *url.URL {
+	u, err := url.Parse("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// TestH1Proxy: through a proxy a request goes in absolute form, with its
+// headers, on the proxy's connections, whatever the target.
+func TestH1Proxy(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	px := startRawServer(t, answerAll(func(req *http.Request) string {
+		mu.Lock()
+		lines = append(lines, req.Method+" "+req.RequestURI+" "+req.Header.Get("Proxy-Authorization"))
+		mu.Unlock()
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+	}))
+	h := testH1(4, 4)
+	defer h.closeIdle()
+	proxy := mustURL(t, px.addr)
+	for _, target := range []string{"http://a.example/x?y=1", "http://b.example:8080/"} {
+		u, _ := url.Parse(target)
+		req := &http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{"Proxy-Authorization": {"Basic dTpw"}}}
+		resp, err := h.roundTrip(req, proxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	want := []string{"GET http://a.example/x?y=1 Basic dTpw", "GET http://b.example:8080/ Basic dTpw"}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the proxy read\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	if n := px.conns.Load(); n != 1 {
+		t.Errorf("%d connections to the proxy for 2 targets, want 1", n)
+	}
+}
