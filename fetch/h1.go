@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -87,6 +88,7 @@ type h1Conn struct {
 	since time.Time
 	prev  *h1Conn
 	next  *h1Conn
+	peeker
 }
 
 // Read reads from the connection for br, within limit.
@@ -121,10 +123,13 @@ func (t *h1) roundTrip(req *http.Request, proxy *url.URL) (*http.Response, error
 		key = canonicalAddr(proxy)
 	}
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err // not sent: a connection is neither taken nor spent on it
+		}
 		if trace != nil && trace.GetConn != nil {
 			trace.GetConn(key)
 		}
-		pc, reused, err := t.conn(ctx, key)
+		pc, reused, err := t.conn(ctx, key, proxy != nil)
 		if err != nil {
 			return nil, err
 		}
@@ -160,6 +165,9 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 		}
 		return nil, e, nothing
 	}
+	if ctx.Err() != nil { // cancelled since roundTrip looked: nothing is sent
+		return fail(nil, false)
+	}
 	if proxied {
 		err = req.WriteProxy(pc.bw)
 	} else {
@@ -176,23 +184,21 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 	}
 	pc.limit = t.maxHeader
 	if _, err := pc.br.Peek(1); err != nil {
-		return fail(t.readError(err), true)
+		return fail(t.readError(pc, err), true)
 	}
 	if trace != nil && trace.GotFirstResponseByte != nil {
 		trace.GotFirstResponseByte()
 	}
-	for skipped := 0; ; skipped++ {
+	for {
 		resp, err = http.ReadResponse(pc.br, req)
 		if err != nil {
-			return fail(t.readError(err), false)
+			return fail(t.readError(pc, err), false)
 		}
-		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+		if resp.StatusCode < 100 || resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
 			break
 		}
-		if skipped == 5 {
-			return fail(errors.New("net/http: too many 1xx informational responses"), false)
-		}
-		pc.limit = t.maxHeader // each 1xx has a header limit of its own, as in net/http
+		// A 1xx is skipped; the 1xx answers and the final one share the
+		// header limit, as in net/http.
 	}
 	pc.limit = unlimited
 	keep := !req.Close && !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols
@@ -200,10 +206,11 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 	return resp, nil, false
 }
 
-// readError is err, met reading a response's headers, as net/http words
-// it.
-func (t *h1) readError(err error) error {
-	if errors.Is(err, errHeaderLimit) {
+// readError is err, met reading a response's headers on pc, as net/http
+// words it. A read cut at the header limit may show as another error (a
+// header line cut short), so the limit is read, as net/http does.
+func (t *h1) readError(pc *h1Conn, err error) error {
+	if pc.limit <= 0 || errors.Is(err, errHeaderLimit) {
 		return fmt.Errorf("net/http: server response headers exceeded %d bytes; aborted", t.maxHeader)
 	}
 	return fmt.Errorf("net/http: HTTP/1.x transport connection broken: %w", err)
@@ -216,42 +223,86 @@ func replayable(req *http.Request) bool {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
 		return true
 	}
-	return false
+	// -H 'Idempotency-Key: ...' says the server takes it twice as once
+	_, ok := req.Header["Idempotency-Key"]
+	if !ok {
+		_, ok = req.Header["X-Idempotency-Key"]
+	}
+	return ok
 }
 
-// conn returns an idle connection for key, or dials one.
-func (t *h1) conn(ctx context.Context, key string) (*h1Conn, bool, error) {
+// conn returns an idle connection for key, or dials one (to a proxy when
+// proxied).
+func (t *h1) conn(ctx context.Context, key string, proxied bool) (*h1Conn, bool, error) {
 	if pc := t.take(key); pc != nil {
 		return pc, true, nil
 	}
 	c, err := t.dial(ctx, "tcp", key)
 	if err != nil {
+		if proxied {
+			// as net/http names the dial of a proxy
+			err = &net.OpError{Op: "proxyconnect", Net: "tcp", Err: err}
+		}
 		return nil, false, err
 	}
 	pc := &h1Conn{key: key, c: c, limit: unlimited}
+	pc.peeker.init(c)
 	pc.br = bufio.NewReaderSize(pc, 4<<10)
 	pc.bw = bufio.NewWriterSize(c, 4<<10)
 	return pc, false, nil
 }
 
 // take returns the most recently used idle connection for key that is not
-// too old, or nil.
+// too old and still quiet, or nil. Nothing reads a connection while it is
+// idle, so what its server did meanwhile is looked at now (see quiet): a
+// connection the server closed, or one with bytes on it that no request
+// asked for (an answer sent late, a 408 before closing), would otherwise
+// give the next request a failure, or another request's answer.
 func (t *h1) take(key string) *h1Conn {
 	now := t.now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	for {
+		t.mu.Lock()
 		list := t.idle[key]
 		if len(list) == 0 {
+			t.mu.Unlock()
 			return nil
 		}
 		pc := list[len(list)-1]
 		list[len(list)-1] = nil
 		t.forget(pc, list[:len(list)-1])
-		if now.Sub(pc.since) < t.idleTimeout {
+		t.mu.Unlock()
+		if now.Sub(pc.since) < t.idleTimeout && t.quiet(pc) {
 			return pc
 		}
 		pc.c.Close()
+	}
+}
+
+// quiet reports whether pc's server has neither closed it nor sent
+// anything since its last answer, from a look at its socket that does not
+// wait (the socket is non-blocking, as Go makes every one). Bytes nobody
+// asked for are warned about once, except a 408: servers send one before
+// closing a connection that stayed idle, as net/http knows.
+func (t *h1) quiet(pc *h1Conn) bool {
+	start, err := pc.peek()
+	switch {
+	case errors.Is(err, errWouldBlock):
+		return true
+	case err != nil, len(start) == 0: // an error, or the server closed it
+		return false
+	}
+	if !bytes.HasPrefix(start, []byte("HTTP/1.1 408")) && !bytes.HasPrefix(start, []byte("HTTP/1.0 408")) {
+		t.unsolicited(start, pc.key)
+	}
+	return false
+}
+
+// unsolicited warns, once, of bytes that arrived on a connection of key
+// with no request to answer.
+func (t *h1) unsolicited(start []byte, key string) {
+	if t.warn != nil && t.warned.CompareAndSwap(false, true) {
+		// net/http logs this each time; once is enough to know.
+		t.warn(fmt.Sprintf("Unsolicited response received on idle HTTP channel starting with %q (from %s): its connection is closed", start, key))
 	}
 }
 
@@ -259,7 +310,8 @@ func (t *h1) take(key string) *h1Conn {
 // when there are more than the budget, or pc itself when its key has its
 // share.
 func (t *h1) put(pc *h1Conn) {
-	pc.since = t.now()
+	now := t.now()
+	pc.since = now
 	t.mu.Lock()
 	list := t.idle[pc.key]
 	if len(list) >= t.perKey {
@@ -271,17 +323,24 @@ func (t *h1) put(pc *h1Conn) {
 	pc.prev, pc.next = t.lru.prev, &t.lru
 	pc.prev.next, t.lru.prev = pc, pc
 	t.n++
-	var old *h1Conn
-	if t.n > t.budget {
-		old = t.lru.next
-		list := t.idle[old.key]
+	// Close the least recently used beyond the budget, and those idle for
+	// longer than the idle timeout, oldest first: each put closes at most
+	// what the puts before it left.
+	var old []*h1Conn
+	for t.n > 0 {
+		o := t.lru.next
+		if t.n <= t.budget && now.Sub(o.since) < t.idleTimeout {
+			break
+		}
+		list := t.idle[o.key]
 		copy(list, list[1:]) // the oldest of its key too
 		list[len(list)-1] = nil
-		t.forget(old, list[:len(list)-1])
+		t.forget(o, list[:len(list)-1])
+		old = append(old, o)
 	}
 	t.mu.Unlock()
-	if old != nil {
-		old.c.Close()
+	for _, o := range old {
+		o.c.Close()
 	}
 }
 
@@ -364,10 +423,9 @@ func (b *h1Body) finish(keep bool) {
 		if n := b.pc.br.Buffered(); n == 0 {
 			b.t.put(b.pc)
 			return
-		} else if b.t.warn != nil && b.t.warned.CompareAndSwap(false, true) {
-			// net/http logs this each time; once is enough to know.
-			start, _ := b.pc.br.Peek(min(n, 40))
-			b.t.warn(fmt.Sprintf("Unsolicited response received on idle HTTP channel starting with %q (from %s): its connection is closed", start, b.pc.key))
+		} else {
+			start, _ := b.pc.br.Peek(min(n, 16))
+			b.t.unsolicited(start, b.pc.key)
 		}
 	}
 	b.pc.c.Close()
