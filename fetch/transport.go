@@ -281,21 +281,9 @@ type routeKey struct{}
 // gets it added. A round tripper must not change its request: one that
 // needs changing is copied.
 func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.h1.takes(req) {
-		r := req
-		if t.rotate || t.auth != "" {
-			c := *req
-			r = &c
-			r.Close = r.Close || t.rotate
-			if t.auth != "" {
-				r.Header = req.Header.Clone()
-				r.Header.Set("Proxy-Authorization", t.auth)
-			}
-		}
-		return t.h1.roundTrip(r, t.gateway)
-	}
+	plain := t.h1.takes(req) // h1 needs no route in the context: it is told the gateway
 	r := req
-	if h, ok := req.Context().Value(trackerKey{}).(*hooked); !ok || h.via != t {
+	if h, ok := req.Context().Value(trackerKey{}).(*hooked); !plain && (!ok || h.via != t) {
 		r = req.WithContext(context.WithValue(req.Context(), routeKey{}, t))
 	}
 	auth := t.auth != "" && req.URL.Scheme == "http"
@@ -312,6 +300,9 @@ func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if auth {
 		r.Header = req.Header.Clone()
 		r.Header.Set("Proxy-Authorization", t.auth)
+	}
+	if plain {
+		return t.h1.roundTrip(r, t.gateway)
 	}
 	return t.tr.RoundTrip(r)
 }
