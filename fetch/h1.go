@@ -26,20 +26,22 @@ import (
 // it makes for each request. Here the goroutine of the attempt writes the
 // request and reads the answer itself, on a connection it holds until
 // the body is read or closed, as it holds its permit. On loopback that is
-// about half the client's CPU per URL. What it reads and writes is
+// about a third of fetch's CPU per URL. What it reads and writes is
 // net/http's own: Request.Write (WriteProxy through a proxy) and
 // http.ReadResponse, which does the framing (Content-Length, chunked, to
 // the end of the connection, none for HEAD, 204 and 304).
 //
 // It does what the transport does for such requests: the trace hooks
 // (GetConn, GotConn, WroteRequest, GotFirstResponseByte; the dialer calls
-// the dial hooks), response headers bounded by maxHeader, 1xx answers
-// skipped, a request sent again on a new connection when a kept-alive one
-// turns out closed before any byte of the answer (GET, HEAD, OPTIONS,
-// TRACE only), a cancelled context that ends any wait at once, and idle
-// connections bounded per key (target or proxy) and in all, the least
-// recently used closed first. A connection is kept only when its answer
-// was read to the end and neither side asked to close it.
+// the dial hooks), response headers bounded by maxHeader (1xx answers
+// skipped, within the same bound), a look at an idle connection before it
+// is used again (see take), a request sent again on a new connection when
+// a kept-alive one closes under it before any byte of the answer (see
+// replayable), no request sent once its context is done, a done context
+// that ends any wait at once, and idle connections bounded per key (target
+// or proxy) and in all, the least recently used closed first. A connection
+// is kept only when its answer was read to the end and neither side asked
+// to close it.
 type h1 struct {
 	dial        dialFunc
 	maxHeader   int64
