@@ -34,8 +34,9 @@ type FetchOptions struct {
 
 	Resume bool // with Output: skip what it finished, append the rest
 
-	CPUProfile string // --cpuprofile FILE, or ""
-	MemProfile string // --memprofile FILE, or ""
+	CPUProfile string    // --cpuprofile FILE, or ""
+	cpu        *earlyCPU // the CPU profile, running from the start of RunE
+	MemProfile string    // --memprofile FILE, or ""
 
 	// Distributed mode: with Redis set, every limit, proxy health and the
 	// usage counts are shared through that Redis by all the processes of
@@ -76,6 +77,15 @@ JSON record per URL line.`,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Inputs = args
+			if opts.CPUProfile != "" && runF == nil {
+				// From here, so that reading the proxy list is in it.
+				cpu, err := startEarlyCPU()
+				if err != nil {
+					return usageError(err)
+				}
+				defer cpu.abandon()
+				opts.cpu = cpu
+			}
 			if err := opts.complete(cmd); err != nil {
 				return usageError(err)
 			}
@@ -331,7 +341,7 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 		}
 		outs = append(outs, report)
 	}
-	var prof profiles
+	prof := profiles{early: opts.cpu}
 	if outs, err = prof.open(opts.CPUProfile, opts.MemProfile, outs); err != nil {
 		return usageError(err)
 	}

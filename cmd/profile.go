@@ -1,15 +1,80 @@
 package cmd
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"runtime"
 	"runtime/pprof"
+	"sync"
 )
 
 // profiles are the --cpuprofile and --memprofile files of a run, opened
-// (and checked) with the other outputs before any request.
+// (and checked) with the other outputs before any request. The CPU
+// profile itself runs from before the proxy list is read (see earlyCPU),
+// so that it shows the start of a run through a large pool too.
 type profiles struct {
 	cpu, mem *outputFile
+	early    *earlyCPU // the CPU profile, running since the flags were read
+}
+
+// earlyCPU is a CPU profile started before its file can be made: the
+// file is made, and checked, with the other outputs, once the flags are
+// read, the proxy list with them. Until the file is attached, what the
+// profile writes is held in memory: the profile of a start, some
+// kilobytes.
+type earlyCPU struct {
+	mu       sync.Mutex
+	held     bytes.Buffer
+	w        io.Writer // the file, once attached
+	attached bool
+	stopped  bool
+}
+
+// startEarlyCPU starts the CPU profile.
+func startEarlyCPU() (*earlyCPU, error) {
+	e := &earlyCPU{}
+	if err := pprof.StartCPUProfile(e); err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return e, nil
+}
+
+func (e *earlyCPU) Write(p []byte) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.w == nil {
+		return e.held.Write(p)
+	}
+	return e.w.Write(p)
+}
+
+// attach has the profile written to w from now on, what it held first.
+func (e *earlyCPU) attach(w io.Writer) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.attached = true
+	_, err := w.Write(e.held.Bytes())
+	e.held = bytes.Buffer{}
+	e.w = w
+	return err
+}
+
+// stop stops the profile; it writes what is left before it returns.
+func (e *earlyCPU) stop() {
+	if e == nil || e.stopped {
+		return
+	}
+	e.stopped = true
+	pprof.StopCPUProfile()
+}
+
+// abandon stops the profile of a run that never got to attach it (a
+// usage error), so that nothing of it is left running or held.
+func (e *earlyCPU) abandon() {
+	if e != nil && !e.attached {
+		e.stop()
+	}
 }
 
 // open opens the profile files that were asked for and adds them to outs.
@@ -35,14 +100,20 @@ func (p *profiles) open(cpu, mem string, outs []*outputFile) ([]*outputFile, err
 // live at the end, besides every allocation sampled) and closes the files.
 func (p *profiles) start() (stop func() error, err error) {
 	if p.cpu != nil {
-		if err := pprof.StartCPUProfile(p.cpu.f); err != nil {
+		if p.early == nil { // not started with the flags: start it now
+			if p.early, err = startEarlyCPU(); err != nil {
+				return nil, err
+			}
+		}
+		if err := p.early.attach(p.cpu.f); err != nil {
+			p.early.stop()
 			return nil, fmt.Errorf("--cpuprofile: %w", err)
 		}
 	}
 	return func() error {
 		var errs []error
 		if p.cpu != nil {
-			pprof.StopCPUProfile()
+			p.early.stop()
 			if err := p.cpu.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("--cpuprofile: %w", err))
 			}

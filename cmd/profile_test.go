@@ -80,3 +80,33 @@ func TestRun_profilesAndReportHosts(t *testing.T) {
 		t.Errorf("summarize: hosts %+v, hosts_other %+v; want %+v, %+v", rep.Hosts[lb.target.Addr], rep.HostsOther, wantHosts[lb.target.Addr], wantOther)
 	}
 }
+
+// TestRun_cpuProfileAfterUsageError: the CPU profile starts as the flags
+// are read (so that it shows the proxy list being read), before the files
+// are checked; a run that stops at a usage error stops its profile too, and
+// leaves no profile file: the next run can profile again.
+func TestRun_cpuProfileAfterUsageError(t *testing.T) {
+	lb := startLoopback(t)
+	dir := t.TempDir()
+	in := writeFile(t, dir, "urls.txt", lb.target.URL+"/a?size=10\n")
+	cpu := filepath.Join(dir, "cpu.pprof")
+	ios, _, _, stderr := Test()
+	// -o is the input: a usage error, found after the profile started.
+	if code := Run(context.Background(), ios, []string{"-q", "--cpuprofile", cpu, "-o", in, in}); code != ExitUsage {
+		t.Fatalf("exit code %d, want %d (usage); stderr:\n%s", code, ExitUsage, stderr)
+	}
+	if _, err := os.Stat(cpu); !os.IsNotExist(err) {
+		t.Errorf("a run stopped by a usage error left %s (%v)", cpu, err)
+	}
+	ios, _, _, stderr = Test()
+	if code := Run(context.Background(), ios, []string{"-q", "--cpuprofile", cpu, "-o", filepath.Join(dir, "out.jsonl"), in}); code != ExitOK {
+		t.Fatalf("the run after: exit code %d; stderr:\n%s", code, stderr)
+	}
+	data, err := os.ReadFile(cpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) < 20 || !bytes.HasPrefix(data, []byte{0x1f, 0x8b}) {
+		t.Errorf("%d bytes, not a gzipped profile", len(data))
+	}
+}
