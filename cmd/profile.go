@@ -21,8 +21,8 @@ type profiles struct {
 // earlyCPU is a CPU profile started before its file can be made: the
 // file is made, and checked, with the other outputs, once the flags are
 // read, the proxy list with them. Until the file is attached, what the
-// profile writes is held in memory: the profile of a start, some
-// kilobytes.
+// profile writes is held in memory (Go's profiler writes when it stops,
+// so in practice nothing).
 type earlyCPU struct {
 	mu       sync.Mutex
 	held     bytes.Buffer
@@ -107,6 +107,7 @@ func (p *profiles) start() (stop func() error, err error) {
 		}
 		if err := p.early.attach(p.cpu.f); err != nil {
 			p.early.stop()
+			p.cpu.Close()
 			return nil, fmt.Errorf("--cpuprofile: %w", err)
 		}
 	}

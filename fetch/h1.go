@@ -158,6 +158,10 @@ func (t *h1) roundTrip(req *http.Request, proxy *url.URL) (*http.Response, error
 // pc is closed, and again reports whether nothing of a response came, so
 // that the request may go again on another connection.
 func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxied bool, trace *httptrace.ClientTrace) (resp *http.Response, err error, again bool) {
+	if ctx.Err() != nil { // cancelled since roundTrip looked: nothing is sent
+		t.put(pc) // as good as it was
+		return nil, ctx.Err(), false
+	}
 	stop := context.AfterFunc(ctx, func() { pc.c.SetDeadline(aLongTimeAgo) })
 	fail := func(e error, nothing bool) (*http.Response, error, bool) {
 		stop()
@@ -166,9 +170,6 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 			e = ctx.Err()
 		}
 		return nil, e, nothing
-	}
-	if ctx.Err() != nil { // cancelled since roundTrip looked: nothing is sent
-		return fail(nil, false)
 	}
 	if proxied {
 		err = req.WriteProxy(pc.bw)
@@ -259,7 +260,9 @@ func (t *h1) conn(ctx context.Context, key string, proxied bool) (*h1Conn, bool,
 // idle, so what its server did meanwhile is looked at now (see quiet): a
 // connection the server closed, or one with bytes on it that no request
 // asked for (an answer sent late, a 408 before closing), would otherwise
-// give the next request a failure, or another request's answer.
+// give the next request a failure, or another request's answer. The look
+// narrows that window, no more: what comes after it, while the request
+// goes out, still meets the request (see roundTrip for a close).
 func (t *h1) take(key string) *h1Conn {
 	now := t.now()
 	for {
@@ -315,23 +318,36 @@ func (t *h1) put(pc *h1Conn) {
 	now := t.now()
 	pc.since = now
 	t.mu.Lock()
+	// Close those idle for longer than the idle timeout, oldest first
+	// (this key's among them, before its share is counted), then the
+	// least recently used beyond the budget: each put closes what the puts
+	// before it left.
+	old := t.sweep(now, 0)
 	list := t.idle[pc.key]
 	if len(list) >= t.perKey {
 		t.mu.Unlock()
 		pc.c.Close()
+		closeAll(old)
 		return
 	}
 	t.idle[pc.key] = append(list, pc)
 	pc.prev, pc.next = t.lru.prev, &t.lru
 	pc.prev.next, t.lru.prev = pc, pc
 	t.n++
-	// Close the least recently used beyond the budget, and those idle for
-	// longer than the idle timeout, oldest first: each put closes at most
-	// what the puts before it left.
+	old = append(old, t.sweep(now, t.budget)...)
+	t.mu.Unlock()
+	closeAll(old)
+}
+
+// sweep takes out of the idle connections, oldest first, those idle for
+// the idle timeout or longer, and then more while there are more than
+// keep (none when keep is 0), and returns them, to be closed. Call with
+// t.mu held.
+func (t *h1) sweep(now time.Time, keep int) []*h1Conn {
 	var old []*h1Conn
 	for t.n > 0 {
 		o := t.lru.next
-		if t.n <= t.budget && now.Sub(o.since) < t.idleTimeout {
+		if (keep == 0 || t.n <= keep) && now.Sub(o.since) < t.idleTimeout {
 			break
 		}
 		list := t.idle[o.key]
@@ -340,9 +356,12 @@ func (t *h1) put(pc *h1Conn) {
 		t.forget(o, list[:len(list)-1])
 		old = append(old, o)
 	}
-	t.mu.Unlock()
-	for _, o := range old {
-		o.c.Close()
+	return old
+}
+
+func closeAll(conns []*h1Conn) {
+	for _, c := range conns {
+		c.c.Close()
 	}
 }
 

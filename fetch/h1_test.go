@@ -568,3 +568,63 @@ func TestH1Proxy(t *testing.T) {
 		t.Errorf("%d connections to the proxy for 2 targets, want 1", n)
 	}
 }
+
+// TestH1PutSweepsFirst: a connection made idle when its key's share is
+// taken by connections past the idle timeout is kept, and they are
+// closed, not the other way round.
+func TestH1PutSweepsFirst(t *testing.T) {
+	srv := startRawServer(t, answerAll(func(*http.Request) string { return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" }))
+	now := time.Now()
+	h := testH1(2, 8)
+	h.now = func() time.Time { return now }
+	defer h.closeIdle()
+	var open []*http.Response
+	for range 3 {
+		u := mustURL(t, srv.addr)
+		resp, err := h.roundTrip(&http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, resp)
+	}
+	for _, r := range open[:2] {
+		io.ReadAll(r.Body)
+		r.Body.Close()
+	}
+	now = now.Add(h.idleTimeout + time.Second)
+	io.ReadAll(open[2].Body)
+	open[2].Body.Close()
+	if h.n != 1 {
+		t.Fatalf("%d idle, want 1: the fresh one", h.n)
+	}
+	if _, _, reused, err := get(context.Background(), h, "GET", "http://"+srv.addr+"/", nil); err != nil || !reused {
+		t.Errorf("reused %v, %v: want the fresh idle connection", reused, err)
+	}
+	if n := srv.conns.Load(); n != 3 {
+		t.Errorf("%d connections, want 3", n)
+	}
+}
+
+// TestH1CancelledOnItsConnection: a request cancelled once it has its
+// idle connection, before anything is sent, gives the connection back.
+func TestH1CancelledOnItsConnection(t *testing.T) {
+	srv := startRawServer(t, answerAll(func(*http.Request) string { return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" }))
+	h := testH1(4, 4)
+	defer h.closeIdle()
+	if _, _, _, err := get(context.Background(), h, "GET", "http://"+srv.addr+"/", nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { cancel() }})
+	u := mustURL(t, srv.addr)
+	if _, err := h.roundTrip((&http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{}}).WithContext(ctx), nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("%v, want context.Canceled", err)
+	}
+	if h.n != 1 {
+		t.Errorf("%d idle, want the connection given back", h.n)
+	}
+	if _, _, reused, err := get(context.Background(), h, "GET", "http://"+srv.addr+"/", nil); err != nil || !reused {
+		t.Errorf("reused %v, %v: want the connection given back", reused, err)
+	}
+}
