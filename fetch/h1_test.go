@@ -182,12 +182,7 @@ func TestH1NotReused(t *testing.T) {
 			h.warn = func(msg string) { warnings = append(warnings, msg) }
 			defer h.closeIdle()
 			for range 2 {
-				u, _ := url.Parse("http://" + srv.addr + "/")
-				req := &http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{}}
-				resp, err := h.roundTrip(req, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
+				resp := openGet(t, h, srv.addr)
 				buf := make([]byte, max(tc.read, 1))
 				if tc.read < 0 {
 					for resp.Body.(*h1Body).pc.br.Buffered() > 0 {
@@ -480,12 +475,7 @@ func TestH1IdleBounds(t *testing.T) {
 	// 3 at once to the first target: 3 connections, 2 kept.
 	var bodies []*http.Response
 	for range 3 {
-		u, _ := url.Parse("http://" + srvs[0].addr + "/")
-		resp, err := h.roundTrip(&http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bodies = append(bodies, resp)
+		bodies = append(bodies, openGet(t, h, srvs[0].addr))
 	}
 	for _, r := range bodies {
 		io.ReadAll(r.Body)
@@ -524,6 +514,18 @@ func TestH1IdleBounds(t *testing.T) {
 	if h.n != 1 {
 		t.Errorf("%d idle after the others timed out, want 1: the new one (the old are closed by the put after their time)", h.n)
 	}
+}
+
+// openGet sends a GET for / on addr through h and returns the response,
+// its body unread: its connection is held until the body is closed.
+func openGet(t *testing.T, h *h1, addr string) *http.Response {
+	t.Helper()
+	u := mustURL(t, addr)
+	resp, err := h.roundTrip(&http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
 
 func mustURL(t *testing.T, addr string) *url.URL {
@@ -580,12 +582,7 @@ func TestH1PutSweepsFirst(t *testing.T) {
 	defer h.closeIdle()
 	var open []*http.Response
 	for range 3 {
-		u := mustURL(t, srv.addr)
-		resp, err := h.roundTrip(&http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		open = append(open, resp)
+		open = append(open, openGet(t, h, srv.addr))
 	}
 	for _, r := range open[:2] {
 		io.ReadAll(r.Body)
