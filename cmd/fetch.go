@@ -34,9 +34,8 @@ type FetchOptions struct {
 
 	Resume bool // with Output: skip what it finished, append the rest
 
-	CPUProfile string    // --cpuprofile FILE, or ""
-	cpu        *earlyCPU // the CPU profile, running from the start of RunE
-	MemProfile string    // --memprofile FILE, or ""
+	CPUProfile string // --cpuprofile FILE, or ""
+	MemProfile string // --memprofile FILE, or ""
 
 	// Distributed mode: with Redis set, every limit, proxy health and the
 	// usage counts are shared through that Redis by all the processes of
@@ -77,14 +76,14 @@ JSON record per URL line.`,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Inputs = args
+			var cpu *earlyCPU
 			if opts.CPUProfile != "" && runF == nil {
 				// From here, so that reading the proxy list is in it.
-				cpu, err := startEarlyCPU()
-				if err != nil {
+				var err error
+				if cpu, err = startEarlyCPU(); err != nil {
 					return usageError(err)
 				}
 				defer cpu.abandon()
-				opts.cpu = cpu
 			}
 			if err := opts.complete(cmd); err != nil {
 				return usageError(err)
@@ -92,7 +91,7 @@ JSON record per URL line.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return fetchRun(cmd.Context(), opts)
+			return fetchRun(cmd.Context(), opts, cpu)
 		},
 	}
 	cmd.CompletionOptions.DisableDefaultCmd = true
@@ -310,8 +309,9 @@ func loadCertPool(file string) (*x509.CertPool, error) {
 }
 
 // fetchRun opens every input and output before any request, runs the engine
-// and writes the results, the report and the summary.
-func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
+// and writes the results, the report and the summary. cpu is the CPU
+// profile, running since the flags were read, when --cpuprofile is set.
+func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error) {
 	ios := opts.IO
 	if err := checkFiles(opts.inputFiles(), opts.outputFiles()); err != nil {
 		return usageError(err)
@@ -341,7 +341,7 @@ func fetchRun(ctx context.Context, opts *FetchOptions) (err error) {
 		}
 		outs = append(outs, report)
 	}
-	prof := profiles{early: opts.cpu}
+	prof := profiles{early: cpu}
 	if outs, err = prof.open(opts.CPUProfile, opts.MemProfile, outs); err != nil {
 		return usageError(err)
 	}

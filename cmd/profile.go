@@ -15,7 +15,7 @@ import (
 // so that it shows the start of a run through a large pool too.
 type profiles struct {
 	cpu, mem *outputFile
-	early    *earlyCPU // the CPU profile, running since the flags were read
+	early    *earlyCPU // the CPU profile, running since the flags were read; set with cpu
 }
 
 // earlyCPU is a CPU profile started before its file can be made: the
@@ -62,7 +62,7 @@ func (e *earlyCPU) attach(w io.Writer) error {
 
 // stop stops the profile; it writes what is left before it returns.
 func (e *earlyCPU) stop() {
-	if e == nil || e.stopped {
+	if e.stopped {
 		return
 	}
 	e.stopped = true
@@ -100,11 +100,6 @@ func (p *profiles) open(cpu, mem string, outs []*outputFile) ([]*outputFile, err
 // live at the end, besides every allocation sampled) and closes the files.
 func (p *profiles) start() (stop func() error, err error) {
 	if p.cpu != nil {
-		if p.early == nil { // not started with the flags: start it now
-			if p.early, err = startEarlyCPU(); err != nil {
-				return nil, err
-			}
-		}
 		if err := p.early.attach(p.cpu.f); err != nil {
 			p.early.stop()
 			p.cpu.Close()

@@ -120,10 +120,11 @@ var aLongTimeAgo = time.Unix(1, 0)
 func (t *h1) roundTrip(req *http.Request, proxy *url.URL) (*http.Response, error) {
 	ctx := req.Context()
 	trace := httptrace.ContextClientTrace(ctx)
-	key := canonicalAddr(req.URL)
+	to := req.URL // what is dialled: the target, or the proxy
 	if proxy != nil {
-		key = canonicalAddr(proxy)
+		to = proxy
 	}
+	key := canonicalAddr(to)
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err // not sent: a connection is neither taken nor spent on it
@@ -441,13 +442,13 @@ func (b *h1Body) finish(keep bool) {
 	// stop is false when the context was done first: its deadline is on
 	// the connection, which is closed then.
 	if b.stop() && keep {
-		if n := b.pc.br.Buffered(); n == 0 {
+		n := b.pc.br.Buffered()
+		if n == 0 {
 			b.t.put(b.pc)
 			return
-		} else {
-			start, _ := b.pc.br.Peek(min(n, 16))
-			b.t.unsolicited(start, b.pc.key)
 		}
+		start, _ := b.pc.br.Peek(min(n, 16))
+		b.t.unsolicited(start, b.pc.key)
 	}
 	b.pc.c.Close()
 }

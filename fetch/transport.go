@@ -283,8 +283,10 @@ type routeKey struct{}
 func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	plain := t.h1.takes(req) // h1 needs no route in the context: it is told the gateway
 	r := req
-	if h, ok := req.Context().Value(trackerKey{}).(*hooked); !plain && (!ok || h.via != t) {
-		r = req.WithContext(context.WithValue(req.Context(), routeKey{}, t))
+	if !plain {
+		if h, ok := req.Context().Value(trackerKey{}).(*hooked); !ok || h.via != t {
+			r = req.WithContext(context.WithValue(req.Context(), routeKey{}, t))
+		}
 	}
 	auth := t.auth != "" && req.URL.Scheme == "http"
 	if r == req && (t.rotate || auth) {
