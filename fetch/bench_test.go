@@ -56,20 +56,28 @@ func BenchmarkPerURL(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer px.Close()
+	// closing closes each connection after its answer, as tinyproxy does:
+	// every URL through it dials.
+	closing, err := fetchtest.StartHTTPProxy(fetchtest.ProxyOptions{CloseEach: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer closing.Close()
 	for _, bc := range []struct {
 		name              string
-		proxy             bool
+		proxy             *fetchtest.Proxy
 		concurrency, size int
 	}{
-		{"direct", false, 16, 512},
-		{"http-proxy", true, 16, 512},
-		{"direct-c64-1KiB", false, 64, 1024},
+		{"direct", nil, 16, 512},
+		{"http-proxy", px, 16, 512},
+		{"http-proxy-closing", closing, 16, 512},
+		{"direct-c64-1KiB", nil, 64, 1024},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			cfg := fetch.DefaultConfig()
 			cfg.Concurrency = bc.concurrency
-			if bc.proxy {
-				u, _ := proxies.ParseURL(px.URL)
+			if bc.proxy != nil {
+				u, _ := proxies.ParseURL(bc.proxy.URL)
 				cfg.Proxies = []proxies.Proxy{{URL: u, ID: proxies.Identity(u), Concurrency: bc.concurrency}}
 			}
 			e, err := fetch.New(cfg)

@@ -310,6 +310,40 @@ func TestPerProxyConcurrency(t *testing.T) {
 	}
 }
 
+// TestProxyClosingEachConnection: a proxy that closes each connection
+// after its answer without saying so (tinyproxy does) costs no URL a
+// second attempt, a request sent twice or a wrong body. Each request
+// finds its connection closed, dials another (a connect in its record)
+// and reads its answer into buffers another connection had.
+func TestProxyClosingEachConnection(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	px := startProxy(t, "http", fetchtest.ProxyOptions{CloseEach: true})
+	cfg := fetch.DefaultConfig()
+	cfg.Concurrency = 8
+	cfg.Retries = 0
+	cfg.Proxies = []proxies.Proxy{proxyOf(t, px.URL, func(p *proxies.Proxy) { p.Concurrency = 8 })}
+	const n = 300
+	var lines []string
+	for i := range n {
+		lines = append(lines, fmt.Sprintf("%s/c/%d?size=%d", tg.URL, i, 100+37*i))
+	}
+	recs, rep := run(t, cfg, lines...)
+	if rep.OK != n {
+		t.Fatalf("%d of %d ok: %+v", rep.OK, n, rep.ByKind)
+	}
+	for line, r := range recs {
+		if r.Attempts != 1 || r.Bytes != int64(100+37*(line-1)) {
+			t.Errorf("line %d: %d attempts, %d bytes, want 1 and %d", line, r.Attempts, r.Bytes, 100+37*(line-1))
+		}
+		if _, ok := r.Phases["connect"]; !ok {
+			t.Errorf("line %d: no connect in %v, though the proxy closes each connection", line, r.Phases)
+		}
+	}
+	if got := px.Stats().Requests; got != n {
+		t.Errorf("the proxy served %d requests for %d URLs", got, n)
+	}
+}
+
 func TestTotalDeadline(t *testing.T) {
 	tg := startTarget(t, fetchtest.TargetOptions{})
 	cfg := fetch.DefaultConfig()

@@ -52,6 +52,8 @@ type h1 struct {
 	warn        func(msg string) // told of the first answer followed by bytes nobody asked for; may be nil
 	warned      atomic.Bool
 
+	bufs sync.Pool // *h1Bufs of closed connections
+
 	mu   sync.Mutex
 	idle map[string][]*h1Conn // by key, the most recently used last
 	lru  h1Conn               // sentinel of the idle connections, oldest first
@@ -86,7 +88,8 @@ type h1Conn struct {
 	c     net.Conn
 	br    *bufio.Reader
 	bw    *bufio.Writer
-	limit int64 // bytes that may still be read: bounds the response headers
+	bufs  *h1Bufs // br and bw, given back when the connection is closed
+	limit int64   // bytes that may still be read: bounds the response headers
 	since time.Time
 	prev  *h1Conn
 	next  *h1Conn
@@ -166,7 +169,7 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 	stop := context.AfterFunc(ctx, func() { pc.c.SetDeadline(aLongTimeAgo) })
 	fail := func(e error, nothing bool) (*http.Response, error, bool) {
 		stop()
-		pc.c.Close()
+		t.close(pc)
 		if ctx.Err() != nil {
 			e = ctx.Err()
 		}
@@ -251,8 +254,14 @@ func (t *h1) conn(ctx context.Context, key string, proxied bool) (*h1Conn, bool,
 	}
 	pc := &h1Conn{key: key, c: c, limit: unlimited}
 	pc.peeker.init(c)
-	pc.br = bufio.NewReaderSize(pc, 4<<10)
-	pc.bw = bufio.NewWriterSize(c, 4<<10)
+	b, ok := t.bufs.Get().(*h1Bufs)
+	if ok {
+		b.br.Reset(pc)
+		b.bw.Reset(c)
+	} else {
+		b = &h1Bufs{br: bufio.NewReaderSize(pc, 4<<10), bw: bufio.NewWriterSize(c, 4<<10)}
+	}
+	pc.bufs, pc.br, pc.bw = b, b.br, b.bw
 	return pc, false, nil
 }
 
@@ -280,7 +289,7 @@ func (t *h1) take(key string) *h1Conn {
 		if now.Sub(pc.since) < t.idleTimeout && t.quiet(pc) {
 			return pc
 		}
-		pc.c.Close()
+		t.close(pc)
 	}
 }
 
@@ -327,8 +336,8 @@ func (t *h1) put(pc *h1Conn) {
 	list := t.idle[pc.key]
 	if len(list) >= t.perKey {
 		t.mu.Unlock()
-		pc.c.Close()
-		closeAll(old)
+		t.close(pc)
+		t.closeAll(old)
 		return
 	}
 	t.idle[pc.key] = append(list, pc)
@@ -337,7 +346,7 @@ func (t *h1) put(pc *h1Conn) {
 	t.n++
 	old = append(old, t.sweep(now, t.budget)...)
 	t.mu.Unlock()
-	closeAll(old)
+	t.closeAll(old)
 }
 
 // sweep takes out of the idle connections, oldest first, those idle for
@@ -360,10 +369,29 @@ func (t *h1) sweep(now time.Time, keep int) []*h1Conn {
 	return old
 }
 
-func closeAll(conns []*h1Conn) {
-	for _, c := range conns {
-		c.c.Close()
+func (t *h1) closeAll(conns []*h1Conn) {
+	for _, pc := range conns {
+		t.close(pc)
 	}
+}
+
+// close closes pc and keeps its buffers for the next dial: a proxy that
+// closes every connection after its answer has one dialled per request.
+// Call only once nothing reads or writes pc's buffers.
+func (t *h1) close(pc *h1Conn) {
+	pc.c.Close()
+	if b := pc.bufs; b != nil {
+		b.br.Reset(nil)
+		b.bw.Reset(nil)
+		pc.bufs, pc.br, pc.bw = nil, nil, nil
+		t.bufs.Put(b)
+	}
+}
+
+// h1Bufs are the buffers of a connection.
+type h1Bufs struct {
+	br *bufio.Reader
+	bw *bufio.Writer
 }
 
 // forget takes pc out of the idle connections, list being what is left of
@@ -392,7 +420,7 @@ func (t *h1) closeIdle() {
 	t.mu.Unlock()
 	for _, pc := range all {
 		pc.prev, pc.next = nil, nil
-		pc.c.Close()
+		t.close(pc)
 	}
 }
 
@@ -450,7 +478,7 @@ func (b *h1Body) finish(keep bool) {
 		start, _ := b.pc.br.Peek(min(n, 16))
 		b.t.unsolicited(start, b.pc.key)
 	}
-	b.pc.c.Close()
+	b.t.close(b.pc)
 }
 
 // canonicalAddr is u's host:port, with the scheme's port when it has

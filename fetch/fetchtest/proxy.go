@@ -33,6 +33,11 @@ type ProxyOptions struct {
 	// Down, when set and returning true, makes every request fail that way:
 	// a proxy that flaps can be switched off and on during a test.
 	Down func() bool
+	// CloseEach closes the client connection after each absolute-form
+	// answer without saying so (no "Connection: close"), as tinyproxy
+	// does: a client must find the connection closed before it sends the
+	// next request on it, or send that one again on a new connection.
+	CloseEach bool
 }
 
 // Proxy is a real forward proxy on loopback, started by StartHTTPProxy or
@@ -156,9 +161,24 @@ func (p *Proxy) wrap(next http.Handler) http.Handler {
 			defer p.count(&p.stats.Connects, &p.stats.Tunnels, &p.stats.MaxTunnels)()
 		} else {
 			defer p.count(&p.stats.Requests, &p.stats.InFlight, &p.stats.MaxInFlight)()
+			if p.opts.CloseEach {
+				defer closeAfter(w)
+			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// closeAfter sends what w holds of its answer and closes its connection.
+func closeAfter(w http.ResponseWriter) {
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	if h, ok := w.(http.Hijacker); ok {
+		if c, _, err := h.Hijack(); err == nil {
+			c.Close()
+		}
+	}
 }
 
 func (p *Proxy) authorized(r *http.Request) bool {
