@@ -27,7 +27,7 @@ import (
 // request and reads the answer itself, on a connection it holds until
 // the body is read or closed, as it holds its permit. On loopback that is
 // about a third of fetch's CPU per URL. What it reads and writes is
-// net/http's own: Request.Write (WriteProxy through a proxy) and
+// net/http's own, or byte for byte what it writes (see writeRequest), and
 // http.ReadResponse, which does the framing (Content-Length, chunked, to
 // the end of the connection, none for HEAD, 204 and 304).
 //
@@ -175,11 +175,7 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 		}
 		return nil, e, nothing
 	}
-	if proxied {
-		err = req.WriteProxy(pc.bw)
-	} else {
-		err = req.Write(pc.bw)
-	}
+	err = writeRequest(pc.bw, req, proxied)
 	if err == nil {
 		err = pc.bw.Flush()
 	}

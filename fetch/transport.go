@@ -123,10 +123,17 @@ func (ts *transports) newTransport(perHost int) *http.Transport {
 	}
 }
 
+// keepAlive is the TCP keep-alive of every connection: a first probe
+// after 30 s of quiet, which keeps a NAT's mapping of a kept-alive
+// connection, then the system's interval and count. Setting those too
+// would be two system calls more for each connection, which counts
+// where a proxy closes each one after its answer.
+var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: -1, Count: -1}
+
 // dial is the dialer of plain connections: TCP, traced, with the connect
 // timeout.
 func (ts *transports) dial() dialFunc {
-	dialer := &net.Dialer{Timeout: ts.cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+	dialer := &net.Dialer{Timeout: ts.cfg.ConnectTimeout, KeepAliveConfig: keepAlive}
 	return handshakeDeadline(traceDial(dialer.DialContext), ts.cfg.ConnectTimeout)
 }
 
@@ -148,7 +155,7 @@ func (ts *transports) newH1(perKey int) *h1 {
 // and a port taken by bind is taken for every destination.)
 func (ts *transports) h1Dial() dialFunc {
 	named := ts.dial()
-	ip := &net.Dialer{KeepAlive: 30 * time.Second}
+	ip := &net.Dialer{KeepAliveConfig: keepAlive}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		h, ok := ctx.Value(trackerKey{}).(*hooked)
 		if _, err := netip.ParseAddrPort(addr); !ok || err != nil {
@@ -182,7 +189,7 @@ func (ts *transports) forProxy(u *url.URL) *renewing {
 				// in curl) and counted as the proxy phase; the transport
 				// then speaks plain HTTP proxy over it. The proxy's name is
 				// the host it dials.
-				dialer := &net.Dialer{Timeout: ts.cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+				dialer := &net.Dialer{Timeout: ts.cfg.ConnectTimeout, KeepAliveConfig: keepAlive}
 				tr.DialContext = handshakeDeadline(traceDial(tlsDial(dialer, ts.cfg.RootCAs, ts.cfg.ConnectTimeout)), ts.cfg.ConnectTimeout)
 				tr.Proxy = proxyOfRequest
 				return tr

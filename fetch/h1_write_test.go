@@ -1,0 +1,116 @@
+package fetch
+
+import (
+	"bufio"
+	"bytes"
+	"net/http"
+	"net/url"
+	"testing"
+)
+
+// written returns what writeRequest writes for req, and what net/http's
+// Request.Write (WriteProxy when proxied) writes, with their errors.
+func written(req *http.Request, proxied bool) (ours, theirs string, oursErr, theirsErr error) {
+	var a, b bytes.Buffer
+	wa, wb := bufio.NewWriter(&a), bufio.NewWriter(&b)
+	oursErr = writeRequest(wa, req, proxied)
+	wa.Flush()
+	if proxied {
+		theirsErr = req.WriteProxy(wb)
+	} else {
+		theirsErr = req.Write(wb)
+	}
+	wb.Flush()
+	return a.String(), b.String(), oursErr, theirsErr
+}
+
+// TestWriteRequestAsNetHTTP: what writeRequest writes is what net/http
+// writes, byte for byte, direct and through a proxy, both for requests it
+// writes itself and for those it leaves to net/http.
+func TestWriteRequestAsNetHTTP(t *testing.T) {
+	for _, tc := range []struct {
+		name, method, url, host string
+		header                  http.Header
+		close                   bool
+		plain                   bool // writeRequest writes it itself
+	}{
+		{name: "engine's", method: "GET", url: "http://127.0.0.1:8080/b/1?size=1024",
+			header: http.Header{"User-Agent": {"fetch/0.1"}, "Accept": {"*/*"}}, plain: true},
+		{name: "no method, no path", url: "http://a.example", header: http.Header{}, plain: true},
+		{name: "HEAD, empty query", method: "HEAD", url: "http://a.example/x?", header: http.Header{"Accept": {"*/*"}}, plain: true},
+		{name: "headers sorted, several values", url: "http://a.example/p",
+			header: http.Header{"X-B": {"2", "3"}, "Accept": {"*/*"}, "X-A": {""}, "Proxy-Authorization": {"Basic dTpw"}, "Empty": {}}, plain: true},
+		{name: "no User-Agent", url: "http://a.example/", header: http.Header{"User-Agent": {""}}, plain: true},
+		{name: "User-Agent with no value", url: "http://a.example/", header: http.Header{"User-Agent": {}}, plain: true},
+		{name: "path escaped", url: "http://a.example/a%20b/c%2Fd?q=%20", header: http.Header{}, plain: true},
+		{name: "Host header", url: "http://127.0.0.1:9/x", host: "b.example:80", header: http.Header{}, plain: true},
+		{name: "IPv6", url: "http://[::1]:8080/x", header: http.Header{}, plain: true},
+		{name: "excluded headers", url: "http://a.example/", header: http.Header{"Host": {"evil"}, "Content-Length": {"5"}, "Trailer": {"X"}}, plain: true},
+		{name: "zone", url: "http://[fe80::1%25eth0]:80/", header: http.Header{}},
+		{name: "value to clean", url: "http://a.example/", header: http.Header{"X-A": {" a\r\nb "}}},
+		{name: "User-Agent to clean", url: "http://a.example/", header: http.Header{"User-Agent": {"a\nb"}}},
+		{name: "invalid name", url: "http://a.example/", header: http.Header{"X A": {"1"}}},
+		{name: "POST", method: "POST", url: "http://a.example/", header: http.Header{}},
+		{name: "close", url: "http://a.example/", header: http.Header{}, close: true},
+		{name: "invalid host", url: "http://a.example/", host: "a b", header: http.Header{}},
+		{name: "opaque", url: "http:opaque?x", header: http.Header{}},
+	} {
+		u, err := url.Parse(tc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := &http.Request{Method: tc.method, URL: u, Host: tc.host, Header: tc.header, Close: tc.close}
+		if req.Host == "" {
+			req.Host = u.Host
+		}
+		var keys [maxPlainHeaders]string
+		if _, plain := plainRequest(req, &keys); plain != tc.plain {
+			t.Errorf("%s: written by writeRequest itself: %v, want %v", tc.name, plain, tc.plain)
+		}
+		for _, proxied := range []bool{false, true} {
+			ours, theirs, oursErr, theirsErr := written(req, proxied)
+			if ours != theirs || (oursErr == nil) != (theirsErr == nil) {
+				t.Errorf("%s (proxied %v): writeRequest wrote\n%q (%v)\nnet/http\n%q (%v)", tc.name, proxied, ours, oursErr, theirs, theirsErr)
+			}
+		}
+	}
+}
+
+// TestWriteRequestManyHeaders: past maxPlainHeaders names, net/http
+// writes the request, the same.
+func TestWriteRequestManyHeaders(t *testing.T) {
+	h := http.Header{}
+	for i := range maxPlainHeaders + 1 {
+		h.Set("X-"+string(rune('A'+i)), "v")
+	}
+	req := &http.Request{Method: "GET", URL: mustURL(t, "a.example:80"), Header: h}
+	var keys [maxPlainHeaders]string
+	if _, plain := plainRequest(req, &keys); plain {
+		t.Error("more names than keys holds, and written by writeRequest")
+	}
+	if ours, theirs, _, _ := written(req, false); ours != theirs {
+		t.Errorf("writeRequest wrote\n%q\nnet/http\n%q", ours, theirs)
+	}
+}
+
+// FuzzWriteRequest: for any request h1 may send, writeRequest writes what
+// net/http writes, and fails when it fails.
+func FuzzWriteRequest(f *testing.F) {
+	f.Add("GET", "http://127.0.0.1:8080/b/1?size=1024", "", "Accept", "*/*", "fetch/0.1", false)
+	f.Add("", "http://a.example/a%20b?", "b.example", "X-A", " v ", "", true)
+	f.Add("HEAD", "http://[::1]:80/", "", "Proxy-Authorization", "Basic dTpw", "x\ny", true)
+	f.Fuzz(func(t *testing.T, method, raw, host, key, value, ua string, proxied bool) {
+		u, err := url.Parse(raw)
+		if err != nil || u.Scheme != "http" {
+			return
+		}
+		if host == "" {
+			host = u.Host
+		}
+		req := &http.Request{Method: method, URL: u, Host: host, Header: http.Header{key: {value}, "User-Agent": {ua}}}
+		ours, theirs, oursErr, theirsErr := written(req, proxied)
+		if ours != theirs || (oursErr == nil) != (theirsErr == nil) {
+			t.Errorf("writeRequest wrote\n%q (%v)\nnet/http\n%q (%v)", ours, oursErr, theirs, theirsErr)
+		}
+	})
+}
