@@ -27,9 +27,10 @@ import (
 // request and reads the answer itself, on a connection it holds until
 // the body is read or closed, as it holds its permit. On loopback that is
 // about a third of fetch's CPU per URL. What it reads and writes is
-// net/http's own, or byte for byte what it writes (see writeRequest), and
-// http.ReadResponse, which does the framing (Content-Length, chunked, to
-// the end of the connection, none for HEAD, 204 and 304).
+// net/http's own, or byte for byte what it writes and reads (see
+// writeRequest and readResponse): http.ReadResponse does the framing
+// (Content-Length, chunked, to the end of the connection, none for HEAD,
+// 204 and 304).
 //
 // It does what the transport does for such requests: the trace hooks
 // (GetConn, GotConn, WroteRequest, GotFirstResponseByte; the dialer calls
@@ -193,7 +194,7 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 		trace.GotFirstResponseByte()
 	}
 	for {
-		resp, err = http.ReadResponse(pc.br, req)
+		resp, err = readResponse(pc.br, req)
 		if err != nil {
 			return fail(t.readError(pc, err), false)
 		}

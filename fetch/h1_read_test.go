@@ -1,0 +1,123 @@
+package fetch
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+// readAs is what a read of raw as the response to a request of method
+// gives: the response's fields, its body and the body's last error, and
+// what is left unread after it, with read (readResponse or
+// http.ReadResponse). In pieces, the first read gives the head and a byte
+// more, and each later read one byte, as a socket may.
+func readAs(read func(*bufio.Reader, *http.Request) (*http.Response, error), raw, method string, pieces bool) string {
+	var src io.Reader = strings.NewReader(raw)
+	if pieces {
+		head := len(raw)
+		if i := strings.Index(raw, "\r\n\r\n"); i >= 0 {
+			head = min(i+5, len(raw))
+		}
+		src = io.MultiReader(strings.NewReader(raw[:head]), iotest.OneByteReader(strings.NewReader(raw[head:])))
+	}
+	br := bufio.NewReaderSize(src, 4096)
+	br.Peek(1)
+	req := &http.Request{Method: method}
+	resp, err := read(br, req)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	body, berr := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	rest, _ := io.ReadAll(br)
+	return fmt.Sprintf("%q %d %q %d.%d header %v length %d te %v close %v trailer %v uncompressed %v request %v body %q (%v) rest %q",
+		resp.Status, resp.StatusCode, resp.Proto, resp.ProtoMajor, resp.ProtoMinor, sortedHeader(resp.Header),
+		resp.ContentLength, resp.TransferEncoding, resp.Close, resp.Trailer, resp.Uncompressed, resp.Request == req, body, berr, rest)
+}
+
+func sortedHeader(h http.Header) string {
+	var b strings.Builder
+	h.Write(&b) // sorted by name
+	return fmt.Sprintf("%q", b.String())
+}
+
+// TestReadResponseAsNetHTTP: readResponse reads what http.ReadResponse
+// reads, for answers it reads itself and for those it leaves to net/http.
+func TestReadResponseAsNetHTTP(t *testing.T) {
+	for _, tc := range []struct {
+		name, raw, method string
+		plain             bool // read by readResponse itself
+	}{
+		{name: "nginx", plain: true, raw: "HTTP/1.1 200 OK\r\nServer: nginx\r\nDate: Tue, 01 Dec 2026 21:47:07 GMT\r\nContent-Type: application/octet-stream\r\nContent-Length: 5\r\nLast-Modified: x\r\nConnection: keep-alive\r\nETag: \"a\"\r\nAccept-Ranges: bytes\r\n\r\nhelloNEXT"},
+		{name: "squid", plain: true, raw: "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Type: text/plain\r\nX-Cache: MISS from vm\r\nConnection: Keep-Alive\r\n\r\nabc"},
+		{name: "no reason, empty body", plain: true, raw: "HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n"},
+		{name: "lower-case names, spaces, repeats", plain: true, raw: "HTTP/1.1 503 Service Unavailable \r\ncontent-length:  2 \r\nx-a: 1\r\nX-A:\t2\t\r\nx-b:\r\n\r\nokmore"},
+		{name: "obs-text", plain: true, raw: "HTTP/1.1 200 OK\r\nX-A: caf\xc3\xa9\r\nContent-Length: 1\r\n\r\nx"},
+		{name: "body cut short", plain: true, raw: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"},
+		{name: "HEAD", method: "HEAD", raw: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n"},
+		{name: "chunked", raw: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"},
+		{name: "no length", raw: "HTTP/1.1 200 OK\r\nX: y\r\n\r\nto the end"},
+		{name: "two lengths", raw: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nab"},
+		{name: "close", raw: "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nab"},
+		{name: "HTTP/1.0", raw: "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nab"},
+		{name: "100 Continue", raw: "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nab"},
+		{name: "204", raw: "HTTP/1.1 204 No Content\r\nContent-Length: 2\r\n\r\n"},
+		{name: "304", raw: "HTTP/1.1 304 Not Modified\r\n\r\n"},
+		{name: "Pragma", raw: "HTTP/1.1 200 OK\r\nPragma: no-cache\r\nContent-Length: 0\r\n\r\n"},
+		{name: "folded", raw: "HTTP/1.1 200 OK\r\nX-A: 1\r\n 2\r\nContent-Length: 0\r\n\r\n"},
+		{name: "bare LF", raw: "HTTP/1.1 200 OK\nContent-Length: 2\n\nab"},
+		{name: "CR in a value", raw: "HTTP/1.1 200 OK\r\nX-A: 1\r2\r\nContent-Length: 0\r\n\r\n"},
+		{name: "space before the colon", raw: "HTTP/1.1 200 OK\r\nX-A : 1\r\nContent-Length: 0\r\n\r\n"},
+		{name: "bad length", raw: "HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nab"},
+		{name: "bad status", raw: "HTTP/1.1 20x OK\r\nContent-Length: 0\r\n\r\n"},
+		{name: "two spaces", raw: "HTTP/1.1  200 OK\r\nContent-Length: 0\r\n\r\n"},
+		{name: "not all read", raw: "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n"},
+	} {
+		if plain := readPlainResponse(bufioOf(tc.raw), &http.Request{Method: tc.method}) != nil; plain != tc.plain {
+			t.Errorf("%s: read by readResponse itself: %v, want %v", tc.name, plain, tc.plain)
+		}
+		for _, pieces := range []bool{false, true} {
+			ours, theirs := readAs(readResponse, tc.raw, tc.method, pieces), readAs(http.ReadResponse, tc.raw, tc.method, pieces)
+			if ours != theirs {
+				t.Errorf("%s (in pieces %v): readResponse read\n%s\nnet/http\n%s", tc.name, pieces, ours, theirs)
+			}
+		}
+	}
+}
+
+func bufioOf(raw string) *bufio.Reader {
+	br := bufio.NewReaderSize(strings.NewReader(raw), 4096)
+	br.Peek(1)
+	return br
+}
+
+// FuzzReadResponse: for any bytes a server sends, readResponse reads what
+// http.ReadResponse reads.
+func FuzzReadResponse(f *testing.F) {
+	f.Add("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\r\nabcdef", "GET", false)
+	f.Add("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nConnection: keep-alive\r\nX-A: 1\r\nx-a: 2\r\n\r\n", "", true)
+	f.Add("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\n", "HEAD", false)
+	f.Fuzz(func(t *testing.T, raw, method string, pieces bool) {
+		if ours, theirs := readAs(readResponse, raw, method, pieces), readAs(http.ReadResponse, raw, method, pieces); ours != theirs {
+			t.Errorf("readResponse read\n%s\nnet/http\n%s", ours, theirs)
+		}
+	})
+}
+
+// FuzzReadResponseParts: FuzzReadResponse for answers made of a status
+// line, two headers and a Content-Length, so that most inputs are ones
+// readResponse reads itself.
+func FuzzReadResponseParts(f *testing.F) {
+	f.Add(200, "OK", "Content-Type", "text/plain", "x-a", " 1 ", "3", "abcdef", false)
+	f.Add(503, "", "Connection", "keep-alive", "X-A", "caf\xc3\xa9", "0", "", true)
+	f.Fuzz(func(t *testing.T, code int, reason, k1, v1, k2, v2, length, body string, pieces bool) {
+		raw := fmt.Sprintf("HTTP/1.1 %03d %s\r\n%s: %s\r\n%s: %s\r\nContent-Length: %s\r\n\r\n%s", code, reason, k1, v1, k2, v2, length, body)
+		if ours, theirs := readAs(readResponse, raw, "GET", pieces), readAs(http.ReadResponse, raw, "GET", pieces); ours != theirs {
+			t.Errorf("readResponse read\n%s\nnet/http\n%s", ours, theirs)
+		}
+	})
+}
