@@ -177,11 +177,15 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 		return nil, e, nothing
 	}
 	err = writeRequest(pc.bw, req, proxied)
-	if err == nil {
-		err = pc.bw.Flush()
-	}
+	// The request is written once it is in the buffer, as net/http's
+	// transport tells it (Request.Write tells it itself, and the tracker
+	// takes the first): the headers phase, and --header-timeout, start
+	// there on every path.
 	if trace != nil && trace.WroteRequest != nil {
 		trace.WroteRequest(httptrace.WroteRequestInfo{Err: err})
+	}
+	if err == nil {
+		err = pc.bw.Flush()
 	}
 	if err != nil {
 		return fail(err, true)
@@ -422,7 +426,10 @@ func (t *h1) closeIdle() {
 }
 
 // h1Body is a response body of h1: it gives its connection back, to be
-// kept or closed, when it is read to the end or closed.
+// kept or closed, when it is read to the end or closed. Read and Close are
+// not for use at once from two goroutines (the engine reads and closes a
+// body in its attempt's): a connection's buffers serve another once it is
+// given back.
 type h1Body struct {
 	t    *h1
 	pc   *h1Conn

@@ -9,7 +9,9 @@ import (
 )
 
 // readResponse reads the response to req from br as http.ReadResponse
-// does: the same Response, the same body, the same bytes left on br. The
+// does: the same Response, the same bytes of its body and the same bytes
+// left on br (closing a body not read to its end is h1Body's: it closes
+// the connection, where net/http's body would read what is left). The
 // answers h1 reads most (HTTP/1.1, a final status with a body, one
 // Content-Length, headers on one line each, all of it already in br's
 // buffer) it reads itself: one string for the whole header block, from
@@ -29,8 +31,8 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 // readPlainResponse is readResponse's own reading; nil when it leaves the
 // response to net/http, having read nothing.
 func readPlainResponse(br *bufio.Reader, req *http.Request) *http.Response {
-	if req.Method != "" && req.Method != http.MethodGet {
-		return nil
+	if req != nil && req.Method != "" && req.Method != http.MethodGet {
+		return nil // a nil request is a GET's, as for net/http
 	}
 	buf, _ := br.Peek(br.Buffered())
 	end := bytes.Index(buf, []byte("\r\n\r\n"))
@@ -212,7 +214,8 @@ func asciiEqualFold(s, t string) bool {
 }
 
 // fixedBody is a body of n bytes more on r. As net/http's, it returns
-// io.EOF with its last bytes, and io.ErrUnexpectedEOF when r ends first.
+// io.EOF with its last bytes, and io.ErrUnexpectedEOF when r ends first;
+// its Close does nothing (h1Body closes the connection instead).
 type fixedBody struct {
 	r *bufio.Reader
 	n int64

@@ -121,3 +121,16 @@ func FuzzReadResponseParts(f *testing.F) {
 		}
 	})
 }
+
+// TestReadResponseNilRequest: with no request, an answer is read as a
+// GET's, as http.ReadResponse reads it.
+func TestReadResponseNilRequest(t *testing.T) {
+	raw := "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+	resp, err := readResponse(bufioOf(raw), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(resp.Body); string(b) != "ok" || resp.Request != nil {
+		t.Errorf("body %q, request %v", b, resp.Request)
+	}
+}
