@@ -24,7 +24,9 @@
 #   BENCH_DIRECT=20000/2000  1 KiB URLs in the direct case
 #   BENCH_LINES=2000000/200000 and BENCH_SECS=20/3   the sustained case
 #   BENCH_BIG=2000/200       100 KiB URLs
-#   BENCH_PROXY=5000/1000    1 KiB URLs through squid and through tinyproxy
+#   BENCH_PROXY=20000/1000   1 KiB URLs through squid and through tinyproxy:
+#                            enough for runs of 1 to 3 s, so that their start
+#                            and tail weigh little against wrk's steady state
 #   BENCH_SLOW=2000/640 and BENCH_SLOW_MS=50   URLs that take that long each
 #   BENCH_RATE_N=500/100 and BENCH_RATE=50     starts at that rate per second
 #   BENCH_WRK_SECS=3/1       how long each wrk run lasts (wrk runs by time)
@@ -71,7 +73,7 @@ size BENCH_DIRECT 20000 2000
 size BENCH_LINES 2000000 200000
 size BENCH_SECS 20 3
 size BENCH_BIG 2000 200
-size BENCH_PROXY 5000 1000
+size BENCH_PROXY 20000 1000
 size BENCH_SLOW 2000 640
 size BENCH_SLOW_MS 50 50
 size BENCH_RATE_N 500 100
