@@ -14,7 +14,7 @@ import (
 // to save. Every other request is written by net/http.
 func writeRequest(w *bufio.Writer, req *http.Request, proxied bool) error {
 	var keys [maxPlainHeaders]string
-	n, ok := plainRequest(req, &keys)
+	n, path, ok := plainRequest(req, &keys)
 	if !ok {
 		if proxied {
 			return req.WriteProxy(w)
@@ -36,7 +36,6 @@ func writeRequest(w *bufio.Writer, req *http.Request, proxied bool) error {
 		w.WriteString("://")
 		w.WriteString(host)
 	}
-	path := req.URL.EscapedPath()
 	if path == "" {
 		path = "/"
 	}
@@ -75,32 +74,33 @@ func writeRequest(w *bufio.Writer, req *http.Request, proxied bool) error {
 // maxPlainHeaders is the most header names writeRequest writes itself.
 const maxPlainHeaders = 16
 
-// plainRequest reports whether writeRequest writes req itself, and puts
-// the names of the headers it writes after Host and User-Agent in keys,
-// sorted, as net/http orders them. The test is narrow, so that what it
+// plainRequest reports whether writeRequest writes req itself, puts the
+// names of the headers it writes after Host and User-Agent in keys,
+// sorted, as net/http orders them, and returns their number and the
+// request's escaped path. The test is narrow, so that what it
 // lets through is what net/http would write unchanged: it cleans a value
 // with a line break or spaces at its ends, drops a name it finds invalid,
 // adds Content-Length or Connection to other requests, and takes the zone
 // out of a host, and those are left to it.
-func plainRequest(req *http.Request, keys *[maxPlainHeaders]string) (int, bool) {
+func plainRequest(req *http.Request, keys *[maxPlainHeaders]string) (n int, path string, ok bool) {
 	u := req.URL
 	switch {
 	case req.Method != "" && req.Method != http.MethodGet && req.Method != http.MethodHead,
 		req.Close, req.ContentLength != 0, len(req.TransferEncoding) != 0, len(req.Trailer) != 0,
 		req.Body != nil && req.Body != http.NoBody, u == nil, u.Opaque != "":
-		return 0, false
+		return 0, "", false
 	}
 	host := req.Host
 	if host == "" {
 		host = u.Host
 	}
-	if host == "" || !plainHost(host) || hasCTL(u.Scheme) || hasCTL(u.RawQuery) || hasCTL(u.EscapedPath()) {
-		return 0, false
+	path = u.EscapedPath()
+	if host == "" || !plainHost(host) || hasCTL(u.Scheme) || hasCTL(u.RawQuery) || hasCTL(path) {
+		return 0, "", false
 	}
-	if v, ok := req.Header["User-Agent"]; ok && len(v) > 0 && !plainValue(v[0]) {
-		return 0, false
+	if v, has := req.Header["User-Agent"]; has && len(v) > 0 && !plainValue(v[0]) {
+		return 0, "", false
 	}
-	n := 0
 	for k, vs := range req.Header {
 		switch k {
 		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
@@ -110,11 +110,11 @@ func plainRequest(req *http.Request, keys *[maxPlainHeaders]string) (int, bool) 
 			continue
 		}
 		if n == len(keys) || !plainName(k) {
-			return 0, false
+			return 0, "", false
 		}
 		for _, v := range vs {
 			if !plainValue(v) {
-				return 0, false
+				return 0, "", false
 			}
 		}
 		// insertion sort: a request has a handful of headers
@@ -126,7 +126,7 @@ func plainRequest(req *http.Request, keys *[maxPlainHeaders]string) (int, bool) 
 		keys[i] = k
 		n++
 	}
-	return n, true
+	return n, path, true
 }
 
 // plainHost reports whether host has only letters, digits and ".-_:[]",

@@ -64,7 +64,7 @@ func TestWriteRequestAsNetHTTP(t *testing.T) {
 			req.Host = u.Host
 		}
 		var keys [maxPlainHeaders]string
-		if _, plain := plainRequest(req, &keys); plain != tc.plain {
+		if _, _, plain := plainRequest(req, &keys); plain != tc.plain {
 			t.Errorf("%s: written by writeRequest itself: %v, want %v", tc.name, plain, tc.plain)
 		}
 		for _, proxied := range []bool{false, true} {
@@ -85,7 +85,7 @@ func TestWriteRequestManyHeaders(t *testing.T) {
 	}
 	req := &http.Request{Method: "GET", URL: mustURL(t, "a.example:80"), Header: h}
 	var keys [maxPlainHeaders]string
-	if _, plain := plainRequest(req, &keys); plain {
+	if _, _, plain := plainRequest(req, &keys); plain {
 		t.Error("more names than keys holds, and written by writeRequest")
 	}
 	if ours, theirs, _, _ := written(req, false); ours != theirs {
