@@ -16,11 +16,12 @@ import (
 // Content-Length, headers on one line each, all of it already in br's
 // buffer) it reads itself: one string for the whole header block, from
 // which every name and value is cut, where net/http makes a string of
-// each, and a body with no reader under it. That is about 1.5 µs and half
-// the allocations of a response on loopback. Anything else (a 1xx, 204 or
-// 304, HEAD, chunked or unbounded bodies, Connection other than
-// keep-alive, folded lines, a byte net/http refuses, headers not yet all
-// read) is left to http.ReadResponse, untouched.
+// each, and a body with no reader under it: 1.13 µs and 6 allocations for
+// nginx's answer with 1 KiB, against 1.50 µs and 15 (BenchmarkReadResponse).
+// Anything else (a 1xx, 204 or 304, HEAD, chunked or unbounded bodies,
+// Connection other than keep-alive, folded lines, a byte net/http
+// refuses, headers not yet all read) is left to http.ReadResponse,
+// untouched.
 func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 	if resp := readPlainResponse(br, req); resp != nil {
 		return resp, nil

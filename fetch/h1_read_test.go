@@ -134,3 +134,38 @@ func TestReadResponseNilRequest(t *testing.T) {
 		t.Errorf("body %q, request %v", b, resp.Request)
 	}
 }
+
+// BenchmarkReadResponse: nginx's answer to a GET, read with its 1 KiB
+// body by readResponse and by http.ReadResponse.
+func BenchmarkReadResponse(b *testing.B) {
+	raw := "HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Tue, 01 Dec 2026 21:47:07 GMT\r\nContent-Type: application/octet-stream\r\n" +
+		"Content-Length: 1024\r\nLast-Modified: Tue, 01 Dec 2026 21:00:00 GMT\r\nConnection: keep-alive\r\nETag: \"6929f0a0-400\"\r\nAccept-Ranges: bytes\r\n\r\n" +
+		strings.Repeat("x", 1024)
+	req := &http.Request{Method: "GET"}
+	for _, bc := range []struct {
+		name string
+		read func(*bufio.Reader, *http.Request) (*http.Response, error)
+	}{
+		{"fetch", readResponse},
+		{"net-http", http.ReadResponse},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			src := strings.NewReader(raw)
+			br := bufio.NewReaderSize(src, 4096)
+			body := make([]byte, 2048)
+			b.ReportAllocs()
+			for b.Loop() {
+				src.Reset(raw)
+				br.Reset(src)
+				br.Peek(1)
+				resp, err := bc.read(br, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if n, _ := io.ReadFull(resp.Body, body[:1024]); n != 1024 {
+					b.Fatalf("%d body bytes", n)
+				}
+			}
+		})
+	}
+}

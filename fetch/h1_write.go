@@ -9,9 +9,9 @@ import (
 // (WriteProxy, in absolute form, when proxied), byte for byte. For the
 // requests h1 sends most (GET or HEAD, a plain host, a few headers with
 // nothing to clean) it writes them itself: no fmt, no header sorter, no
-// string made for the request URI. That is about 2.5 µs of CPU per URL on
-// loopback, where a proxy that closes every connection leaves little else
-// to save. Every other request is written by net/http.
+// string made for the request URI: 0.24 µs and no allocation for the
+// engine's request through a proxy, against 0.77 µs and 7 allocations
+// (BenchmarkWriteRequest). Every other request is written by net/http.
 func writeRequest(w *bufio.Writer, req *http.Request, proxied bool) error {
 	var keys [maxPlainHeaders]string
 	n, path, ok := plainRequest(req, &keys)
@@ -155,16 +155,19 @@ func plainName(name string) bool {
 	return true
 }
 
-// plainValue reports whether v is written as it is by net/http: no
-// control byte (a line break it would turn into a space, or one a server
-// refuses) and no space or tab at either end (which it trims).
+// plainValue reports whether v is written as it is by net/http: bytes a
+// header value may hold as they are (see plainText: no line break, which
+// it would turn into a space) and no space or tab at either end (which it
+// trims).
 func plainValue(v string) bool {
 	if v != "" && (isSpace(v[0]) || isSpace(v[len(v)-1])) {
 		return false
 	}
-	return !hasCTL(v)
+	return plainText(v)
 }
 
+// hasCTL reports whether s has a control byte, tab included: net/http
+// refuses a request URI with one.
 func hasCTL(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < ' ' || s[i] == 0x7f {

@@ -3,6 +3,7 @@ package fetch
 import (
 	"bufio"
 	"bytes"
+	"io"
 	"net/http"
 	"net/url"
 	"testing"
@@ -47,6 +48,7 @@ func TestWriteRequestAsNetHTTP(t *testing.T) {
 		{name: "IPv6", url: "http://[::1]:8080/x", header: http.Header{}, plain: true},
 		{name: "excluded headers", url: "http://a.example/", header: http.Header{"Host": {"evil"}, "Content-Length": {"5"}, "Trailer": {"X"}}, plain: true},
 		{name: "zone", url: "http://[fe80::1%25eth0]:80/", header: http.Header{}},
+		{name: "tab and obs-text inside a value", url: "http://a.example/", header: http.Header{"X-A": {"a\tcaf\xc3\xa9"}}, plain: true},
 		{name: "value to clean", url: "http://a.example/", header: http.Header{"X-A": {" a\r\nb "}}},
 		{name: "User-Agent to clean", url: "http://a.example/", header: http.Header{"User-Agent": {"a\nb"}}},
 		{name: "invalid name", url: "http://a.example/", header: http.Header{"X A": {"1"}}},
@@ -113,4 +115,30 @@ func FuzzWriteRequest(f *testing.F) {
 			t.Errorf("writeRequest wrote\n%q (%v)\nnet/http\n%q (%v)", ours, oursErr, theirs, theirsErr)
 		}
 	})
+}
+
+// BenchmarkWriteRequest: a request as the engine sends it through a
+// proxy, written by writeRequest and by net/http's WriteProxy.
+func BenchmarkWriteRequest(b *testing.B) {
+	u, _ := url.Parse("http://127.0.0.1:8080/b/123?size=1024")
+	req := &http.Request{Method: "GET", URL: u, Host: u.Host,
+		Header: http.Header{"User-Agent": {"fetch/0.1"}, "Accept": {"*/*"}, "Proxy-Authorization": {"Basic dTpw"}}}
+	for _, bc := range []struct {
+		name  string
+		write func(*bufio.Writer) error
+	}{
+		{"fetch", func(w *bufio.Writer) error { return writeRequest(w, req, true) }},
+		{"net-http", func(w *bufio.Writer) error { return req.WriteProxy(w) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			w := bufio.NewWriterSize(io.Discard, 4096)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := bc.write(w); err != nil {
+					b.Fatal(err)
+				}
+				w.Flush()
+			}
+		})
+	}
 }

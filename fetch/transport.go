@@ -150,7 +150,8 @@ func (ts *transports) newH1(perKey int) *h1 {
 // attempt's tracker directly, not through hooks made for each dial, and
 // the connect timeout is the tracker's (see tracker.getConn), not a second
 // timer of the dialer's: h1 dials in the attempt's goroutine, with its
-// context. That is about a third fewer allocations per dial. (Not
+// context. That is 25 allocations fewer per dial (BenchmarkPerURL's
+// http-proxy-closing, with the buffers h1 keeps: 185 instead of 212). (Not
 // Dialer.DialTCP: it binds to its local address even when that is none,
 // and a port taken by bind is taken for every destination.)
 func (ts *transports) h1Dial() dialFunc {
