@@ -91,14 +91,22 @@ type h1Conn struct {
 	bw    *bufio.Writer
 	bufs  *h1Bufs // br and bw, given back when the connection is closed
 	limit int64   // bytes that may still be read: bounds the response headers
+	rerr  error   // the first error of a read, which every later read returns
 	since time.Time
 	prev  *h1Conn
 	next  *h1Conn
 	peeker
 }
 
-// Read reads from the connection for br, within limit.
+// Read reads from the connection for br, within limit. Its first error is
+// every later read's too: a socket tells a reset once, and then an end of
+// file, and readResponse, which may meet the error while it waits for the
+// rest of a head, counts on net/http meeting the same one after it. A
+// connection is not read after an error, but closed.
 func (pc *h1Conn) Read(p []byte) (int, error) {
+	if pc.rerr != nil {
+		return 0, pc.rerr
+	}
 	if pc.limit <= 0 {
 		return 0, errHeaderLimit
 	}
@@ -107,6 +115,7 @@ func (pc *h1Conn) Read(p []byte) (int, error) {
 	}
 	n, err := pc.c.Read(p)
 	pc.limit -= int64(n)
+	pc.rerr = err
 	return n, err
 }
 

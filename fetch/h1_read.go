@@ -20,35 +20,53 @@ import (
 // nginx's answer with 1 KiB, against 1.50 µs and 15 (BenchmarkReadResponse).
 // Anything else (a 1xx, 204 or 304, HEAD, chunked or unbounded bodies,
 // Connection other than keep-alive, folded lines, a byte net/http
-// refuses, headers not yet all read) is left to http.ReadResponse,
-// untouched.
+// refuses) is left to http.ReadResponse, untouched. A head that comes in
+// pieces (tinyproxy writes each header line on its own) is waited for
+// while every line of it so far is one readResponse takes, so that it too
+// is read here.
+//
+// The reads of br's source must repeat their error (h1Conn's do): a read
+// that fails while the head is waited for leaves the answer to
+// http.ReadResponse, which must meet the same error. A connection reset,
+// say, is told once by the socket, and then as an end of file.
 func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
-	if resp := readPlainResponse(br, req); resp != nil {
-		return resp, nil
+	for {
+		resp, wait := readPlainResponse(br, req)
+		if resp != nil {
+			return resp, nil
+		}
+		if !wait {
+			break
+		}
+		if _, err := br.Peek(br.Buffered() + 1); err != nil {
+			break
+		}
 	}
 	return http.ReadResponse(br, req)
 }
 
 // readPlainResponse is readResponse's own reading; nil when it leaves the
-// response to net/http, having read nothing.
-func readPlainResponse(br *bufio.Reader, req *http.Request) *http.Response {
+// response to net/http, having read nothing. wait reports that the head
+// is not all in br's buffer yet, that there is room for it there, and
+// that what has come of it is one readPlainResponse takes: net/http too
+// would wait for the rest before it decides anything.
+func readPlainResponse(br *bufio.Reader, req *http.Request) (resp *http.Response, wait bool) {
 	if req != nil && req.Method != "" && req.Method != http.MethodGet {
-		return nil // a nil request is a GET's, as for net/http
+		return nil, false // a nil request is a GET's, as for net/http
 	}
 	buf, _ := br.Peek(br.Buffered())
 	end := bytes.Index(buf, []byte("\r\n\r\n"))
-	if end < 0 || !bytes.HasPrefix(buf, []byte("HTTP/1.1 ")) {
-		return nil
+	if end < 0 {
+		return nil, len(buf) < br.Size() && headSoFar(buf)
+	}
+	if !bytes.HasPrefix(buf, []byte("HTTP/1.1 ")) {
+		return nil, false
 	}
 	block := string(buf[:end+2]) // each line with its CRLF
 	line, rest := cutLine(block)
-	status := line[len("HTTP/1.1 "):]
-	if len(status) < 3 || len(status) > 3 && status[3] != ' ' || !isDigit(status[0]) || !isDigit(status[1]) || !isDigit(status[2]) {
-		return nil
-	}
-	code := int(status[0]-'0')*100 + int(status[1]-'0')*10 + int(status[2]-'0')
-	if code < 200 || code == 204 || code == 304 || !plainText(status) {
-		return nil
+	status, code, ok := statusLine(line)
+	if !ok {
+		return nil, false
 	}
 	lines := 0
 	for r := rest; r != ""; lines++ {
@@ -59,13 +77,9 @@ func readPlainResponse(br *bufio.Reader, req *http.Request) *http.Response {
 	length := int64(-1)
 	for rest != "" {
 		line, rest = cutLine(rest)
-		colon := indexColon(line)
-		if colon <= 0 {
-			return nil
-		}
-		key, value := line[:colon], trimValue(line[colon+1:])
-		if !plainText(value) {
-			return nil
+		key, value, ok := headerLine(line)
+		if !ok {
+			return nil, false
 		}
 		if !canonicalKey(key) {
 			key = textproto.CanonicalMIMEHeaderKey(key)
@@ -73,17 +87,17 @@ func readPlainResponse(br *bufio.Reader, req *http.Request) *http.Response {
 		switch key {
 		case "Content-Length":
 			if length >= 0 {
-				return nil // net/http compares them and keeps one
+				return nil, false // net/http compares them and keeps one
 			}
 			if length = parseLength(value); length < 0 {
-				return nil
+				return nil, false
 			}
 		case "Connection":
 			if !asciiEqualFold(value, "keep-alive") {
-				return nil // close, or a list: net/http decides
+				return nil, false // close, or a list: net/http decides
 			}
 		case "Transfer-Encoding", "Trailer", "Pragma":
-			return nil // a framing, or a header net/http rewrites
+			return nil, false // a framing, or a header net/http rewrites
 		}
 		if vv := header[key]; vv == nil {
 			vv, strs = strs[:1:1], strs[1:]
@@ -94,17 +108,73 @@ func readPlainResponse(br *bufio.Reader, req *http.Request) *http.Response {
 		}
 	}
 	if length < 0 {
-		return nil
+		return nil, false
 	}
 	br.Discard(end + 4)
-	resp := &http.Response{
+	resp = &http.Response{
 		Status: status, StatusCode: code, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: header, ContentLength: length, Request: req, Body: http.NoBody,
 	}
 	if length > 0 {
 		resp.Body = &fixedBody{r: br, n: length}
 	}
-	return resp
+	return resp, false
+}
+
+// headSoFar reports whether buf, a head not yet all read, is so far one
+// readPlainResponse takes: HTTP/1.1 (or the start of it), and every line
+// already ended (by CRLF) a status line or header line it takes. The line
+// still coming is judged when it has ended, as net/http judges it.
+func headSoFar(buf []byte) bool {
+	const proto = "HTTP/1.1 "
+	if len(buf) < len(proto) {
+		return string(buf) == proto[:len(buf)]
+	}
+	if !bytes.HasPrefix(buf, []byte(proto)) {
+		return false
+	}
+	ended := bytes.LastIndexByte(buf, '\n')
+	if ended < 0 {
+		return true // the status line is still coming
+	}
+	line, rest := cutLine(string(buf[:ended+1]))
+	if _, _, ok := statusLine(line); !ok {
+		return false
+	}
+	for rest != "" {
+		line, rest = cutLine(rest)
+		if _, _, ok := headerLine(line); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// statusLine returns the status and code of line, an HTTP/1.1 status line
+// without its CRLF, when readPlainResponse takes it: a final status with a
+// body, in plain text.
+func statusLine(line string) (status string, code int, ok bool) {
+	status = line[len("HTTP/1.1 "):]
+	if len(status) < 3 || len(status) > 3 && status[3] != ' ' || !isDigit(status[0]) || !isDigit(status[1]) || !isDigit(status[2]) {
+		return "", 0, false
+	}
+	code = int(status[0]-'0')*100 + int(status[1]-'0')*10 + int(status[2]-'0')
+	if code < 200 || code == 204 || code == 304 || !plainText(status) {
+		return "", 0, false
+	}
+	return status, code, true
+}
+
+// headerLine returns the name and value of line, a header line without
+// its CRLF, when readPlainResponse takes it (see indexColon and
+// plainText); the name as written.
+func headerLine(line string) (key, value string, ok bool) {
+	colon := indexColon(line)
+	if colon <= 0 {
+		return "", "", false
+	}
+	key, value = line[:colon], trimValue(line[colon+1:])
+	return key, value, plainText(value)
 }
 
 // cutLine returns the line at the start of s, without its CRLF, and what

@@ -10,33 +10,72 @@ import (
 	"testing/iotest"
 )
 
+// How an answer arrives: whole, or its head whole and then a byte at a
+// time, or every line of it on its own (as tinyproxy writes its heads)
+// and then a byte at a time.
+const (
+	whole = iota
+	bodyInPieces
+	linesInPieces
+)
+
 // readAs is what a read of raw as the response to a request of method
 // gives: the response's fields, its body and the body's last error, and
 // what is left unread after it, with read (readResponse or
-// http.ReadResponse). In pieces, the first read gives the head and a byte
-// more, and each later read one byte, as a socket may.
-func readAs(read func(*bufio.Reader, *http.Request) (*http.Response, error), raw, method string, pieces bool) string {
+// http.ReadResponse), raw arriving as split says (a socket may give it so).
+func readAs(read func(*bufio.Reader, *http.Request) (*http.Response, error), raw, method string, split int) string {
 	var src io.Reader = strings.NewReader(raw)
-	if pieces {
+	switch split {
+	case bodyInPieces:
 		head := len(raw)
 		if i := strings.Index(raw, "\r\n\r\n"); i >= 0 {
 			head = min(i+5, len(raw))
 		}
 		src = io.MultiReader(strings.NewReader(raw[:head]), iotest.OneByteReader(strings.NewReader(raw[head:])))
+	case linesInPieces:
+		src = &lineReader{rest: raw}
 	}
 	br := bufio.NewReaderSize(src, 4096)
 	br.Peek(1)
 	req := &http.Request{Method: method}
 	resp, err := read(br, req)
+	// How much was read before the answer was taken or refused: a read
+	// that waits for more of a head than net/http does would wait for a
+	// server that sends no more.
+	decided := ""
+	if lr, ok := src.(*lineReader); ok {
+		decided = fmt.Sprintf("decided after %d bytes: ", lr.read)
+	}
 	if err != nil {
-		return "error: " + err.Error()
+		return decided + "error: " + err.Error()
 	}
 	body, berr := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	rest, _ := io.ReadAll(br)
-	return fmt.Sprintf("%q %d %q %d.%d header %v length %d te %v close %v trailer %v uncompressed %v request %v body %q (%v) rest %q",
+	return decided + fmt.Sprintf("%q %d %q %d.%d header %v length %d te %v close %v trailer %v uncompressed %v request %v body %q (%v) rest %q",
 		resp.Status, resp.StatusCode, resp.Proto, resp.ProtoMajor, resp.ProtoMinor, sortedHeader(resp.Header),
 		resp.ContentLength, resp.TransferEncoding, resp.Close, resp.Trailer, resp.Uncompressed, resp.Request == req, body, berr, rest)
+}
+
+// lineReader gives rest a line (to its LF) at a time while it has lines,
+// then a byte at a time, and counts what it gave.
+type lineReader struct {
+	rest string
+	read int
+}
+
+func (r *lineReader) Read(p []byte) (int, error) {
+	if r.rest == "" {
+		return 0, io.EOF
+	}
+	n := 1
+	if i := strings.IndexByte(r.rest, '\n'); i >= 0 {
+		n = i + 1
+	}
+	n = copy(p, r.rest[:n])
+	r.rest = r.rest[n:]
+	r.read += n
+	return n, nil
 }
 
 func sortedHeader(h http.Header) string {
@@ -76,14 +115,30 @@ func TestReadResponseAsNetHTTP(t *testing.T) {
 		{name: "bad status", raw: "HTTP/1.1 20x OK\r\nContent-Length: 0\r\n\r\n"},
 		{name: "two spaces", raw: "HTTP/1.1  200 OK\r\nContent-Length: 0\r\n\r\n"},
 		{name: "not all read", raw: "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n"},
+		{name: "tinyproxy", plain: true, raw: "HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Wed, 02 Dec 2026 01:05:38 GMT\r\nContent-Type: text/plain\r\nContent-Length: 4\r\nETag: \"6b0f6e6c-400\"\r\n\r\nbody"},
+		{name: "bad status, then more", raw: "HTTP/1.1 2x0 OK\r\nX-A: 1\r\nContent-Length: 0\r\n\r\n"},
+		{name: "bad header line, then more", raw: "HTTP/1.1 200 OK\r\nX-A 1\r\nX-B: 2\r\nContent-Length: 0\r\n\r\n"},
+		{name: "bare LF, then more", raw: "HTTP/1.1 200 OK\r\nX-A: 1\nX-B: 2\r\nContent-Length: 0\r\n\r\n"},
+		{name: "empty line of LF", raw: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\nab"},
+		{name: "1xx, then in pieces", raw: "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nab"},
+		{name: "HTTP/1.0 in pieces", raw: "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nab"},
+		{name: "HTTP/1.1 cut", raw: "HTTP/1."},
 	} {
-		if plain := readPlainResponse(bufioOf(tc.raw), &http.Request{Method: tc.method}) != nil; plain != tc.plain {
-			t.Errorf("%s: read by readResponse itself: %v, want %v", tc.name, plain, tc.plain)
+		if resp, _ := readPlainResponse(bufioOf(tc.raw), &http.Request{Method: tc.method}); (resp != nil) != tc.plain {
+			t.Errorf("%s: read by readResponse itself: %v, want %v", tc.name, resp != nil, tc.plain)
 		}
-		for _, pieces := range []bool{false, true} {
-			ours, theirs := readAs(readResponse, tc.raw, tc.method, pieces), readAs(http.ReadResponse, tc.raw, tc.method, pieces)
+		if tc.plain { // and so when its head comes a line at a time
+			br := bufio.NewReaderSize(&lineReader{rest: tc.raw}, 4096)
+			br.Peek(1)
+			resp, err := readResponse(br, &http.Request{Method: tc.method})
+			if _, fixed := resp.Body.(*fixedBody); err != nil || !fixed && resp.Body != http.NoBody {
+				t.Errorf("%s, a line at a time: not read by readResponse itself (%v)", tc.name, err)
+			}
+		}
+		for _, split := range []int{whole, bodyInPieces, linesInPieces} {
+			ours, theirs := readAs(readResponse, tc.raw, tc.method, split), readAs(http.ReadResponse, tc.raw, tc.method, split)
 			if ours != theirs {
-				t.Errorf("%s (in pieces %v): readResponse read\n%s\nnet/http\n%s", tc.name, pieces, ours, theirs)
+				t.Errorf("%s (split %d): readResponse read\n%s\nnet/http\n%s", tc.name, split, ours, theirs)
 			}
 		}
 	}
@@ -102,8 +157,10 @@ func FuzzReadResponse(f *testing.F) {
 	f.Add("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nConnection: keep-alive\r\nX-A: 1\r\nx-a: 2\r\n\r\n", "", true)
 	f.Add("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\n", "HEAD", false)
 	f.Fuzz(func(t *testing.T, raw, method string, pieces bool) {
-		if ours, theirs := readAs(readResponse, raw, method, pieces), readAs(http.ReadResponse, raw, method, pieces); ours != theirs {
-			t.Errorf("readResponse read\n%s\nnet/http\n%s", ours, theirs)
+		for _, split := range splits(pieces) {
+			if ours, theirs := readAs(readResponse, raw, method, split), readAs(http.ReadResponse, raw, method, split); ours != theirs {
+				t.Errorf("split %d: readResponse read\n%s\nnet/http\n%s", split, ours, theirs)
+			}
 		}
 	})
 }
@@ -116,10 +173,21 @@ func FuzzReadResponseParts(f *testing.F) {
 	f.Add(503, "", "Connection", "keep-alive", "X-A", "caf\xc3\xa9", "0", "", true)
 	f.Fuzz(func(t *testing.T, code int, reason, k1, v1, k2, v2, length, body string, pieces bool) {
 		raw := fmt.Sprintf("HTTP/1.1 %03d %s\r\n%s: %s\r\n%s: %s\r\nContent-Length: %s\r\n\r\n%s", code, reason, k1, v1, k2, v2, length, body)
-		if ours, theirs := readAs(readResponse, raw, "GET", pieces), readAs(http.ReadResponse, raw, "GET", pieces); ours != theirs {
-			t.Errorf("readResponse read\n%s\nnet/http\n%s", ours, theirs)
+		for _, split := range splits(pieces) {
+			if ours, theirs := readAs(readResponse, raw, "GET", split), readAs(http.ReadResponse, raw, "GET", split); ours != theirs {
+				t.Errorf("split %d: readResponse read\n%s\nnet/http\n%s", split, ours, theirs)
+			}
 		}
 	})
+}
+
+// splits are the ways a fuzzed answer arrives: whole, or in pieces both
+// ways.
+func splits(pieces bool) []int {
+	if pieces {
+		return []int{bodyInPieces, linesInPieces}
+	}
+	return []int{whole}
 }
 
 // TestReadResponseNilRequest: with no request, an answer is read as a

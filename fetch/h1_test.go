@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -623,5 +624,50 @@ func TestH1CancelledOnItsConnection(t *testing.T) {
 	}
 	if _, _, reused, err := get(context.Background(), h, "GET", "http://"+srv.addr+"/", nil); err != nil || !reused {
 		t.Errorf("reused %v, %v: want the connection given back", reused, err)
+	}
+}
+
+// TestH1HeadInPieces: a head that comes a line at a time (tinyproxy
+// writes each header line on its own) is read by h1's own reading, and a
+// reset while the rest of a head is awaited fails the request as a reset,
+// as it fails it in net/http, not as an end of file (the socket tells a
+// reset once). Tolerance: the server's 50 ms pauses only order its
+// writes; nothing is timed.
+func TestH1HeadInPieces(t *testing.T) {
+	srv := startRawServer(t, func(c net.Conn, next func() *http.Request) {
+		for req := next(); req != nil; req = next() {
+			head := []string{"HTTP/1.1 200 OK\r\n", "Server: tiny\r\n", "Content-Length: 2\r\n", "\r\n"}
+			if req.URL.Path == "/reset" {
+				head = head[:2]
+			}
+			for _, line := range head {
+				if _, err := io.WriteString(c, line); err != nil {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if req.URL.Path == "/reset" {
+				c.(*net.TCPConn).SetLinger(0) // close with a reset
+				c.Close()
+				return
+			}
+			io.WriteString(c, "ok")
+		}
+	})
+	h := testH1(4, 4)
+	defer h.closeIdle()
+
+	resp := openGet(t, h, srv.addr)
+	if _, fixed := resp.Body.(*h1Body).r.(*fixedBody); !fixed {
+		t.Errorf("a head in pieces: read by net/http (body %T), want h1's own reading", resp.Body.(*h1Body).r)
+	}
+	if b, err := io.ReadAll(resp.Body); string(b) != "ok" || err != nil {
+		t.Errorf("a head in pieces: body %q, %v; want \"ok\"", b, err)
+	}
+	resp.Body.Close()
+
+	_, _, _, err := get(context.Background(), h, "GET", "http://"+srv.addr+"/reset", nil)
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("a reset in the middle of a head: %v, want a connection reset", err)
 	}
 }
