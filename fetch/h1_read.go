@@ -30,14 +30,16 @@ import (
 // http.ReadResponse, which must meet the same error. A connection reset,
 // say, is told once by the socket, and then as an end of file.
 func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	seen := 0 // the head's lines already looked at while it came
 	for {
-		resp, wait := readPlainResponse(br, req)
+		resp, more := readPlainResponse(br, req, seen)
 		if resp != nil {
 			return resp, nil
 		}
-		if !wait {
+		if more < 0 {
 			break
 		}
+		seen = more
 		if _, err := br.Peek(br.Buffered() + 1); err != nil {
 			break
 		}
@@ -46,27 +48,33 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 }
 
 // readPlainResponse is readResponse's own reading; nil when it leaves the
-// response to net/http, having read nothing. wait reports that the head
-// is not all in br's buffer yet, that there is room for it there, and
-// that what has come of it is one readPlainResponse takes: net/http too
-// would wait for the rest before it decides anything.
-func readPlainResponse(br *bufio.Reader, req *http.Request) (resp *http.Response, wait bool) {
+// response to net/http, having read nothing. The first seen bytes of br's
+// buffer are whole lines of a head that it has looked at before. When the
+// head is not all in the buffer yet, there is room for it there and what
+// has come of it is one readPlainResponse takes, so that net/http too
+// would wait for the rest before it decides anything, more is how much of
+// it has been looked at; else more is -1.
+func readPlainResponse(br *bufio.Reader, req *http.Request, seen int) (resp *http.Response, more int) {
 	if req != nil && req.Method != "" && req.Method != http.MethodGet {
-		return nil, false // a nil request is a GET's, as for net/http
+		return nil, -1 // a nil request is a GET's, as for net/http
 	}
 	buf, _ := br.Peek(br.Buffered())
-	end := bytes.Index(buf, []byte("\r\n\r\n"))
+	end := bytes.Index(buf[max(seen-3, 0):], []byte("\r\n\r\n"))
 	if end < 0 {
-		return nil, len(buf) < br.Size() && headSoFar(buf)
+		if len(buf) == br.Size() {
+			return nil, -1
+		}
+		return nil, headSoFar(buf, seen)
 	}
+	end += max(seen-3, 0)
 	if !bytes.HasPrefix(buf, []byte("HTTP/1.1 ")) {
-		return nil, false
+		return nil, -1
 	}
 	block := string(buf[:end+2]) // each line with its CRLF
 	line, rest := cutLine(block)
 	status, code, ok := statusLine(line)
 	if !ok {
-		return nil, false
+		return nil, -1
 	}
 	lines := 0
 	for r := rest; r != ""; lines++ {
@@ -79,7 +87,7 @@ func readPlainResponse(br *bufio.Reader, req *http.Request) (resp *http.Response
 		line, rest = cutLine(rest)
 		key, value, ok := headerLine(line)
 		if !ok {
-			return nil, false
+			return nil, -1
 		}
 		if !canonicalKey(key) {
 			key = textproto.CanonicalMIMEHeaderKey(key)
@@ -87,17 +95,17 @@ func readPlainResponse(br *bufio.Reader, req *http.Request) (resp *http.Response
 		switch key {
 		case "Content-Length":
 			if length >= 0 {
-				return nil, false // net/http compares them and keeps one
+				return nil, -1 // net/http compares them and keeps one
 			}
 			if length = parseLength(value); length < 0 {
-				return nil, false
+				return nil, -1
 			}
 		case "Connection":
 			if !asciiEqualFold(value, "keep-alive") {
-				return nil, false // close, or a list: net/http decides
+				return nil, -1 // close, or a list: net/http decides
 			}
 		case "Transfer-Encoding", "Trailer", "Pragma":
-			return nil, false // a framing, or a header net/http rewrites
+			return nil, -1 // a framing, or a header net/http rewrites
 		}
 		if vv := header[key]; vv == nil {
 			vv, strs = strs[:1:1], strs[1:]
@@ -108,7 +116,7 @@ func readPlainResponse(br *bufio.Reader, req *http.Request) (resp *http.Response
 		}
 	}
 	if length < 0 {
-		return nil, false
+		return nil, -1
 	}
 	br.Discard(end + 4)
 	resp = &http.Response{
@@ -118,49 +126,59 @@ func readPlainResponse(br *bufio.Reader, req *http.Request) (resp *http.Response
 	if length > 0 {
 		resp.Body = &fixedBody{r: br, n: length}
 	}
-	return resp, false
+	return resp, -1
 }
 
-// headSoFar reports whether buf, a head not yet all read, is so far one
-// readPlainResponse takes: HTTP/1.1 (or the start of it), and every line
-// already ended (by CRLF) a status line or header line it takes. The line
-// still coming is judged when it has ended, as net/http judges it.
-func headSoFar(buf []byte) bool {
+// headSoFar looks at buf, a head not yet all read whose first seen bytes
+// are lines looked at before, and returns how much of it is whole lines
+// that readPlainResponse takes: HTTP/1.1 (or the start of it), a status
+// line, header lines, each ended by CRLF; -1 when a line is not one it
+// takes. The line still coming is judged when it has ended, as net/http
+// judges it.
+func headSoFar(buf []byte, seen int) int {
 	const proto = "HTTP/1.1 "
 	if len(buf) < len(proto) {
-		return string(buf) == proto[:len(buf)]
+		if string(buf) != proto[:len(buf)] {
+			return -1
+		}
+		return 0
 	}
 	if !bytes.HasPrefix(buf, []byte(proto)) {
-		return false
+		return -1
 	}
-	ended := bytes.LastIndexByte(buf, '\n')
-	if ended < 0 {
-		return true // the status line is still coming
+	ended := bytes.LastIndexByte(buf, '\n') + 1
+	if ended <= seen {
+		return seen
 	}
-	line, rest := cutLine(string(buf[:ended+1]))
-	if _, _, ok := statusLine(line); !ok {
-		return false
+	lines := buf[seen:ended]
+	if seen == 0 {
+		line, rest := cutLine(lines)
+		if _, _, ok := statusLine(line); !ok {
+			return -1
+		}
+		lines = rest
 	}
-	for rest != "" {
-		line, rest = cutLine(rest)
+	for len(lines) > 0 {
+		var line []byte
+		line, lines = cutLine(lines)
 		if _, _, ok := headerLine(line); !ok {
-			return false
+			return -1
 		}
 	}
-	return true
+	return ended
 }
 
 // statusLine returns the status and code of line, an HTTP/1.1 status line
 // without its CRLF, when readPlainResponse takes it: a final status with a
 // body, in plain text.
-func statusLine(line string) (status string, code int, ok bool) {
+func statusLine[T text](line T) (status T, code int, ok bool) {
 	status = line[len("HTTP/1.1 "):]
 	if len(status) < 3 || len(status) > 3 && status[3] != ' ' || !isDigit(status[0]) || !isDigit(status[1]) || !isDigit(status[2]) {
-		return "", 0, false
+		return status, 0, false
 	}
 	code = int(status[0]-'0')*100 + int(status[1]-'0')*10 + int(status[2]-'0')
 	if code < 200 || code == 204 || code == 304 || !plainText(status) {
-		return "", 0, false
+		return status, 0, false
 	}
 	return status, code, true
 }
@@ -168,26 +186,30 @@ func statusLine(line string) (status string, code int, ok bool) {
 // headerLine returns the name and value of line, a header line without
 // its CRLF, when readPlainResponse takes it (see indexColon and
 // plainText); the name as written.
-func headerLine(line string) (key, value string, ok bool) {
+func headerLine[T text](line T) (key, value T, ok bool) {
 	colon := indexColon(line)
 	if colon <= 0 {
-		return "", "", false
+		return key, value, false
 	}
 	key, value = line[:colon], trimValue(line[colon+1:])
 	return key, value, plainText(value)
 }
 
+// text is a header block's bytes: a string cut from the block read, or
+// the bytes of a block still coming, looked at where they are.
+type text interface{ ~string | ~[]byte }
+
 // cutLine returns the line at the start of s, without its CRLF, and what
 // follows it. Every line of a block readPlainResponse takes ends in CRLF;
 // a bare LF (which net/http takes as a line end too) leaves a CR-less
 // line, which plainText refuses.
-func cutLine(s string) (line, rest string) {
+func cutLine[T text](s T) (line, rest T) {
 	i := 0
 	for i < len(s) && s[i] != '\n' {
 		i++
 	}
 	if i == len(s) {
-		return s, ""
+		return s, s[i:]
 	}
 	if i == 0 || s[i-1] != '\r' {
 		return s[:i+1], s[i+1:] // keeps the LF: refused
@@ -198,7 +220,7 @@ func cutLine(s string) (line, rest string) {
 // indexColon returns where the name of a header line ends, or -1 when the
 // line is not one readPlainResponse takes: a name of letters, digits and
 // '-' (no folded line, which starts with a space), then ':'.
-func indexColon(line string) int {
+func indexColon[T text](line T) int {
 	for i := 0; i < len(line); i++ {
 		switch c := line[i]; {
 		case c == ':':
@@ -212,11 +234,11 @@ func indexColon(line string) int {
 
 // trimValue is a header value as net/http keeps it: without the spaces
 // and tabs at its ends.
-func trimValue(v string) string {
-	for v != "" && (v[0] == ' ' || v[0] == '\t') {
+func trimValue[T text](v T) T {
+	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
 		v = v[1:]
 	}
-	for v != "" && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
 		v = v[:len(v)-1]
 	}
 	return v
@@ -224,7 +246,7 @@ func trimValue(v string) string {
 
 // plainText reports whether s has only bytes net/http takes in a header
 // value as they are: visible ASCII, space, tab, and bytes of 0x80 and up.
-func plainText(s string) bool {
+func plainText[T text](s T) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
 			return false

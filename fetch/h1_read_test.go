@@ -58,10 +58,12 @@ func readAs(read func(*bufio.Reader, *http.Request) (*http.Response, error), raw
 }
 
 // lineReader gives rest a line (to its LF) at a time while it has lines,
-// then a byte at a time, and counts what it gave.
+// then a byte at a time (or, with wholeTail, all the rest at once), and
+// counts what it gave.
 type lineReader struct {
-	rest string
-	read int
+	rest      string
+	read      int
+	wholeTail bool
 }
 
 func (r *lineReader) Read(p []byte) (int, error) {
@@ -71,6 +73,8 @@ func (r *lineReader) Read(p []byte) (int, error) {
 	n := 1
 	if i := strings.IndexByte(r.rest, '\n'); i >= 0 {
 		n = i + 1
+	} else if r.wholeTail {
+		n = len(r.rest)
 	}
 	n = copy(p, r.rest[:n])
 	r.rest = r.rest[n:]
@@ -124,7 +128,7 @@ func TestReadResponseAsNetHTTP(t *testing.T) {
 		{name: "HTTP/1.0 in pieces", raw: "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nab"},
 		{name: "HTTP/1.1 cut", raw: "HTTP/1."},
 	} {
-		if resp, _ := readPlainResponse(bufioOf(tc.raw), &http.Request{Method: tc.method}); (resp != nil) != tc.plain {
+		if resp, _ := readPlainResponse(bufioOf(tc.raw), &http.Request{Method: tc.method}, 0); (resp != nil) != tc.plain {
 			t.Errorf("%s: read by readResponse itself: %v, want %v", tc.name, resp != nil, tc.plain)
 		}
 		if tc.plain { // and so when its head comes a line at a time
@@ -204,27 +208,37 @@ func TestReadResponseNilRequest(t *testing.T) {
 }
 
 // BenchmarkReadResponse: nginx's answer to a GET, read with its 1 KiB
-// body by readResponse and by http.ReadResponse.
+// body by readResponse and by http.ReadResponse, whole and with its head
+// coming a line at a time.
 func BenchmarkReadResponse(b *testing.B) {
 	raw := "HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Tue, 01 Dec 2026 21:47:07 GMT\r\nContent-Type: application/octet-stream\r\n" +
 		"Content-Length: 1024\r\nLast-Modified: Tue, 01 Dec 2026 21:00:00 GMT\r\nConnection: keep-alive\r\nETag: \"6929f0a0-400\"\r\nAccept-Ranges: bytes\r\n\r\n" +
 		strings.Repeat("x", 1024)
 	req := &http.Request{Method: "GET"}
 	for _, bc := range []struct {
-		name string
-		read func(*bufio.Reader, *http.Request) (*http.Response, error)
+		name  string
+		read  func(*bufio.Reader, *http.Request) (*http.Response, error)
+		lines bool // the head comes a line at a time, as tinyproxy sends it
 	}{
-		{"fetch", readResponse},
-		{"net-http", http.ReadResponse},
+		{"fetch", readResponse, false},
+		{"net-http", http.ReadResponse, false},
+		{"fetch-lines", readResponse, true},
+		{"net-http-lines", http.ReadResponse, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			src := strings.NewReader(raw)
+			lines := &lineReader{}
 			br := bufio.NewReaderSize(src, 4096)
 			body := make([]byte, 2048)
 			b.ReportAllocs()
 			for b.Loop() {
-				src.Reset(raw)
-				br.Reset(src)
+				if bc.lines {
+					*lines = lineReader{rest: raw, wholeTail: true}
+					br.Reset(lines)
+				} else {
+					src.Reset(raw)
+					br.Reset(src)
+				}
 				br.Peek(1)
 				resp, err := bc.read(br, req)
 				if err != nil {
