@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/fetch-dev/fetch/internal/gcfloor"
+	"github.com/fetch-dev/fetch/internal/procs"
 	"github.com/fetch-dev/fetch/limits"
 )
 
@@ -40,6 +41,11 @@ func Main() int {
 	// memory and saves collections.
 	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
 		defer gcfloor.Start(gcFloor).Stop()
+	}
+	// Unless GOMAXPROCS says how many, the processors Go runs goroutines
+	// on follow the cores the run keeps busy (see procs).
+	if os.Getenv("GOMAXPROCS") == "" {
+		defer procs.StartProcess().Stop()
 	}
 	ios := System()
 	ctx, cancel := context.WithCancel(context.Background())
