@@ -17,11 +17,15 @@
 // system, all threads) says how many cores it kept busy. When that is
 // close to all its Ps (Raise of them), the count doubles, up to the
 // maximum: work waits for a P. When fewer Ps would do, each busy at most
-// Lower, for two intervals in a row, the count falls to that many. A
-// process with fewer Ps uses less CPU time, not more, so a count raised
-// because its Ps were busy stays; for a process near the line all the
-// same, each raise holds the count for longer before it may fall again
-// (from 1 s, doubling, up to a minute).
+// Lower, for two intervals in a row, the count falls to that many for a
+// trial of a second. A count that is lower for the sake of cheaper work
+// must make it cheaper: where the work done is counted (see Count), the
+// trial's CPU time per piece of work must be at most Keep of what it was
+// before, or the count goes back up. (Through squid, which keeps its
+// connections, one P did no cheaper work than two, and 5% less of it.)
+// After each raise, and each trial that failed, the count is held for
+// longer before it may fall again (from 1 s, doubling, up to a minute),
+// so a process near the line does not swing.
 //
 // The CPU time is what the process got, not what it wanted: on cores kept
 // busy by other processes, one P gets one core's share.
@@ -36,10 +40,20 @@ import (
 	"github.com/fetch-dev/fetch/internal/clock"
 )
 
-// Thresholds of the share of its Ps that the process keeps busy.
+// Thresholds of the share of its Ps that the process keeps busy, and of
+// the CPU time per piece of work that a lower count must keep to.
 const (
 	Raise = 0.9 // at or above: more Ps
 	Lower = 0.8 // the most a P may be busy in a smaller count
+	Keep  = 0.9 // a lower count's CPU time per piece of work, at most, of the higher's
+)
+
+// trialLooks is how many looks a trial of a lower count lasts, and
+// trialWork the least work, before it and during it, that its verdict
+// needs: with less, the lower count stays.
+const (
+	trialLooks = 4
+	trialWork  = 200
 )
 
 // Interval is how often the count is looked at.
@@ -54,6 +68,20 @@ type Config struct {
 	Set      func(n int)          // sets the count (runtime.GOMAXPROCS)
 }
 
+// Count has the Sizer judge lower counts also by work(), the work done so
+// far (a run's records), until the returned function is called. Count is
+// for one run at a time.
+func (s *Sizer) Count(work func() int64) (stop func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.work, s.done = work, -1
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.work = nil
+	}
+}
+
 // Sizer sizes the count until Stop.
 type Sizer struct {
 	cfg Config
@@ -64,6 +92,8 @@ type Sizer struct {
 	state   state
 	at      time.Time     // the last look
 	cpu     time.Duration // the CPU time then
+	work    func() int64  // see Count; nil: none
+	done    int64         // work() then, or -1
 }
 
 // state is what the count's next change depends on.
@@ -73,6 +103,39 @@ type state struct {
 	low     int // the lower count the last interval wanted, or 0
 	hold    int // intervals before the count may fall
 	holdFor int // the hold of the next raise
+
+	trial  int  // looks left in the trial of a lower count, or 0
+	from   int  // the count before the trial
+	before cost // CPU time and work at that count, the looks before the trial
+	during cost // and during the trial
+}
+
+// cost is CPU time and the work done with it; work is -1 when it is not
+// counted.
+type cost struct {
+	cpu  time.Duration
+	work int64
+}
+
+// add is c and d together; the one whose work was not counted is left
+// out.
+func (c cost) add(d cost) cost {
+	switch {
+	case d.work < 0:
+		return c
+	case c.work < 0:
+		return d
+	}
+	return cost{c.cpu + d.cpu, c.work + d.work}
+}
+
+// cheaper reports whether during's CPU time per piece of work is at most
+// Keep of before's; true when there is too little work to tell.
+func cheaper(during, before cost) bool {
+	if during.work < trialWork || before.work < trialWork {
+		return true
+	}
+	return float64(during.cpu)*float64(before.work) <= Keep*float64(before.cpu)*float64(during.work)
 }
 
 // Holds, in intervals, after a raise: the first, and the most.
@@ -90,7 +153,7 @@ func Start(cfg Config) *Sizer {
 	if cfg.Interval <= 0 {
 		cfg.Interval = Interval
 	}
-	s := &Sizer{cfg: cfg, state: state{n: cfg.Max, most: cfg.Max, holdFor: firstHold}}
+	s := &Sizer{cfg: cfg, state: state{n: cfg.Max, most: cfg.Max, holdFor: firstHold}, done: -1}
 	if cfg.Max < 2 || cfg.CPU == nil || cfg.Set == nil {
 		s.stopped = true
 		return s
@@ -141,20 +204,29 @@ func (s *Sizer) look() {
 		return
 	}
 	now, cpu := s.cfg.Clock.Now(), s.cfg.CPU()
+	done := int64(-1)
+	if s.work != nil {
+		done = s.work()
+	}
 	if wall := now.Sub(s.at); wall > 0 {
+		c := cost{cpu: cpu - s.cpu, work: -1}
+		if done >= 0 && s.done >= 0 {
+			c.work = done - s.done
+		}
 		was := s.state.n
-		s.state.next(float64(cpu-s.cpu) / float64(wall))
+		s.state.next(float64(c.cpu)/float64(wall), c)
 		if s.state.n != was {
 			s.cfg.Set(s.state.n)
 		}
 	}
+	s.done = done
 	s.at, s.cpu = now, cpu
 	s.timer = s.cfg.Clock.AfterFunc(s.cfg.Interval, s.look)
 }
 
-// next moves st on by an interval in which the process kept busy cores
-// busy.
-func (st *state) next(busy float64) {
+// next moves st on by a look at an interval in which the process kept
+// busy cores busy, spending c.
+func (st *state) next(busy float64, c cost) {
 	held := st.hold > 0
 	if held {
 		st.hold--
@@ -162,9 +234,17 @@ func (st *state) next(busy float64) {
 	if busy >= Raise*float64(st.n) {
 		if st.n < st.most {
 			st.n = min(2*st.n, st.most)
-			st.hold, st.holdFor = st.holdFor, min(2*st.holdFor, mostHold)
+			st.raised()
 		}
-		st.low = 0
+		st.low, st.trial = 0, 0
+		return
+	}
+	if st.trial > 0 {
+		st.during = st.during.add(c)
+		if st.trial--; st.trial == 0 && !cheaper(st.during, st.before) {
+			st.n = st.from // no cheaper: back
+			st.raised()
+		}
 		return
 	}
 	want := max(1, int(math.Ceil(busy/Lower)))
@@ -172,8 +252,14 @@ func (st *state) next(busy float64) {
 	case want >= st.n:
 		st.low = 0
 	case st.low == 0 || held:
-		st.low = want // it counts if the next interval wants it too
+		st.low, st.before = want, c // it counts if the next look wants it too
 	default:
-		st.n, st.low = max(want, st.low), 0
+		st.from, st.n, st.low = st.n, max(want, st.low), 0
+		st.before, st.during, st.trial = st.before.add(c), cost{}, trialLooks
 	}
+}
+
+// raised holds the count after a raise, each time for longer.
+func (st *state) raised() {
+	st.hold, st.holdFor = st.holdFor, min(2*st.holdFor, mostHold)
 }
