@@ -28,6 +28,9 @@
 #                            enough for runs of 1 to 3 s, so that their start
 #                            and tail weigh little against wrk's steady state
 #   BENCH_SLOW=2000/640 and BENCH_SLOW_MS=50   URLs that take that long each
+#                            (wrk's figure there is its steady rate on one
+#                            such URL against the ideal's: the floor that the
+#                            target and the machine leave any client)
 #   BENCH_RATE_N=500/100 and BENCH_RATE=50     starts at that rate per second
 #   BENCH_WRK_SECS=3/1       how long each wrk run lasts (wrk runs by time)
 #   BENCH_SKIP="nginx wrk"  tools and servers to treat as not installed (hey-go too)
@@ -452,6 +455,16 @@ if want slow; then
 			add slow "$tool" "$(div "$wall" "$(ideal "$ok")")"
 			note slow "$tool" "$r" "$ok ok in ${wall}s"
 		done
+		# wrk on one such URL for BENCH_WRK_SECS: its steady rate against
+		# c URLs a round of BENCH_SLOW_MS is the floor that the target and
+		# the machine leave any client (no start, no last round).
+		if have_peer wrk; then
+			wrk_run "$gotarget/d/0?delay=${BENCH_SLOW_MS}ms"
+			sleep 2
+			if [ "$ok" -le 0 ]; then note slow wrk "$r" "no URL done ($(tail -n 1 "$work/err" 2>/dev/null))"; continue; fi
+			add slow wrk "$(echo "scale=6; ($c * 1000 / $BENCH_SLOW_MS) / ($ok / $wall)" | bc -l)"
+			note slow wrk "$r" "$ok ok in ${wall}s (steady state)"
+		fi
 	done
 fi
 if want rate; then
@@ -585,6 +598,10 @@ goal rate_err - '<=' 0.005 "rate: |fetch mean rate / ${BENCH_RATE} - 1| <= 0.005
 if [ -n "$hey_go" ]; then
 	echo "not goals: the same hey built with fetch's Go (hey-go), on the same net/http:"
 	printf '  %-52s %8s\n' "direct: fetch req/s / hey-go's" "$(ratio direct hey-go)" "direct: fetch CPU per URL / hey-go's" "$(ratio cpu hey-go)"
+fi
+if [ -n "$(median slow wrk)" ]; then
+	printf 'not a goal: the floor of the latency-bound case, wrk steady at c=%s on one URL:\n  %-52s %8s\n' "$c" \
+		"latency-bound: wrk's rate, as makespan / ideal" "$(printf '%.3f' "$(median slow wrk)")"
 fi
 echo
 echo "suite.sh: ${elapsed}s of runs; load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo ?) now; table as TSV in $tsv"
