@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fetch-dev/fetch/fetch"
-	"github.com/fetch-dev/fetch/internal/procs"
 	"github.com/fetch-dev/fetch/proxies"
 	"github.com/spf13/cobra"
 )
@@ -485,10 +484,6 @@ func runEngine(ctx context.Context, ios *IOStreams, warn *warnings, eng *fetch.E
 	ow := &outputWriter{w: guardWrites(ctx, out)}
 	w := fetch.NewJSONLWriter(ow)
 	defer onSecondInterrupt(ctx, eng.StopNow)()
-	if sizer, ok := ctx.Value(sizerKey{}).(*procs.Sizer); ok {
-		// fewer processors must make records cheaper
-		defer sizer.Count(func() int64 { return eng.Stats().Done })()
-	}
 	stop := func() {}
 	if total != nil {
 		stop = startProgress(ctx, warn.out, eng, total)

@@ -13,7 +13,6 @@ import (
 	"syscall"
 
 	"github.com/fetch-dev/fetch/internal/gcfloor"
-	"github.com/fetch-dev/fetch/internal/procs"
 	"github.com/fetch-dev/fetch/limits"
 )
 
@@ -45,14 +44,6 @@ func Main() int {
 	ios := System()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// Unless GOMAXPROCS says how many, the processors Go runs goroutines
-	// on follow the cores the run keeps busy and what a record costs (see
-	// procs and runEngine).
-	if os.Getenv("GOMAXPROCS") == "" {
-		sizer := procs.StartProcess()
-		defer sizer.Stop()
-		ctx = context.WithValue(ctx, sizerKey{}, sizer)
-	}
 	in := &interrupts{cancel: cancel, errOut: ios.ErrOut, exit: os.Exit}
 	// The handler stays until the process exits: a signal that comes as
 	// fetch ends, its records written, must not kill it.
@@ -61,11 +52,6 @@ func Main() int {
 	go in.watch(sigs)
 	return Run(withInterrupts(ctx, in), ios, os.Args[1:])
 }
-
-// sizerKey is the context key of the process's procs.Sizer, set by Main
-// only: tests that run commands in their own process leave GOMAXPROCS
-// alone.
-type sizerKey struct{}
 
 // Run executes the command line args with ios and returns the exit code.
 func Run(ctx context.Context, ios *IOStreams, args []string) int {
