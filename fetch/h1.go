@@ -91,20 +91,18 @@ type h1Conn struct {
 	bw    *bufio.Writer
 	bufs  *h1Bufs // br and bw, given back when the connection is closed
 	limit int64   // bytes that may still be read: bounds the response headers
-	rerr  error   // the first error of a read, which every later read returns
+	rerr  error   // the last error of a read
+	again bool    // the next Read returns rerr, without reading (see replayError)
 	since time.Time
 	prev  *h1Conn
 	next  *h1Conn
 	peeker
 }
 
-// Read reads from the connection for br, within limit. Its first error is
-// every later read's too: a socket tells a reset once, and then an end of
-// file, and readResponse, which may meet the error while it waits for the
-// rest of a head, counts on net/http meeting the same one after it. A
-// connection is not read after an error, but closed.
+// Read reads from the connection for br, within limit.
 func (pc *h1Conn) Read(p []byte) (int, error) {
-	if pc.rerr != nil {
+	if pc.again {
+		pc.again = false
 		return 0, pc.rerr
 	}
 	if pc.limit <= 0 {
@@ -115,9 +113,17 @@ func (pc *h1Conn) Read(p []byte) (int, error) {
 	}
 	n, err := pc.c.Read(p)
 	pc.limit -= int64(n)
-	pc.rerr = err
+	if err != nil {
+		pc.rerr = err
+	}
 	return n, err
 }
+
+// replayError has the next Read return the last read's error again, once:
+// readResponse took it while it waited for the rest of a head, and
+// net/http, which reads the answer then, must meet it as it would have
+// (a socket tells a reset once, and then an end of file).
+func (pc *h1Conn) replayError() { pc.again = pc.rerr != nil }
 
 var errHeaderLimit = errors.New("h1: header limit")
 
@@ -207,7 +213,7 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 		trace.GotFirstResponseByte()
 	}
 	for {
-		resp, err = readResponse(pc.br, req)
+		resp, err = readResponse(pc.br, req, pc)
 		if err != nil {
 			return fail(t.readError(pc, err), false)
 		}

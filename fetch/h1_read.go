@@ -25,11 +25,12 @@ import (
 // while every line of it so far is one readResponse takes, so that it too
 // is read here.
 //
-// The reads of br's source must repeat their error (h1Conn's do): a read
-// that fails while the head is waited for leaves the answer to
-// http.ReadResponse, which must meet the same error. A connection reset,
-// say, is told once by the socket, and then as an end of file.
-func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+// A read that fails while the head is waited for leaves the answer to
+// http.ReadResponse, which must meet the same error, and then what the
+// source says after it, as it would have: src, br's source, gives that
+// error once more (h1Conn does; a source whose reads repeat their error,
+// as a strings.Reader's end, needs nothing and may be nil).
+func readResponse(br *bufio.Reader, req *http.Request, src errorReplayer) (*http.Response, error) {
 	seen := 0 // the head's lines already looked at while it came
 	for {
 		resp, more := readPlainResponse(br, req, seen)
@@ -41,11 +42,18 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 		}
 		seen = more
 		if _, err := br.Peek(br.Buffered() + 1); err != nil {
+			if src != nil {
+				src.replayError()
+			}
 			break
 		}
 	}
 	return http.ReadResponse(br, req)
 }
+
+// errorReplayer is a reader that can give its last error once more, on
+// its next read.
+type errorReplayer interface{ replayError() }
 
 // readPlainResponse is readResponse's own reading; nil when it leaves the
 // response to net/http, having read nothing. The first seen bytes of br's

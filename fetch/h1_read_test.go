@@ -2,6 +2,8 @@ package fetch
 
 import (
 	"bufio"
+	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,14 +19,23 @@ const (
 	whole = iota
 	bodyInPieces
 	linesInPieces
+	linesThenReset // a line at a time, then a reset, told once, then the end of file
 )
+
+// netHTTPRead is http.ReadResponse as readAs calls a reader.
+func netHTTPRead(br *bufio.Reader, req *http.Request, _ errorReplayer) (*http.Response, error) {
+	return http.ReadResponse(br, req)
+}
+
+var errTestReset = errors.New("test: connection reset")
 
 // readAs is what a read of raw as the response to a request of method
 // gives: the response's fields, its body and the body's last error, and
 // what is left unread after it, with read (readResponse or
 // http.ReadResponse), raw arriving as split says (a socket may give it so).
-func readAs(read func(*bufio.Reader, *http.Request) (*http.Response, error), raw, method string, split int) string {
+func readAs(read func(*bufio.Reader, *http.Request, errorReplayer) (*http.Response, error), raw, method string, split int) string {
 	var src io.Reader = strings.NewReader(raw)
+	var replayer errorReplayer
 	switch split {
 	case bodyInPieces:
 		head := len(raw)
@@ -34,16 +45,21 @@ func readAs(read func(*bufio.Reader, *http.Request) (*http.Response, error), raw
 		src = io.MultiReader(strings.NewReader(raw[:head]), iotest.OneByteReader(strings.NewReader(raw[head:])))
 	case linesInPieces:
 		src = &lineReader{rest: raw}
+	case linesThenReset:
+		lr := &lineReader{rest: raw, fail: errTestReset}
+		src, replayer = lr, lr
 	}
 	br := bufio.NewReaderSize(src, 4096)
-	br.Peek(1)
+	if split != linesThenReset {
+		br.Peek(1) // as h1 waits for the first byte; after a 1xx, it does not
+	}
 	req := &http.Request{Method: method}
-	resp, err := read(br, req)
+	resp, err := read(br, req, replayer)
 	// How much was read before the answer was taken or refused: a read
 	// that waits for more of a head than net/http does would wait for a
 	// server that sends no more.
 	decided := ""
-	if lr, ok := src.(*lineReader); ok {
+	if lr, ok := src.(*lineReader); ok && split == linesInPieces {
 		decided = fmt.Sprintf("decided after %d bytes: ", lr.read)
 	}
 	if err != nil {
@@ -59,16 +75,28 @@ func readAs(read func(*bufio.Reader, *http.Request) (*http.Response, error), raw
 
 // lineReader gives rest a line (to its LF) at a time while it has lines,
 // then a byte at a time (or, with wholeTail, all the rest at once), and
-// counts what it gave.
+// counts what it gave. At the end it fails once with fail, when set, and
+// then gives io.EOF, as a socket tells a reset; replayError gives its last
+// error once more, as h1Conn does.
 type lineReader struct {
 	rest      string
 	read      int
 	wholeTail bool
+	fail      error
+	last      error
+	again     bool
 }
 
+func (r *lineReader) replayError() { r.again = r.last != nil }
+
 func (r *lineReader) Read(p []byte) (int, error) {
+	if r.again {
+		r.again = false
+		return 0, r.last
+	}
 	if r.rest == "" {
-		return 0, io.EOF
+		r.last, r.fail = cmp.Or(r.fail, io.EOF), nil
+		return 0, r.last
 	}
 	n := 1
 	if i := strings.IndexByte(r.rest, '\n'); i >= 0 {
@@ -127,6 +155,7 @@ func TestReadResponseAsNetHTTP(t *testing.T) {
 		{name: "1xx, then in pieces", raw: "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nab"},
 		{name: "HTTP/1.0 in pieces", raw: "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nab"},
 		{name: "HTTP/1.1 cut", raw: "HTTP/1."},
+		{name: "nothing", raw: ""},
 	} {
 		if resp, _ := readPlainResponse(bufioOf(tc.raw), &http.Request{Method: tc.method}, 0); (resp != nil) != tc.plain {
 			t.Errorf("%s: read by readResponse itself: %v, want %v", tc.name, resp != nil, tc.plain)
@@ -134,13 +163,13 @@ func TestReadResponseAsNetHTTP(t *testing.T) {
 		if tc.plain { // and so when its head comes a line at a time
 			br := bufio.NewReaderSize(&lineReader{rest: tc.raw}, 4096)
 			br.Peek(1)
-			resp, err := readResponse(br, &http.Request{Method: tc.method})
+			resp, err := readResponse(br, &http.Request{Method: tc.method}, nil)
 			if _, fixed := resp.Body.(*fixedBody); err != nil || !fixed && resp.Body != http.NoBody {
 				t.Errorf("%s, a line at a time: not read by readResponse itself (%v)", tc.name, err)
 			}
 		}
-		for _, split := range []int{whole, bodyInPieces, linesInPieces} {
-			ours, theirs := readAs(readResponse, tc.raw, tc.method, split), readAs(http.ReadResponse, tc.raw, tc.method, split)
+		for _, split := range []int{whole, bodyInPieces, linesInPieces, linesThenReset} {
+			ours, theirs := readAs(readResponse, tc.raw, tc.method, split), readAs(netHTTPRead, tc.raw, tc.method, split)
 			if ours != theirs {
 				t.Errorf("%s (split %d): readResponse read\n%s\nnet/http\n%s", tc.name, split, ours, theirs)
 			}
@@ -162,7 +191,7 @@ func FuzzReadResponse(f *testing.F) {
 	f.Add("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\n", "HEAD", false)
 	f.Fuzz(func(t *testing.T, raw, method string, pieces bool) {
 		for _, split := range splits(pieces) {
-			if ours, theirs := readAs(readResponse, raw, method, split), readAs(http.ReadResponse, raw, method, split); ours != theirs {
+			if ours, theirs := readAs(readResponse, raw, method, split), readAs(netHTTPRead, raw, method, split); ours != theirs {
 				t.Errorf("split %d: readResponse read\n%s\nnet/http\n%s", split, ours, theirs)
 			}
 		}
@@ -178,7 +207,7 @@ func FuzzReadResponseParts(f *testing.F) {
 	f.Fuzz(func(t *testing.T, code int, reason, k1, v1, k2, v2, length, body string, pieces bool) {
 		raw := fmt.Sprintf("HTTP/1.1 %03d %s\r\n%s: %s\r\n%s: %s\r\nContent-Length: %s\r\n\r\n%s", code, reason, k1, v1, k2, v2, length, body)
 		for _, split := range splits(pieces) {
-			if ours, theirs := readAs(readResponse, raw, "GET", split), readAs(http.ReadResponse, raw, "GET", split); ours != theirs {
+			if ours, theirs := readAs(readResponse, raw, "GET", split), readAs(netHTTPRead, raw, "GET", split); ours != theirs {
 				t.Errorf("split %d: readResponse read\n%s\nnet/http\n%s", split, ours, theirs)
 			}
 		}
@@ -189,7 +218,7 @@ func FuzzReadResponseParts(f *testing.F) {
 // ways.
 func splits(pieces bool) []int {
 	if pieces {
-		return []int{bodyInPieces, linesInPieces}
+		return []int{bodyInPieces, linesInPieces, linesThenReset}
 	}
 	return []int{whole}
 }
@@ -198,7 +227,7 @@ func splits(pieces bool) []int {
 // GET's, as http.ReadResponse reads it.
 func TestReadResponseNilRequest(t *testing.T) {
 	raw := "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
-	resp, err := readResponse(bufioOf(raw), nil)
+	resp, err := readResponse(bufioOf(raw), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,13 +246,13 @@ func BenchmarkReadResponse(b *testing.B) {
 	req := &http.Request{Method: "GET"}
 	for _, bc := range []struct {
 		name  string
-		read  func(*bufio.Reader, *http.Request) (*http.Response, error)
+		read  func(*bufio.Reader, *http.Request, errorReplayer) (*http.Response, error)
 		lines bool // the head comes a line at a time, as tinyproxy sends it
 	}{
 		{"fetch", readResponse, false},
-		{"net-http", http.ReadResponse, false},
+		{"net-http", netHTTPRead, false},
 		{"fetch-lines", readResponse, true},
-		{"net-http-lines", http.ReadResponse, true},
+		{"net-http-lines", netHTTPRead, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			src := strings.NewReader(raw)
@@ -240,7 +269,7 @@ func BenchmarkReadResponse(b *testing.B) {
 					br.Reset(src)
 				}
 				br.Peek(1)
-				resp, err := bc.read(br, req)
+				resp, err := bc.read(br, req, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -629,16 +629,20 @@ func TestH1CancelledOnItsConnection(t *testing.T) {
 
 // TestH1HeadInPieces: a head that comes a line at a time (tinyproxy
 // writes each header line on its own) is read by h1's own reading, and a
-// reset while the rest of a head is awaited fails the request as a reset,
-// as it fails it in net/http, not as an end of file (the socket tells a
-// reset once). Tolerance: the server's 50 ms pauses only order its
-// writes; nothing is timed.
+// reset while the rest of a head is awaited fails the request as it fails
+// it in net/http's transport: the socket tells the reset once, which
+// net/http's header reader passes over, and then an end of file. (The
+// error kind is reset either way.) Tolerance: the server's 50 ms pauses
+// only order its writes; nothing is timed.
 func TestH1HeadInPieces(t *testing.T) {
 	srv := startRawServer(t, func(c net.Conn, next func() *http.Request) {
 		for req := next(); req != nil; req = next() {
 			head := []string{"HTTP/1.1 200 OK\r\n", "Server: tiny\r\n", "Content-Length: 2\r\n", "\r\n"}
-			if req.URL.Path == "/reset" {
+			switch req.URL.Path {
+			case "/reset":
 				head = head[:2]
+			case "/1xx-reset": // the final answer's first read fails
+				head = []string{"HTTP/1.1 103 Early Hints\r\n", "Link: </a>\r\n", "\r\n"}
 			}
 			for _, line := range head {
 				if _, err := io.WriteString(c, line); err != nil {
@@ -646,7 +650,7 @@ func TestH1HeadInPieces(t *testing.T) {
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
-			if req.URL.Path == "/reset" {
+			if req.URL.Path != "/" {
 				c.(*net.TCPConn).SetLinger(0) // close with a reset
 				c.Close()
 				return
@@ -667,7 +671,22 @@ func TestH1HeadInPieces(t *testing.T) {
 	resp.Body.Close()
 
 	_, _, _, err := get(context.Background(), h, "GET", "http://"+srv.addr+"/reset", nil)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	_, theirs := (&http.Client{Transport: tr}).Get("http://" + srv.addr + "/reset")
+	if !errors.Is(theirs, io.ErrUnexpectedEOF) {
+		t.Fatalf("net/http's transport, a reset in the middle of a head: %v; this test expects an unexpected EOF", theirs)
+	}
+	if !errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("a reset in the middle of a head: %v, want an unexpected EOF, as net/http's transport gives (%v)", err, theirs)
+	}
+
+	_, _, _, err = get(context.Background(), h, "GET", "http://"+srv.addr+"/1xx-reset", nil)
+	_, theirs = (&http.Client{Transport: tr}).Get("http://" + srv.addr + "/1xx-reset")
+	if !errors.Is(theirs, syscall.ECONNRESET) {
+		t.Fatalf("net/http's transport, a reset after a 1xx: %v; this test expects the reset", theirs)
+	}
 	if !errors.Is(err, syscall.ECONNRESET) {
-		t.Errorf("a reset in the middle of a head: %v, want a connection reset", err)
+		t.Errorf("a reset after a 1xx: %v, want the reset, as net/http's transport gives (%v)", err, theirs)
 	}
 }
