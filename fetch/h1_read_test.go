@@ -164,8 +164,10 @@ func TestReadResponseAsNetHTTP(t *testing.T) {
 			br := bufio.NewReaderSize(&lineReader{rest: tc.raw}, 4096)
 			br.Peek(1)
 			resp, err := readResponse(br, &http.Request{Method: tc.method}, nil)
-			if _, fixed := resp.Body.(*fixedBody); err != nil || !fixed && resp.Body != http.NoBody {
-				t.Errorf("%s, a line at a time: not read by readResponse itself (%v)", tc.name, err)
+			if err != nil {
+				t.Errorf("%s, a line at a time: %v", tc.name, err)
+			} else if _, fixed := resp.Body.(*fixedBody); !fixed && resp.Body != http.NoBody {
+				t.Errorf("%s, a line at a time: not read by readResponse itself (body %T)", tc.name, resp.Body)
 			}
 		}
 		for _, split := range []int{whole, bodyInPieces, linesInPieces, linesThenReset} {
