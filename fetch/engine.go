@@ -492,7 +492,8 @@ func (e *Engine) runJob(ctx, admit context.Context, j *job, tr *tracker, coll *c
 		if res.proxy >= 0 {
 			rec.Attempts++
 		}
-		wait, again := policy.wait(ctx, rec.Attempts, res, deadline.Sub(clock.now()))
+		left := deadline.Sub(clock.now())
+		wait, again, late := policy.wait(ctx, rec.Attempts, res, left)
 		if again && admit.Err() == nil && clock.sleep(ctx, stop, wait) {
 			rec.Tries = append(rec.Tries, e.try(res))
 			if res.proxy >= 0 {
@@ -501,6 +502,9 @@ func (e *Engine) runJob(ctx, admit context.Context, j *job, tr *tracker, coll *c
 			continue
 		}
 		e.fill(rec, res)
+		if late && rec.Error != nil {
+			rec.Error.Message += notRetried(res, wait, left)
+		}
 		if again {
 			// An interrupt came before the retry could start: the URL is
 			// not finished, and a resumed run takes it again.

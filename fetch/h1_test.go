@@ -631,8 +631,8 @@ func TestH1CancelledOnItsConnection(t *testing.T) {
 // writes each header line on its own) is read by h1's own reading, and a
 // reset while the rest of a head is awaited fails the request as it fails
 // it in net/http's transport: the socket tells the reset once, which
-// net/http's header reader passes over, and then an end of file. (The
-// error kind is reset either way.) Tolerance: the server's 50 ms pauses
+// net/http's header reader passes over, and then an end of file; the
+// record's kind is reset either way. Tolerance: the server's 50 ms pauses
 // only order its writes; nothing is timed.
 func TestH1HeadInPieces(t *testing.T) {
 	srv := startRawServer(t, func(c net.Conn, next func() *http.Request) {
@@ -680,6 +680,9 @@ func TestH1HeadInPieces(t *testing.T) {
 	if !errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 		t.Errorf("a reset in the middle of a head: %v, want an unexpected EOF, as net/http's transport gives (%v)", err, theirs)
 	}
+	if kind := classify(err, PhaseHeaders, nil, nil); kind != KindReset {
+		t.Errorf("a reset in the middle of a head: kind %q, want %q", kind, KindReset)
+	}
 
 	_, _, _, err = get(context.Background(), h, "GET", "http://"+srv.addr+"/1xx-reset", nil)
 	_, theirs = (&http.Client{Transport: tr}).Get("http://" + srv.addr + "/1xx-reset")
@@ -688,5 +691,8 @@ func TestH1HeadInPieces(t *testing.T) {
 	}
 	if !errors.Is(err, syscall.ECONNRESET) {
 		t.Errorf("a reset after a 1xx: %v, want the reset, as net/http's transport gives (%v)", err, theirs)
+	}
+	if kind := classify(err, PhaseHeaders, nil, nil); kind != KindReset {
+		t.Errorf("a reset after a 1xx: kind %q, want %q", kind, KindReset)
 	}
 }

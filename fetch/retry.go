@@ -51,16 +51,29 @@ func (p retryPolicy) backoff(n int, res result) time.Duration {
 // wait decides whether the URL gets another attempt after res, its n-th,
 // and how long to wait first. left is what is left of the URL's deadline: a
 // wait that does not fit in it means no retry, and the URL fails now with
-// this attempt's error.
-func (p retryPolicy) wait(ctx context.Context, n int, res result, left time.Duration) (time.Duration, bool) {
+// this attempt's error; late says so, and wait is then the wait that did
+// not fit.
+func (p retryPolicy) wait(ctx context.Context, n int, res result, left time.Duration) (wait time.Duration, again, late bool) {
 	if !p.checkRetry(ctx, n, res) {
-		return 0, false
+		return 0, false, false
 	}
-	wait := p.backoff(n, res)
+	wait = p.backoff(n, res)
 	if left <= wait {
-		return 0, false
+		return wait, false, true
 	}
-	return wait, true
+	return wait, true, false
+}
+
+// notRetried is what a failure's message gets when the wait before its
+// retry did not fit in what was left of the deadline: curl and httpx users
+// ask why a URL was not tried again.
+func notRetried(res result, wait, left time.Duration) string {
+	what := "a back-off"
+	if res.hasRetryAf {
+		what = "its Retry-After"
+	}
+	return fmt.Sprintf("; not retried: %s of %s does not fit in the %s left of the total deadline (-t)",
+		what, wait.Round(time.Millisecond), max(left, 0).Round(time.Millisecond))
 }
 
 // retryable reports whether an attempt that failed with kind may be tried

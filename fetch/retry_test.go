@@ -29,6 +29,7 @@ func TestRetryPolicy(t *testing.T) {
 		res   result
 		left  time.Duration
 		again bool
+		late  bool          // a retry, but its wait does not fit in left
 		wait  time.Duration // exact when res has Retry-After; else an upper bound
 	}{
 		{name: "a reset is retried", n: 1, res: failed(KindReset), left: time.Second, again: true, wait: 100 * time.Millisecond},
@@ -42,24 +43,24 @@ func TestRetryPolicy(t *testing.T) {
 		{name: "no lease: not", n: 0, res: noLease, left: time.Second},
 		{name: "the URL's context done: not", ctx: done, n: 1, res: failed(KindReset), left: time.Second},
 		{name: "Retry-After that fits", n: 1, res: after(500 * time.Millisecond), left: time.Second, again: true, wait: 500 * time.Millisecond},
-		{name: "Retry-After that does not fit", n: 1, res: after(time.Second), left: time.Second},
-		{name: "nothing left", n: 1, res: failed(KindReset), left: 0},
+		{name: "Retry-After that does not fit", n: 1, res: after(time.Second), left: time.Second, late: true, wait: time.Second},
+		{name: "nothing left", n: 1, res: failed(KindReset), left: 0, late: true, wait: 100 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := tc.ctx
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			wait, again := p.wait(ctx, tc.n, tc.res, tc.left)
-			if again != tc.again {
-				t.Fatalf("again %v, want %v", again, tc.again)
+			wait, again, late := p.wait(ctx, tc.n, tc.res, tc.left)
+			if again != tc.again || late != tc.late {
+				t.Fatalf("again %v, late %v; want %v, %v", again, late, tc.again, tc.late)
 			}
 			switch {
-			case !again && wait != 0:
+			case !again && !late && wait != 0:
 				t.Errorf("no retry, but a wait of %s", wait)
-			case again && tc.res.hasRetryAf && wait != tc.wait:
+			case tc.res.hasRetryAf && wait != tc.wait:
 				t.Errorf("wait %s, want Retry-After's %s", wait, tc.wait)
-			case again && (wait < 0 || wait > tc.wait):
+			case wait < 0 || wait > tc.wait:
 				t.Errorf("wait %s outside [0, %s]", wait, tc.wait)
 			}
 		})
