@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/textproto"
+	"strings"
 )
 
 // readResponse reads the response to req from br as http.ReadResponse
@@ -87,10 +88,7 @@ func readPlainResponse(br *bufio.Reader, req *http.Request, seen int) (resp *htt
 	if !ok {
 		return nil, -1
 	}
-	lines := 0
-	for r := rest; r != ""; lines++ {
-		_, r = cutLine(r)
-	}
+	lines := strings.Count(rest, "\n")
 	strs := make([]string, lines) // as net/http: one slice cut up for single values
 	header := make(http.Header, lines)
 	length := int64(-1)
@@ -207,24 +205,30 @@ func headerLine[T text](line T) (key, value T, ok bool) {
 
 // text is a header block's bytes: a string cut from the block read, or
 // the bytes of a block still coming, looked at where they are.
-type text interface{ ~string | ~[]byte }
+type text interface{ string | []byte }
 
 // cutLine returns the line at the start of s, without its CRLF, and what
 // follows it. Every line of a block readPlainResponse takes ends in CRLF;
 // a bare LF (which net/http takes as a line end too) leaves a CR-less
 // line, which plainText refuses.
 func cutLine[T text](s T) (line, rest T) {
-	i := 0
-	for i < len(s) && s[i] != '\n' {
-		i++
-	}
-	if i == len(s) {
-		return s, s[i:]
+	i := indexLF(s)
+	if i < 0 {
+		return s, s[len(s):]
 	}
 	if i == 0 || s[i-1] != '\r' {
 		return s[:i+1], s[i+1:] // keeps the LF: refused
 	}
 	return s[:i-1], s[i+1:]
+}
+
+// indexLF returns the index of the first LF in s, or -1: strings' and
+// bytes' IndexByte, which look at many bytes at once.
+func indexLF[T text](s T) int {
+	if b, ok := any(s).([]byte); ok {
+		return bytes.IndexByte(b, '\n')
+	}
+	return strings.IndexByte(string(s), '\n')
 }
 
 // indexColon returns where the name of a header line ends, or -1 when the
