@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // randString draws strings that exercise every escape: ASCII, control
@@ -198,5 +200,34 @@ func TestScanRecord(t *testing.T) {
 				t.Fatalf("record %d: got %q %q %d %v, want %q %q %d %v\n%s", i, url, input, n, cancelled, want.URL, want.Input, want.Line, wantCancelled, line)
 			}
 		}
+	}
+}
+
+// TestAppendHundredths: the fast path formats every whole number of
+// hundredths it takes as strconv does (all of them up to 3,000 ms, and
+// random ones up to 1e13, and what millis makes of random durations),
+// and leaves every other float, -0 among them, to strconv.
+func TestAppendHundredths(t *testing.T) {
+	check := func(f float64, want bool) {
+		t.Helper()
+		got, ok := appendHundredths(nil, f)
+		if ok != want {
+			t.Fatalf("%v (%b): taken %v, want %v", f, math.Float64bits(f), ok, want)
+		}
+		if s := strconv.FormatFloat(f, 'f', -1, 64); ok && string(got) != s {
+			t.Fatalf("%v: %q, strconv %q", f, got, s)
+		}
+	}
+	for k := range int64(300_001) {
+		check(float64(k)/100, true)
+	}
+	rng := rand.New(rand.NewPCG(3, 7))
+	for range 200_000 {
+		check(float64(rng.Int64N(1e15))/100, true)
+		check(millis(time.Duration(rng.Int64N(int64(100*24*time.Hour)))), true)
+	}
+	tenth := 0.1 // a variable: 0.1 + 0.2 as constants is exactly 0.3
+	for _, f := range []float64{math.Copysign(0, -1), -0.01, -1, 1e13, 1e13 + 0.5, 0.001, 1.005, tenth + 0.2, 1.0 / 3, math.NaN(), math.Inf(1), math.Inf(-1), math.SmallestNonzeroFloat64} {
+		check(f, false)
 	}
 }
