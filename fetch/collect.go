@@ -1,7 +1,6 @@
 package fetch
 
 import (
-	"cmp"
 	"math"
 	"slices"
 	"sync"
@@ -180,8 +179,16 @@ func (h *histogram) add(ms float64) {
 	if h.bins == nil {
 		h.bins = h.first[:0] // a proxy of a large pool often has one bucket: no allocation
 	}
-	i, found := slices.BinarySearchFunc(h.bins, b, func(x histBin, b int32) int { return cmp.Compare(x.bucket, b) })
-	if found {
+	i, j := 0, len(h.bins) // the first bin of bucket b or above is in [i, j]
+	for i < j {
+		m := int(uint(i+j) >> 1)
+		if h.bins[m].bucket < b {
+			i = m + 1
+		} else {
+			j = m
+		}
+	}
+	if i < len(h.bins) && h.bins[i].bucket == b {
 		h.bins[i].count++
 	} else {
 		h.bins = slices.Insert(h.bins, i, histBin{bucket: b, count: 1})

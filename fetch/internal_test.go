@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/http/httptrace"
 	"strings"
 	"sync/atomic"
@@ -56,6 +57,34 @@ func TestHistogramQuantiles(t *testing.T) {
 	z.add(0)
 	if got := z.quantile(0.5); got != 0 {
 		t.Errorf("zeros: p50 %v", got)
+	}
+}
+
+// TestHistogramBins: values added in any order keep the histogram's bins
+// in bucket order, one bin a bucket, each with its count.
+func TestHistogramBins(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	var h histogram
+	want := map[int32]int64{}
+	for range 20000 {
+		ms := math.Exp(rng.Float64()*20-8) * float64(rng.IntN(2)) // zeros, and 0.0003 ms to 8 s
+		h.add(ms)
+		b := int32(-1)
+		if ms >= histFloor {
+			b = int32(math.Log(ms/histFloor) / logHistBase)
+		}
+		want[b]++
+	}
+	if len(h.bins) != len(want) || h.n != 20000 {
+		t.Fatalf("%d bins and %d values; want %d and 20000", len(h.bins), h.n, len(want))
+	}
+	for i, bin := range h.bins {
+		if i > 0 && h.bins[i-1].bucket >= bin.bucket {
+			t.Fatalf("bins %d and %d out of order: buckets %d, %d", i-1, i, h.bins[i-1].bucket, bin.bucket)
+		}
+		if bin.count != want[bin.bucket] {
+			t.Errorf("bucket %d: %d, want %d", bin.bucket, bin.count, want[bin.bucket])
+		}
 	}
 }
 
