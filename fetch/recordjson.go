@@ -129,9 +129,15 @@ func (p PhaseTimes) appendJSON(b []byte) ([]byte, error) {
 		first = false
 		b = appendJSONString(b, k)
 		b = append(b, ':')
-		var err error
-		b, err = appendJSONFloat(b, v)
-		return err
+		if h, ok := appendHundredths(b, v); ok {
+			b = h
+			return nil
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return errBadFloat
+		}
+		b = strconv.AppendFloat(b, v, 'f', -1, 64)
+		return nil
 	}
 	known := 0
 	for _, k := range Phases {

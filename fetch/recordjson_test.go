@@ -231,3 +231,16 @@ func TestAppendHundredths(t *testing.T) {
 		check(f, false)
 	}
 }
+
+// TestPhaseTimesFormat: phases are written in 'f' format whatever their
+// size, times from millis by the fast path, others by strconv.
+func TestPhaseTimesFormat(t *testing.T) {
+	b, err := PhaseTimes{"queue": 1e-7, "connect": 12.5, "headers": 1e21, "body": 0.07}.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"queue":0.0000001,"connect":12.5,"headers":1000000000000000000000,"body":0.07}`
+	if string(b) != want {
+		t.Errorf("%s, want %s", b, want)
+	}
+}
