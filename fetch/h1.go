@@ -91,7 +91,7 @@ type h1Conn struct {
 	bw    *bufio.Writer
 	bufs  *h1Bufs // br and bw, given back when the connection is closed
 	limit int64   // bytes that may still be read: bounds the response headers
-	rerr  error   // the last error of a read
+	rerr  error   // the last Read's error (nil when it had none)
 	again bool    // the next Read returns rerr, without reading (see replayError)
 	since time.Time
 	prev  *h1Conn
@@ -106,6 +106,7 @@ func (pc *h1Conn) Read(p []byte) (int, error) {
 		return 0, pc.rerr
 	}
 	if pc.limit <= 0 {
+		pc.rerr = errHeaderLimit
 		return 0, errHeaderLimit
 	}
 	if int64(len(p)) > pc.limit {
@@ -113,9 +114,7 @@ func (pc *h1Conn) Read(p []byte) (int, error) {
 	}
 	n, err := pc.c.Read(p)
 	pc.limit -= int64(n)
-	if err != nil {
-		pc.rerr = err
-	}
+	pc.rerr = err // nil after a read that went well: never an older read's error
 	return n, err
 }
 

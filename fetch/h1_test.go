@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -694,5 +695,44 @@ func TestH1HeadInPieces(t *testing.T) {
 	}
 	if kind := classify(err, PhaseHeaders, nil, nil); kind != KindReset {
 		t.Errorf("a reset after a 1xx: kind %q, want %q", kind, KindReset)
+	}
+}
+
+// TestH1ConnReplaysOnlyTheLastError: replayError gives back the error of
+// the read just before it, and nothing after a read that went well, even
+// when an earlier read on the connection failed.
+func TestH1ConnReplaysOnlyTheLastError(t *testing.T) {
+	ours, theirs := net.Pipe()
+	defer ours.Close()
+	defer theirs.Close()
+	pc := &h1Conn{c: ours, limit: unlimited}
+	buf := make([]byte, 8)
+	ours.SetReadDeadline(time.Now().Add(-time.Second))
+	if _, err := pc.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read past its deadline: %v", err)
+	}
+	ours.SetReadDeadline(time.Time{})
+	go theirs.Write([]byte("ab"))
+	if n, err := pc.Read(buf); n != 2 || err != nil {
+		t.Fatalf("read: %d, %v; want 2 bytes", n, err)
+	}
+	pc.replayError() // the last read went well: nothing to give back
+	go theirs.Write([]byte("cd"))
+	if n, err := pc.Read(buf); n != 2 || err != nil || string(buf[:n]) != "cd" {
+		t.Fatalf("read after replayError with no error: %q, %v; want \"cd\"", buf[:n], err)
+	}
+	ours.SetReadDeadline(time.Now().Add(-time.Second))
+	pc.Read(buf)
+	pc.replayError()
+	if _, err := pc.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("replayed: %v, want the last read's error", err)
+	}
+	pc.limit = 0
+	if _, err := pc.Read(buf); err != errHeaderLimit {
+		t.Fatalf("at the header limit: %v", err)
+	}
+	pc.replayError()
+	if _, err := pc.Read(buf); err != errHeaderLimit {
+		t.Fatalf("replayed at the header limit: %v, want errHeaderLimit", err)
 	}
 }
