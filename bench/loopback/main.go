@@ -4,7 +4,7 @@
 // runs out.
 //
 // The target answers any path with a body of size= bytes (default 1024) after
-// delay= (default none). It does no bookkeeping per URL, so a list of millions
+// delay= (default none), ended on time (see alarm). It does no bookkeeping per URL, so a list of millions
 // of distinct URLs costs it nothing more than one URL repeated. Requests whose
 // path starts with /rate/ are timed on arrival: GET /_arrivals answers
 // "COUNT FIRST_NS LAST_NS" (Unix nanoseconds) for them, and ?reset=1 forgets
@@ -76,7 +76,10 @@ func run(dir string, n, size, proxyCount int, latency, life time.Duration) error
 	if err != nil {
 		return err
 	}
-	tg := &target{}
+	tg := &target{alarm: newAlarm()}
+	alarmCtx, stopAlarm := context.WithCancel(context.Background())
+	defer stopAlarm()
+	go tg.alarm.run(alarmCtx)
 	srv := &http.Server{Handler: tg, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
@@ -121,6 +124,7 @@ func run(dir string, n, size, proxyCount int, latency, life time.Duration) error
 
 // target is the plain Go target: a body of size= bytes after delay=.
 type target struct {
+	alarm       *alarm
 	mu          sync.Mutex
 	count       int
 	first, last int64
@@ -131,6 +135,7 @@ const maxBody = 64 << 20
 var zeros = make([]byte, 64<<10)
 
 func (t *target) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	if r.URL.Path == "/_arrivals" {
 		t.mu.Lock()
 		fmt.Fprintf(w, "%d %d %d\n", t.count, t.first, t.last)
@@ -166,9 +171,7 @@ func (t *target) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "bad delay", http.StatusBadRequest)
 			return
 		}
-		select {
-		case <-time.After(d):
-		case <-r.Context().Done():
+		if t.alarm.sleep(r.Context(), start, d) != nil {
 			return
 		}
 	}
