@@ -376,7 +376,7 @@ func (e *Engine) fetch(admit, work, stages context.Context, jobs *jobQueue, reco
 		endOnce sync.Once
 	)
 	worker := func() error { // counted idle when started
-		tr := newTracker(&e.cfg) // for every attempt of this worker's
+		tr := newTracker(&e.cfg, work) // for every attempt of this worker's
 		defer tr.close()
 		for {
 			j, ok := jobs.take(admit)

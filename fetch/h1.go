@@ -181,9 +181,9 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 		t.put(pc) // as good as it was
 		return nil, ctx.Err(), false
 	}
-	stop := context.AfterFunc(ctx, func() { pc.c.SetDeadline(aLongTimeAgo) })
+	w := watchConn(ctx, pc.c)
 	fail := func(e error, nothing bool) (*http.Response, error, bool) {
-		stop()
+		w.unwatch(pc.c)
 		t.close(pc)
 		if ctx.Err() != nil {
 			e = ctx.Err()
@@ -224,9 +224,30 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 	}
 	pc.limit = unlimited
 	keep := !req.Close && !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols
-	resp.Body = &h1Body{t: t, pc: pc, ctx: ctx, r: resp.Body, stop: stop, keep: keep}
+	resp.Body = &h1Body{t: t, pc: pc, ctx: ctx, r: resp.Body, watch: w, keep: keep}
 	return resp, nil, false
 }
+
+// connWatch cuts a connection's reads and writes short (sets its deadline
+// in the past) when a context ends, until unwatch, which reports whether it
+// left the connection alone.
+type connWatch interface {
+	unwatch(c net.Conn) bool
+}
+
+// watchConn has c cut when ctx ends. An attempt's context has its tracker
+// do it (see tracker.watch); any other, context.AfterFunc.
+func watchConn(ctx context.Context, c net.Conn) connWatch {
+	if h, ok := ctx.Value(trackerKey{}).(*hooked); ok && h.t.watch(h.gen, c) {
+		return h.t
+	}
+	return afterFuncWatch(context.AfterFunc(ctx, func() { c.SetDeadline(aLongTimeAgo) }))
+}
+
+// afterFuncWatch is a watch by context.AfterFunc: its stop function.
+type afterFuncWatch func() bool
+
+func (f afterFuncWatch) unwatch(net.Conn) bool { return f() }
 
 // readError is err, met reading a response's headers on pc, as net/http
 // words it. A read cut at the header limit may show as another error (a
@@ -445,14 +466,14 @@ func (t *h1) closeIdle() {
 // body in its attempt's): a connection's buffers serve another once it is
 // given back.
 type h1Body struct {
-	t    *h1
-	pc   *h1Conn
-	ctx  context.Context
-	r    io.ReadCloser // http.ReadResponse's body
-	stop func() bool   // stops the context's hold on the connection
-	keep bool          // the connection may serve another request
-	done bool          // the connection is given back
-	err  error         // what Read returns once done: io.EOF, its error, or ErrBodyReadAfterClose
+	t     *h1
+	pc    *h1Conn
+	ctx   context.Context
+	r     io.ReadCloser // http.ReadResponse's body
+	watch connWatch     // cuts the connection when the context ends
+	keep  bool          // the connection may serve another request
+	done  bool          // the connection is given back
+	err   error         // what Read returns once done: io.EOF, its error, or ErrBodyReadAfterClose
 }
 
 func (b *h1Body) Read(p []byte) (int, error) {
@@ -485,9 +506,9 @@ func (b *h1Body) Close() error {
 
 func (b *h1Body) finish(keep bool) {
 	b.done = true
-	// stop is false when the context was done first: its deadline is on
-	// the connection, which is closed then.
-	if b.stop() && keep {
+	// unwatch is false when the context was done first: its deadline is
+	// on the connection, which is closed then.
+	if b.watch.unwatch(b.pc.c) && keep {
 		n := b.pc.br.Buffered()
 		if n == 0 {
 			b.t.put(b.pc)

@@ -181,7 +181,7 @@ func BenchmarkReadInput(b *testing.B) {
 // attempt.
 func BenchmarkTracker(b *testing.B) {
 	cfg := DefaultConfig()
-	tr := newTracker(&cfg) // a worker's, for all its attempts
+	tr := newTracker(&cfg, context.Background()) // a worker's, for all its attempts
 	b.ReportAllocs()
 	for b.Loop() {
 		ctx, cancel := context.WithCancel(context.Background())

@@ -241,3 +241,58 @@ func runInterrupted(t *testing.T, cfg fetch.Config, prefix string) (*memWriter, 
 	rep, err := e.Run(ctx, []fetch.Input{{Name: "u", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
 	return w, rep, err
 }
+
+// TestInterruptCutsExchanges: when an interrupted run's grace is over, a
+// request waiting for its headers or for the rest of its body, direct and
+// through an HTTP proxy, ends at once, cancelled in that phase: the
+// engine's client cuts the connection the request waits on when the run's
+// context ends. Tolerance: the run ends within 2 s of the interrupt; the
+// target would hold each request for 10 s or more.
+func TestInterruptCutsExchanges(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	px := startProxy(t, "http", fetchtest.ProxyOptions{})
+	for _, tc := range []struct {
+		name, query, phase string
+		proxied            bool
+	}{
+		{"headers direct", "hang=1", fetch.PhaseHeaders, false},
+		{"body direct", "chunks=2&drip=10s&size=200", fetch.PhaseBody, false},
+		{"headers via proxy", "hang=1", fetch.PhaseHeaders, true},
+		{"body via proxy", "chunks=2&drip=10s&size=200", fetch.PhaseBody, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := fetch.DefaultConfig()
+			cfg.Grace = 0
+			cfg.Retries = 0
+			if tc.proxied {
+				cfg.Proxies = []proxies.Proxy{proxyOf(t, px.URL, nil)}
+			}
+			e, err := fetch.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			time.AfterFunc(300*time.Millisecond, cancel)
+			w := &memWriter{}
+			lines := fmt.Sprintf("%s/a?%s\n%s/b?%s\n", tg.URL, tc.query, tg.URL, tc.query)
+			start := time.Now()
+			_, err = e.Run(ctx, []fetch.Input{{Name: "u", R: strings.NewReader(lines)}}, w)
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("run: %v, want context.Canceled", err)
+			}
+			if el := time.Since(start); el > 2300*time.Millisecond {
+				t.Errorf("the run ended %s after its start, the interrupt after 300ms", el)
+			}
+			if len(w.recs) != 2 {
+				t.Fatalf("%d records, want 2", len(w.recs))
+			}
+			for _, r := range w.recs {
+				if r.OK || r.Error.Kind != fetch.KindCancelled || r.Error.Phase != tc.phase {
+					t.Errorf("record %+v, error %+v: want cancelled in %s", r, r.Error, tc.phase)
+				}
+			}
+		})
+	}
+}

@@ -84,9 +84,19 @@ type tracker struct {
 	armed   time.Time
 	limit   time.Duration
 	flag    string
+
+	// conn is the connection an exchange of the attempt reads and writes
+	// (see watch), cut once the attempt is cancelled; unhook ends the
+	// watch on the attempts' parent context.
+	conn   net.Conn
+	cut    bool
+	unhook func() bool
 }
 
-func newTracker(cfg *Config) *tracker {
+// newTracker returns a tracker for the attempts of one worker, whose
+// contexts are all made from parent: when parent ends, the connection an
+// attempt's exchange is waiting on is cut (see watch).
+func newTracker(cfg *Config, parent context.Context) *tracker {
 	t := &tracker{
 		clock:        clock{cfg.Clock},
 		done:         true,
@@ -102,6 +112,7 @@ func newTracker(cfg *Config) *tracker {
 		WroteRequest:         t.wroteRequest,
 		GotFirstResponseByte: t.gotFirstByte,
 	}
+	t.unhook = context.AfterFunc(parent, t.interrupt)
 	return t
 }
 
@@ -226,6 +237,7 @@ func (t *tracker) finish() (string, spans) {
 // a URL's deadline: left set, it would keep the tracker, its last attempt's
 // context and the Engine that context leads to alive until it went off.
 func (t *tracker) close() {
+	t.unhook()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.timer != nil {
@@ -315,6 +327,54 @@ func (t *tracker) stopLocked(cause error) {
 	}
 	t.why = cause
 	t.cancel()
+	t.cutLocked()
+}
+
+// watch has c's reads and writes cut short (its deadline set in the past)
+// once attempt gen is cancelled, by the tracker or with its parent context,
+// until unwatch: what context.AfterFunc on the attempt's context would do,
+// without adding to that context's children and making its Done channel
+// for every request. It returns false, and watches nothing, when gen is not
+// the attempt being tracked.
+func (t *tracker) watch(gen uint64, c net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if gen != t.gen || t.done {
+		return false
+	}
+	t.conn, t.cut = c, false
+	if t.why != nil || t.ctx.Context.Err() != nil {
+		t.cutLocked()
+	}
+	return true
+}
+
+// unwatch ends the watch of c and reports whether c was left alone: false
+// when it was cut, and so has its deadline in the past.
+func (t *tracker) unwatch(c net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.conn != c {
+		return true // not watched: an earlier unwatch took it
+	}
+	cut := t.cut
+	t.conn, t.cut = nil, false
+	return !cut
+}
+
+// interrupt cuts the watched connection: the parent context ended, and
+// with it the attempt's.
+func (t *tracker) interrupt() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.cutLocked()
+}
+
+func (t *tracker) cutLocked() {
+	if t.conn != nil && !t.cut {
+		t.cut = true
+		t.conn.SetDeadline(aLongTimeAgo)
+	}
 }
 
 // cause is why the tracker cancelled the attempt, or nil when it did not.

@@ -35,7 +35,7 @@ func newTrackerRun(t *testing.T, cfg Config, handshake bool) *trackerRun {
 	cfg.Clock = r.clock
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	r.ctx, r.tr = ctx, newTracker(&cfg)
+	r.ctx, r.tr = ctx, newTracker(&cfg, context.Background())
 	gen := r.tr.begin(ctx, cancel, r.clock.Now(), time.Time{})
 	r.tr.leased(handshake, nil)
 	r.ct, r.dt = &r.tr.trace, r.tr.dialTrace(gen)
