@@ -363,10 +363,16 @@ func (t *tracker) unwatch(c net.Conn) bool {
 }
 
 // interrupt cuts the watched connection: the parent context ended, and
-// with it the attempt's.
+// with it the attempt's. The attempt's is cancelled here first, as the
+// parent's end may not have reached it yet (a context cancels its children
+// in no set order, this AfterFunc's among them), so that a read or write
+// the cut ends finds its context done, and its error is the context's.
 func (t *tracker) interrupt() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if !t.done {
+		t.cancel()
+	}
 	t.cutLocked()
 }
 
