@@ -59,6 +59,11 @@ type h1 struct {
 	idle map[string][]*h1Conn // by key, the most recently used last
 	lru  h1Conn               // sentinel of the idle connections, oldest first
 	n    int                  // idle connections
+	// spare is the largest list emptied since (its entry is deleted, so
+	// that a crawl of millions of hosts keeps none per host), for the next
+	// key that has none: a key whose every connection is busy at times
+	// would otherwise grow a new list from nothing each time.
+	spare []*h1Conn
 }
 
 func newH1(dial dialFunc, maxHeader int64, perKey, budget int, now func() time.Time, warn func(string)) *h1 {
@@ -370,6 +375,9 @@ func (t *h1) put(pc *h1Conn) {
 	// before it left.
 	old := t.sweep(now, 0)
 	list := t.idle[pc.key]
+	if list == nil {
+		list, t.spare = t.spare, nil
+	}
 	if len(list) >= t.perKey {
 		t.mu.Unlock()
 		t.close(pc)
@@ -435,6 +443,9 @@ type h1Bufs struct {
 func (t *h1) forget(pc *h1Conn, list []*h1Conn) {
 	if len(list) == 0 {
 		delete(t.idle, pc.key) // a crawl of millions of hosts keeps no entry per host
+		if cap(list) > cap(t.spare) {
+			t.spare = list // every element nil: take and sweep clear what they take out
+		}
 	} else {
 		t.idle[pc.key] = list
 	}

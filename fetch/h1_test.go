@@ -736,3 +736,30 @@ func TestH1ConnReplaysOnlyTheLastError(t *testing.T) {
 		t.Fatalf("replayed at the header limit: %v, want errHeaderLimit", err)
 	}
 }
+
+// TestH1IdleListKept: a target whose one connection is taken and given
+// back over and over, as a proxy's are when every one is busy at times,
+// keeps its idle list's array: neither the take that empties the list
+// (and deletes its entry) nor the put that fills it again allocates.
+func TestH1IdleListKept(t *testing.T) {
+	srv := startRawServer(t, answerAll(func(*http.Request) string { return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" }))
+	h := testH1(4, 4)
+	defer h.closeIdle()
+	if _, _, _, err := get(context.Background(), h, "GET", "http://"+srv.addr+"/", nil); err != nil {
+		t.Fatal(err)
+	}
+	if h.n != 1 {
+		t.Fatalf("%d idle connections, want 1", h.n)
+	}
+	key := h.lru.next.key
+	allocs := testing.AllocsPerRun(100, func() {
+		pc := h.take(key)
+		if pc == nil {
+			t.Fatal("no idle connection to take")
+		}
+		h.put(pc)
+	})
+	if allocs != 0 {
+		t.Errorf("%.1f allocations a take and put, want 0", allocs)
+	}
+}
