@@ -171,11 +171,17 @@ const (
 
 var logHistBase = math.Log(histBase)
 
-func (h *histogram) add(ms float64) {
-	b := int32(-1)
-	if ms >= histFloor {
-		b = int32(math.Log(ms/histFloor) / logHistBase)
+// histBucket is the bucket of ms: -1 below histFloor, else the power of
+// histBase that ms/histFloor reaches.
+func histBucket(ms float64) int32 {
+	if ms < histFloor {
+		return -1
 	}
+	return int32(math.Log(ms/histFloor) / logHistBase)
+}
+
+func (h *histogram) add(ms float64) {
+	b := histBucket(ms)
 	if h.bins == nil {
 		h.bins = h.first[:0] // a proxy of a large pool often has one bucket: no allocation
 	}

@@ -69,11 +69,7 @@ func TestHistogramBins(t *testing.T) {
 	for range 20000 {
 		ms := math.Exp(rng.Float64()*20-8) * float64(rng.IntN(2)) // zeros, and 0.0003 ms to 8 s
 		h.add(ms)
-		b := int32(-1)
-		if ms >= histFloor {
-			b = int32(math.Log(ms/histFloor) / logHistBase)
-		}
-		want[b]++
+		want[histBucket(ms)]++
 	}
 	if len(h.bins) != len(want) || h.n != 20000 {
 		t.Fatalf("%d bins and %d values; want %d and 20000", len(h.bins), h.n, len(want))

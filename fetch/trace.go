@@ -355,7 +355,9 @@ func (t *tracker) unwatch(c net.Conn) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.conn != c {
-		return true // not watched: an earlier unwatch took it
+		// Not the connection watched (no exchange does this): whether it
+		// was cut cannot be told, so it is closed rather than kept.
+		return false
 	}
 	cut := t.cut
 	t.conn, t.cut = nil, false

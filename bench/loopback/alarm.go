@@ -23,7 +23,6 @@ type alarm struct {
 	mu    sync.Mutex
 	waits waitHeap
 	kick  chan struct{} // a new earliest due time; buffered 1
-	now   func() time.Time
 }
 
 type wait struct {
@@ -45,7 +44,7 @@ func (h *waitHeap) Pop() any {
 }
 
 func newAlarm() *alarm {
-	return &alarm{kick: make(chan struct{}, 1), now: time.Now}
+	return &alarm{kick: make(chan struct{}, 1)}
 }
 
 // sleep returns when d has passed since start, or with ctx's error when ctx
@@ -87,7 +86,7 @@ func (a *alarm) run(ctx context.Context) {
 	defer timer.Stop()
 	for ctx.Err() == nil {
 		a.mu.Lock()
-		now := a.now()
+		now := time.Now()
 		for len(a.waits) > 0 && !a.waits[0].due.After(now) {
 			close(heap.Pop(&a.waits).(wait).done)
 		}

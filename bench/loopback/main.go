@@ -4,11 +4,11 @@
 // runs out.
 //
 // The target answers any path with a body of size= bytes (default 1024) after
-// delay= (default none), ended on time (see alarm). It does no bookkeeping per URL, so a list of millions
-// of distinct URLs costs it nothing more than one URL repeated. Requests whose
-// path starts with /rate/ are timed on arrival: GET /_arrivals answers
-// "COUNT FIRST_NS LAST_NS" (Unix nanoseconds) for them, and ?reset=1 forgets
-// them after answering.
+// delay= (default none), ended on time (see alarm). It does no bookkeeping
+// per URL, so a list of millions of distinct URLs costs it nothing more than
+// one URL repeated. Requests whose path starts with /rate/ are timed on
+// arrival: GET /_arrivals answers "COUNT FIRST_NS LAST_NS" (Unix
+// nanoseconds) for them, and ?reset=1 forgets them after answering.
 //
 // With -free-ports N it prints N free loopback TCP ports, one a line, and
 // exits (for servers such as nginx that need a port in their config).
@@ -135,7 +135,6 @@ const maxBody = 64 << 20
 var zeros = make([]byte, 64<<10)
 
 func (t *target) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
 	if r.URL.Path == "/_arrivals" {
 		t.mu.Lock()
 		fmt.Fprintf(w, "%d %d %d\n", t.count, t.first, t.last)
@@ -166,6 +165,7 @@ func (t *target) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		size = s
 	}
 	if v := q.Get("delay"); v != "" {
+		start := time.Now() // read here, not for every request
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 || d > time.Minute {
 			http.Error(w, "bad delay", http.StatusBadRequest)
