@@ -70,44 +70,47 @@ func (h *headWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// copyBody copies body within --max-body: into a file of --save-dir when
+// it is set, to head when it is not nil. Saving is a function of its own
+// so that each has few enough returns for its defers to be open-coded.
 func (e *Engine) copyBody(j *job, resp *http.Response, body io.Reader, head *headWriter) (int64, string, error) {
-	limit := e.cfg.MaxBody
-	if limit > 0 && resp.ContentLength > limit {
+	if limit := e.cfg.MaxBody; limit > 0 && resp.ContentLength > limit {
 		return 0, "", fmt.Errorf("%w: Content-Length %d > %d", errTooLarge, resp.ContentLength, limit)
-	}
-	var dst io.Writer = io.Discard
-	var tmp *os.File
-	if e.cfg.SaveDir != "" {
-		f, err := os.CreateTemp(e.cfg.SaveDir, partialPrefix+"*")
-		if err != nil {
-			return 0, "", &saveError{err}
-		}
-		tmp, dst = f, saveWriter{f}
-		defer func() {
-			if tmp != nil {
-				tmp.Close()
-				os.Remove(tmp.Name())
-			}
-		}()
-	}
-	if head != nil {
-		dst = io.MultiWriter(dst, head)
 	}
 	bp := e.buffers.get()
 	defer e.buffers.put(bp)
-	read := int64(-1) // all of it
-	if limit > 0 {
-		read = limit + 1
+	if e.cfg.SaveDir != "" {
+		return e.saveBody(j, body, head, *bp)
 	}
-	n, err := copyAtMost(dst, body, *bp, read)
+	var dst io.Writer = io.Discard
+	if head != nil {
+		dst = head
+	}
+	n, err := e.copyLimited(dst, body, *bp)
+	return n, "", err
+}
+
+// saveBody copies body into a temporary file of --save-dir through buf
+// (and to head when it is not nil), and renames the file to the URL's save
+// name once all of it is there; on any failure the file is removed.
+func (e *Engine) saveBody(j *job, body io.Reader, head *headWriter, buf []byte) (int64, string, error) {
+	tmp, err := os.CreateTemp(e.cfg.SaveDir, partialPrefix+"*")
+	if err != nil {
+		return 0, "", &saveError{err}
+	}
+	defer func() {
+		if tmp != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	var dst io.Writer = saveWriter{tmp}
+	if head != nil {
+		dst = io.MultiWriter(dst, head)
+	}
+	n, err := e.copyLimited(dst, body, buf)
 	if err != nil {
 		return n, "", err
-	}
-	if limit > 0 && n > limit {
-		return n, "", fmt.Errorf("%w: more than %d bytes", errTooLarge, limit)
-	}
-	if tmp == nil {
-		return n, "", nil
 	}
 	name := filepath.Join(e.cfg.SaveDir, saveName(j))
 	if err := tmp.Close(); err != nil {
@@ -118,6 +121,24 @@ func (e *Engine) copyBody(j *job, resp *http.Response, body io.Reader, head *hea
 	}
 	tmp = nil
 	return n, name, nil
+}
+
+// copyLimited copies body to dst through buf, failing with errTooLarge
+// past --max-body.
+func (e *Engine) copyLimited(dst io.Writer, body io.Reader, buf []byte) (int64, error) {
+	limit := e.cfg.MaxBody
+	read := int64(-1) // all of it
+	if limit > 0 {
+		read = limit + 1
+	}
+	n, err := copyAtMost(dst, body, buf, read)
+	if err != nil {
+		return n, err
+	}
+	if limit > 0 && n > limit {
+		return n, fmt.Errorf("%w: more than %d bytes", errTooLarge, limit)
+	}
+	return n, nil
 }
 
 // copyAtMost copies src to dst through buf, as io.CopyBuffer does, but
