@@ -139,30 +139,58 @@ func (p PhaseTimes) appendJSON(b []byte) ([]byte, error) {
 		b = strconv.AppendFloat(b, v, 'f', -1, 64)
 		return nil
 	}
-	known := 0
-	for _, k := range Phases {
-		if v, ok := p[k]; ok {
-			known++
-			if err := write(k, v); err != nil {
+	// One pass over the map puts each phase in its place in the order of
+	// Phases: a lookup of every phase by name cost nine hashes a record.
+	var vals [numPhases]float64
+	var have [numPhases]bool
+	var rest []string // keys that are not phases, rare
+	for k, v := range p {
+		if i := phaseIndex(k); i != pNone {
+			vals[i], have[i] = v, true
+		} else {
+			rest = append(rest, k)
+		}
+	}
+	for i, k := range Phases {
+		if have[i] {
+			if err := write(k, vals[i]); err != nil {
 				return b, err
 			}
 		}
 	}
-	if known < len(p) {
-		rest := make([]string, 0, len(p)-known)
-		for k := range p {
-			if !slices.Contains(Phases, k) {
-				rest = append(rest, k)
-			}
-		}
-		slices.Sort(rest)
-		for _, k := range rest {
-			if err := write(k, p[k]); err != nil {
-				return b, err
-			}
+	slices.Sort(rest)
+	for _, k := range rest {
+		if err := write(k, p[k]); err != nil {
+			return b, err
 		}
 	}
 	return append(b, '}'), nil
+}
+
+// phaseIndex is the position of phase k in Phases (pInput to pBody), or
+// pNone.
+func phaseIndex(k string) int {
+	switch k {
+	case PhaseInput:
+		return pInput
+	case PhaseQueue:
+		return pQueue
+	case PhaseDNS:
+		return pDNS
+	case PhaseConnect:
+		return pConnect
+	case PhaseProxy:
+		return pProxy
+	case PhaseTLS:
+		return pTLS
+	case PhaseRequest:
+		return pRequest
+	case PhaseHeaders:
+		return pHeaders
+	case PhaseBody:
+		return pBody
+	}
+	return pNone
 }
 
 // appendJSONFloat formats f as encoding/json formats a float64.
