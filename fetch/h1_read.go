@@ -71,14 +71,13 @@ func readPlainResponse(br *bufio.Reader, req *http.Request, seen int) (resp *htt
 		return nil, -1 // a nil request is a GET's, as for net/http
 	}
 	buf, _ := br.Peek(br.Buffered())
-	end := bytes.Index(buf[max(seen-3, 0):], []byte("\r\n\r\n"))
+	end := headEnd(buf, seen)
 	if end < 0 {
 		if len(buf) == br.Size() {
 			return nil, -1
 		}
 		return nil, headSoFar(buf, seen)
 	}
-	end += max(seen-3, 0)
 	if !bytes.HasPrefix(buf, []byte(http11)) {
 		return nil, -1
 	}
@@ -92,6 +91,7 @@ func readPlainResponse(br *bufio.Reader, req *http.Request, seen int) (resp *htt
 	strs := make([]string, lines) // as net/http: one slice cut up for single values
 	header := make(http.Header, lines)
 	length := int64(-1)
+	lines0 := rest
 	for rest != "" {
 		line, rest = cutLine(rest)
 		key, value, ok := headerLine(line)
@@ -116,12 +116,16 @@ func readPlainResponse(br *bufio.Reader, req *http.Request, seen int) (resp *htt
 		case "Transfer-Encoding", "Trailer", "Pragma":
 			return nil, -1 // a framing, or a header net/http rewrites
 		}
-		if vv := header[key]; vv == nil {
-			vv, strs = strs[:1:1], strs[1:]
-			vv[0] = value
-			header[key] = vv
+		// One hash a line: a name seen before does not grow the map, and
+		// only then (rare) are its values gathered again.
+		n := len(header)
+		vv := strs[:1:1]
+		vv[0] = value
+		header[key] = vv
+		if len(header) > n {
+			strs = strs[1:]
 		} else {
-			header[key] = append(vv, value)
+			header[key] = valuesOf(lines0[:len(lines0)-len(rest)], key)
 		}
 	}
 	if length < 0 {
@@ -136,6 +140,43 @@ func readPlainResponse(br *bufio.Reader, req *http.Request, seen int) (resp *htt
 		resp.Body = &fixedBody{r: br, n: length}
 	}
 	return resp, -1
+}
+
+// headEnd returns where the blank line that ends the head in buf starts,
+// less the CRLF before it (bytes.Index(buf, "\r\n\r\n")), or -1. The first
+// seen bytes of buf are whole lines, none of them blank: it looks at the
+// lines from there, one IndexByte a line, where a search for the four bytes
+// stopped at every CR.
+func headEnd(buf []byte, seen int) int {
+	for i := seen; i < len(buf); {
+		n := bytes.IndexByte(buf[i:], '\n')
+		if n < 0 {
+			return -1
+		}
+		if n == 1 && buf[i] == '\r' && i >= 2 && buf[i-2] == '\r' && buf[i-1] == '\n' {
+			return i - 2
+		}
+		i += n + 1
+	}
+	return -1
+}
+
+// valuesOf returns the values of the header lines in lines (each ended by
+// CRLF, every one taken by headerLine) whose canonical name is key.
+func valuesOf(lines, key string) []string {
+	var vv []string
+	for lines != "" {
+		var line string
+		line, lines = cutLine(lines)
+		k, v, _ := headerLine(line)
+		if !canonicalKey(k) {
+			k = textproto.CanonicalMIMEHeaderKey(k)
+		}
+		if k == key {
+			vv = append(vv, v)
+		}
+	}
+	return vv
 }
 
 // headSoFar looks at buf, a head not yet all read whose first seen bytes
@@ -236,15 +277,35 @@ func indexLF[T text](s T) int {
 // '-' (no folded line, which starts with a space), then ':'.
 func indexColon[T text](line T) int {
 	for i := 0; i < len(line); i++ {
-		switch c := line[i]; {
-		case c == ':':
-			return i
-		case !isAlnum(c) && c != '-':
+		if c := line[i]; headBytes[c]&inName == 0 {
+			if c == ':' {
+				return i
+			}
 			return -1
 		}
 	}
 	return -1
 }
+
+// What a byte may be in a head readPlainResponse takes, as bits of
+// headBytes: one table lookup a byte, where the tests by range took three
+// or four comparisons.
+const (
+	inName  = 1 << iota // in a header name: a letter, a digit or '-'
+	inValue             // in a value as net/http keeps it (see plainText)
+)
+
+var headBytes = func() (t [256]uint8) {
+	for c := range 256 {
+		if isAlnum(byte(c)) || c == '-' {
+			t[c] |= inName
+		}
+		if c >= ' ' && c != 0x7f || c == '\t' {
+			t[c] |= inValue
+		}
+	}
+	return t
+}()
 
 // trimValue is a header value as net/http keeps it: without the spaces
 // and tabs at its ends.
@@ -262,7 +323,7 @@ func trimValue[T text](v T) T {
 // value as they are: visible ASCII, space, tab, and bytes of 0x80 and up.
 func plainText[T text](s T) bool {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+		if headBytes[s[i]]&inValue == 0 {
 			return false
 		}
 	}

@@ -127,6 +127,7 @@ func TestReadResponseAsNetHTTP(t *testing.T) {
 		{name: "squid", plain: true, raw: "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Type: text/plain\r\nX-Cache: MISS from vm\r\nConnection: Keep-Alive\r\n\r\nabc"},
 		{name: "no reason, empty body", plain: true, raw: "HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n"},
 		{name: "lower-case names, spaces, repeats", plain: true, raw: "HTTP/1.1 503 Service Unavailable \r\ncontent-length:  2 \r\nx-a: 1\r\nX-A:\t2\t\r\nx-b:\r\n\r\nokmore"},
+		{name: "a name three times, others between", plain: true, raw: "HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nContent-Length: 2\r\nset-cookie: b=2\r\nX-A: 1\r\nSet-Cookie: c=3\r\n\r\nok"},
 		{name: "obs-text", plain: true, raw: "HTTP/1.1 200 OK\r\nX-A: caf\xc3\xa9\r\nContent-Length: 1\r\n\r\nx"},
 		{name: "body cut short", plain: true, raw: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"},
 		{name: "HEAD", method: "HEAD", raw: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n"},
@@ -240,22 +241,31 @@ func TestReadResponseNilRequest(t *testing.T) {
 
 // BenchmarkReadResponse: nginx's answer to a GET, read with its 1 KiB
 // body by readResponse and by http.ReadResponse, whole and with its head
-// coming a line at a time.
+// coming a line at a time; and the same answer as squid passes it on, with
+// two headers more (and one name not in canonical form).
 func BenchmarkReadResponse(b *testing.B) {
-	raw := "HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Tue, 01 Dec 2026 21:47:07 GMT\r\nContent-Type: application/octet-stream\r\n" +
+	nginx := "HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Tue, 01 Dec 2026 21:47:07 GMT\r\nContent-Type: application/octet-stream\r\n" +
 		"Content-Length: 1024\r\nLast-Modified: Tue, 01 Dec 2026 21:00:00 GMT\r\nConnection: keep-alive\r\nETag: \"6929f0a0-400\"\r\nAccept-Ranges: bytes\r\n\r\n" +
+		strings.Repeat("x", 1024)
+	squid := "HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Tue, 01 Dec 2026 21:47:07 GMT\r\nContent-Type: application/octet-stream\r\n" +
+		"Content-Length: 1024\r\nLast-Modified: Tue, 01 Dec 2026 21:00:00 GMT\r\nETag: \"6929f0a0-400\"\r\nAccept-Ranges: bytes\r\n" +
+		"X-Cache: MISS from vm\r\nX-Cache-Lookup: MISS from vm:3128\r\nConnection: keep-alive\r\n\r\n" +
 		strings.Repeat("x", 1024)
 	req := &http.Request{Method: "GET"}
 	for _, bc := range []struct {
 		name  string
 		read  func(*bufio.Reader, *http.Request, errorReplayer) (*http.Response, error)
+		raw   string
 		lines bool // the head comes a line at a time, as tinyproxy sends it
 	}{
-		{"fetch", readResponse, false},
-		{"net-http", netHTTPRead, false},
-		{"fetch-lines", readResponse, true},
-		{"net-http-lines", netHTTPRead, true},
+		{"fetch", readResponse, nginx, false},
+		{"net-http", netHTTPRead, nginx, false},
+		{"fetch-lines", readResponse, nginx, true},
+		{"net-http-lines", netHTTPRead, nginx, true},
+		{"fetch-squid", readResponse, squid, false},
+		{"net-http-squid", netHTTPRead, squid, false},
 	} {
+		raw := bc.raw
 		b.Run(bc.name, func(b *testing.B) {
 			src := strings.NewReader(raw)
 			lines := &lineReader{}
@@ -280,5 +290,38 @@ func BenchmarkReadResponse(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestHeadBytes: plainText and indexColon, which look at a byte through
+// the headBytes table, agree with the rule for every byte at every place
+// of a value: a value is plain when none of
+// its bytes is below a space but a tab, or DEL; a name is letters, digits
+// and '-'.
+func TestHeadBytes(t *testing.T) {
+	plainByte := func(c byte) bool { return c >= ' ' && c != 0x7f || c == '\t' }
+	nameByte := func(c byte) bool { return isAlnum(c) || c == '-' }
+	for c := range 256 {
+		for at := range 19 {
+			v := []byte(strings.Repeat("a\x80 ~", 5)[:19]) // plain bytes, some high
+			v[at] = byte(c)
+			if got, want := plainText(string(v)), plainByte(byte(c)); got != want {
+				t.Errorf("plainText(%q) = %v, want %v", v, got, want)
+			}
+			if got, want := plainText(v), plainByte(byte(c)); got != want {
+				t.Errorf("plainText([]byte %q) = %v, want %v", v, got, want)
+			}
+			name := []byte("X-Abc-Def-Ghi-Jkl-M:v")
+			name[at] = byte(c)
+			want := 19 // the colon
+			if c == ':' {
+				want = at
+			} else if !nameByte(byte(c)) {
+				want = -1
+			}
+			if got := indexColon(string(name)); got != want {
+				t.Errorf("indexColon(%q) = %d, want %d", name, got, want)
+			}
+		}
 	}
 }
