@@ -164,11 +164,20 @@ func (ts *transports) h1Dial() dialFunc {
 		}
 		hooks := dialHooks{t: h.t, gen: h.gen}
 		hooks.connectStart(network, addr)
-		c, err := ip.DialContext(ctx, network, addr)
+		c, err := ip.DialContext(withoutDeadline{ctx}, network, addr)
 		hooks.connectDone(network, addr, err)
 		return c, err
 	}
 }
+
+// withoutDeadline is a context with its parent's cancellation and values
+// but no deadline. The attempt's tracker ends the context when the connect
+// timeout or the URL's deadline passes, which cuts a connect in progress;
+// with a deadline on the context as well, net's connect set it on the
+// socket and took it off again, a timer added and removed for every dial.
+type withoutDeadline struct{ context.Context }
+
+func (withoutDeadline) Deadline() (time.Time, bool) { return time.Time{}, false }
 
 // renewing returns a renewing transport made by build.
 func (ts *transports) renewing(build func() *http.Transport) *renewing {
