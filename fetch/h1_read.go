@@ -98,9 +98,7 @@ func readPlainResponse(br *bufio.Reader, req *http.Request, seen int) (resp *htt
 		if !ok {
 			return nil, -1
 		}
-		if !canonicalKey(key) {
-			key = textproto.CanonicalMIMEHeaderKey(key)
-		}
+		key = canonicalName(key)
 		switch key {
 		case "Content-Length":
 			if length >= 0 {
@@ -168,11 +166,7 @@ func valuesOf(lines, key string) []string {
 	for lines != "" {
 		var line string
 		line, lines = cutLine(lines)
-		k, v, _ := headerLine(line)
-		if !canonicalKey(k) {
-			k = textproto.CanonicalMIMEHeaderKey(k)
-		}
-		if k == key {
+		if k, v, _ := headerLine(line); canonicalName(k) == key {
 			vv = append(vv, v)
 		}
 	}
@@ -328,6 +322,15 @@ func plainText[T text](s T) bool {
 		}
 	}
 	return true
+}
+
+// canonicalName is key in canonical form ("Content-Type"), as net/http
+// keeps it: key itself, with no copy, when it is in that form already.
+func canonicalName(key string) string {
+	if canonicalKey(key) {
+		return key
+	}
+	return textproto.CanonicalMIMEHeaderKey(key)
 }
 
 // canonicalKey reports whether key is in canonical form already

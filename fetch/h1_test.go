@@ -87,6 +87,27 @@ func answerAll(answer func(req *http.Request) string) func(net.Conn, func() *htt
 	}
 }
 
+// okAnswer is a whole keep-alive answer with the body "ok".
+const okAnswer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+// answerOK answers every request of a connection with okAnswer.
+func answerOK() func(net.Conn, func() *http.Request) {
+	return answerAll(func(*http.Request) string { return okAnswer })
+}
+
+// withOneIdle starts a server that answers okAnswer and an h1 (testH1(4,
+// 4)) that has fetched from it once, and so holds one idle connection to it.
+func withOneIdle(t *testing.T) (*rawServer, *h1) {
+	t.Helper()
+	srv := startRawServer(t, answerOK())
+	h := testH1(4, 4)
+	t.Cleanup(h.closeIdle)
+	if _, _, _, err := get(context.Background(), h, "GET", "http://"+srv.addr+"/", nil); err != nil {
+		t.Fatal(err)
+	}
+	return srv, h
+}
+
 func testH1(perKey, budget int) *h1 {
 	d := &net.Dialer{Timeout: 5 * time.Second}
 	return newH1(d.DialContext, 1<<10, perKey, budget, time.Now, nil)
@@ -298,7 +319,7 @@ func TestH1SentAgain(t *testing.T) {
 					return
 				}
 				got.Add(1)
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				io.WriteString(c, okAnswer)
 				if next() != nil {
 					got.Add(1) // read, then the connection is closed unanswered
 				}
@@ -348,7 +369,7 @@ func TestH1Cancelled(t *testing.T) {
 	var got atomic.Int64
 	srv := startRawServer(t, answerAll(func(*http.Request) string {
 		got.Add(1)
-		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+		return okAnswer
 	}))
 	h := testH1(4, 4)
 	defer h.closeIdle()
@@ -464,7 +485,7 @@ func TestH1Cancel(t *testing.T) {
 // one idle for longer than the idle timeout is not used, and is closed by
 // the next connection made idle.
 func TestH1IdleBounds(t *testing.T) {
-	ok := answerAll(func(*http.Request) string { return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" })
+	ok := answerOK()
 	var srvs []*rawServer
 	for range 4 {
 		srvs = append(srvs, startRawServer(t, ok))
@@ -547,7 +568,7 @@ func TestH1Proxy(t *testing.T) {
 		mu.Lock()
 		lines = append(lines, req.Method+" "+req.RequestURI+" "+req.Header.Get("Proxy-Authorization"))
 		mu.Unlock()
-		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+		return okAnswer
 	}))
 	h := testH1(4, 4)
 	defer h.closeIdle()
@@ -577,7 +598,7 @@ func TestH1Proxy(t *testing.T) {
 // taken by connections past the idle timeout is kept, and they are
 // closed, not the other way round.
 func TestH1PutSweepsFirst(t *testing.T) {
-	srv := startRawServer(t, answerAll(func(*http.Request) string { return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" }))
+	srv := startRawServer(t, answerOK())
 	now := time.Now()
 	h := testH1(2, 8)
 	h.now = func() time.Time { return now }
@@ -607,12 +628,7 @@ func TestH1PutSweepsFirst(t *testing.T) {
 // TestH1CancelledOnItsConnection: a request cancelled once it has its
 // idle connection, before anything is sent, gives the connection back.
 func TestH1CancelledOnItsConnection(t *testing.T) {
-	srv := startRawServer(t, answerAll(func(*http.Request) string { return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" }))
-	h := testH1(4, 4)
-	defer h.closeIdle()
-	if _, _, _, err := get(context.Background(), h, "GET", "http://"+srv.addr+"/", nil); err != nil {
-		t.Fatal(err)
-	}
+	srv, h := withOneIdle(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { cancel() }})
@@ -742,12 +758,7 @@ func TestH1ConnReplaysOnlyTheLastError(t *testing.T) {
 // keeps its idle list's array: neither the take that empties the list
 // (and deletes its entry) nor the put that fills it again allocates.
 func TestH1IdleListKept(t *testing.T) {
-	srv := startRawServer(t, answerAll(func(*http.Request) string { return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" }))
-	h := testH1(4, 4)
-	defer h.closeIdle()
-	if _, _, _, err := get(context.Background(), h, "GET", "http://"+srv.addr+"/", nil); err != nil {
-		t.Fatal(err)
-	}
+	_, h := withOneIdle(t)
 	if h.n != 1 {
 		t.Fatalf("%d idle connections, want 1", h.n)
 	}

@@ -60,6 +60,27 @@ func TestHistogramQuantiles(t *testing.T) {
 	}
 }
 
+// TestHistBucket: a value's bucket is how many times histBase fits
+// between histFloor and it; below histFloor (zero among them) it is -1.
+func TestHistBucket(t *testing.T) {
+	for _, tc := range []struct {
+		ms   float64
+		want int32
+	}{
+		{0, -1},
+		{histFloor * 0.999, -1},
+		{histFloor, 0},
+		{histFloor * 1.0199, 0},
+		{histFloor * 1.0201, 1},
+		{histFloor * math.Pow(histBase, 100) * 1.001, 100},
+		{histFloor * math.Pow(histBase, 100) * 0.999, 99},
+	} {
+		if got := histBucket(tc.ms); got != tc.want {
+			t.Errorf("histBucket(%g) = %d, want %d", tc.ms, got, tc.want)
+		}
+	}
+}
+
 // TestHistogramBins: values added in any order keep the histogram's bins
 // in bucket order, one bin a bucket, each with its count.
 func TestHistogramBins(t *testing.T) {
