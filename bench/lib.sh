@@ -41,3 +41,109 @@ bench_loopback() {
 	LOOPBACK_PID=$!
 	bench_wait_for "$dir/loopback.ready" ready
 }
+
+# bench_wait_url URL [PROXY]: up to 10 s for URL to answer 200 (through
+# PROXY when given).
+bench_wait_url() {
+	local _ x=()
+	if [ -n "${2:-}" ]; then x=(-x "$2"); fi
+	for _ in $(seq 100); do
+		[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "${x[@]}" "$1" 2>/dev/null)" = 200 ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# bench_proxy_host prints a name for 127.0.0.1 other than localhost from
+# /etc/hosts, else 127.0.0.1: Go clients (vegeta takes its proxy from
+# HTTP_PROXY) never send a loopback IP or localhost to a proxy.
+bench_proxy_host() {
+	local alias
+	alias="$(awk '$1 == "127.0.0.1" && $2 != "localhost" { print $2; exit }' /etc/hosts 2>/dev/null || true)"
+	echo "${alias:-127.0.0.1}"
+}
+
+# The servers: each bench_SERVER DIR PORT ... starts one on 127.0.0.1:PORT
+# with its config and logs in DIR, sets BENCH_PID to its process, waits
+# until it answers and returns non-zero, saying why on stderr, when it does
+# not. The caller stops it.
+
+# bench_nginx DIR PORT: nginx serving /1k and /100k (zeros).
+bench_nginx() {
+	local d="$1" port="$2"
+	mkdir -p "$d/www" "$d/logs"
+	head -c 1024 /dev/zero >"$d/www/1k"
+	head -c 102400 /dev/zero >"$d/www/100k"
+	cat >"$d/nginx.conf" <<-EOF2
+		user root;
+		worker_processes auto;
+		daemon off;
+		pid $d/nginx.pid;
+		error_log $d/logs/error.log warn;
+		events { worker_connections 4096; }
+		http {
+		    access_log off;
+		    sendfile on;
+		    tcp_nopush on;
+		    keepalive_requests 1000000;
+		    keepalive_timeout 60s;
+		    client_body_temp_path $d/body;
+		    proxy_temp_path $d/proxy;
+		    fastcgi_temp_path $d/fastcgi;
+		    uwsgi_temp_path $d/uwsgi;
+		    scgi_temp_path $d/scgi;
+		    server {
+		        listen 127.0.0.1:$port;
+		        root $d/www;
+		    }
+		}
+	EOF2
+	nginx -p "$d" -c "$d/nginx.conf" 2>"$d/logs/stderr" &
+	BENCH_PID=$!
+	bench_wait_url "http://127.0.0.1:$port/1k" && return 0
+	echo "bench: nginx did not start ($(tail -n 1 "$d/logs/stderr" 2>/dev/null))" >&2
+	return 1
+}
+
+# bench_squid DIR PORT CHECK_URL: squid with no cache and no logs, one
+# process (-N); CHECK_URL is fetched through it to see that it is up.
+bench_squid() {
+	local d="$1" port="$2"
+	mkdir -p "$d"
+	chmod 777 "$d"
+	cat >"$d/squid.conf" <<-EOF2
+		http_port 127.0.0.1:$port
+		http_access allow all
+		cache deny all
+		access_log none
+		cache_store_log none
+		cache_log $d/cache.log
+		pid_filename $d/squid.pid
+		coredump_dir $d
+		dns_nameservers 127.0.0.1
+		pinger_enable off
+		shutdown_lifetime 0 seconds
+		max_filedescriptors 8192
+		via off
+		forwarded_for delete
+	EOF2
+	squid -N -f "$d/squid.conf" >"$d/stderr" 2>&1 &
+	BENCH_PID=$!
+	bench_wait_url "$3" "http://127.0.0.1:$port" && return 0
+	echo "bench: squid did not start ($(tail -n 1 "$d/cache.log" 2>/dev/null))" >&2
+	return 1
+}
+
+# bench_tinyproxy DIR PORT CHECK_URL: tinyproxy in the foreground, no Via
+# header, critical messages only.
+bench_tinyproxy() {
+	local d="$1" port="$2"
+	mkdir -p "$d"
+	printf 'Port %s\nListen 127.0.0.1\nTimeout 60\nMaxClients 1024\nAllow 127.0.0.1\nLogLevel Critical\nDisableViaHeader Yes\n' \
+		"$port" >"$d/tinyproxy.conf"
+	tinyproxy -d -c "$d/tinyproxy.conf" >"$d/stderr" 2>&1 &
+	BENCH_PID=$!
+	bench_wait_url "$3" "http://127.0.0.1:$port" && return 0
+	echo "bench: tinyproxy did not start ($(tail -n 1 "$d/stderr" 2>/dev/null))" >&2
+	return 1
+}

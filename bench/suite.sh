@@ -153,55 +153,15 @@ gotarget="$(cat "$work/target.txt")"
 
 mapfile -t ports < <("$work/loopback" -free-ports 3)
 
-# wait_url URL [PROXY]: up to 10 s for URL to answer 200.
-wait_url() {
-	local _ x=()
-	if [ -n "${2:-}" ]; then x=(-x "$2"); fi
-	for _ in $(seq 100); do
-		[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "${x[@]}" "$1" 2>/dev/null)" = 200 ] && return 0
-		sleep 0.1
-	done
-	return 1
-}
-
 # The 1 KiB and 100 KiB target: nginx, else the Go target.
 web="" web_name=""
 if have nginx; then
-	d="$work/nginx"
-	mkdir -p "$d/www" "$d/logs"
-	head -c 1024 /dev/zero >"$d/www/1k"
-	head -c 102400 /dev/zero >"$d/www/100k"
-	cat >"$d/nginx.conf" <<-EOF
-		user root;
-		worker_processes auto;
-		daemon off;
-		pid $d/nginx.pid;
-		error_log $d/logs/error.log warn;
-		events { worker_connections 4096; }
-		http {
-		    access_log off;
-		    sendfile on;
-		    tcp_nopush on;
-		    keepalive_requests 1000000;
-		    keepalive_timeout 60s;
-		    client_body_temp_path $d/body;
-		    proxy_temp_path $d/proxy;
-		    fastcgi_temp_path $d/fastcgi;
-		    uwsgi_temp_path $d/uwsgi;
-		    scgi_temp_path $d/scgi;
-		    server {
-		        listen 127.0.0.1:${ports[0]};
-		        root $d/www;
-		    }
-		}
-	EOF
-	nginx -p "$d" -c "$d/nginx.conf" 2>"$d/logs/stderr" &
-	server_pids+=($!)
-	if wait_url "http://127.0.0.1:${ports[0]}/1k"; then
+	if bench_nginx "$work/nginx" "${ports[0]}"; then
 		web="http://127.0.0.1:${ports[0]}" web_name="nginx $(nginx -v 2>&1 | sed 's|.*/||')"
 	else
-		echo "suite.sh: nginx did not start ($(tail -n 1 "$d/logs/stderr" 2>/dev/null)): using the Go target"
+		echo "suite.sh: using the Go target"
 	fi
+	server_pids+=("$BENCH_PID")
 else
 	echo "suite.sh: nginx is not installed (or is in BENCH_SKIP): the 1 KiB and 100 KiB URLs come from the Go target"
 fi
@@ -215,53 +175,30 @@ web_path() {
 }
 [ -n "$web" ] || web="$gotarget" web_name="Go target"
 
-# A name for 127.0.0.1 other than localhost: Go clients (vegeta takes its
-# proxy from HTTP_PROXY) never send a loopback IP or localhost to a proxy.
-alias_host="$(awk '$1 == "127.0.0.1" && $2 != "localhost" { print $2; exit }' /etc/hosts 2>/dev/null || true)"
-proxy_host="${alias_host:-127.0.0.1}"
+# A name for 127.0.0.1 other than localhost (see bench_proxy_host); with
+# none, vegeta and wrk are left out of the proxy cases.
+proxy_host="$(bench_proxy_host)"
+alias_host=""
+[ "$proxy_host" = 127.0.0.1 ] || alias_host="$proxy_host"
+check_url="http://$proxy_host:${web#http://127.0.0.1:}$(web_path 1024)"
 
 squid_url=""
 if have squid && want squid; then
-	d="$work/squid"
-	mkdir -p "$d"
-	chmod 777 "$d"
-	cat >"$d/squid.conf" <<-EOF
-		http_port 127.0.0.1:${ports[1]}
-		http_access allow all
-		cache deny all
-		access_log none
-		cache_store_log none
-		cache_log $d/cache.log
-		pid_filename $d/squid.pid
-		coredump_dir $d
-		dns_nameservers 127.0.0.1
-		pinger_enable off
-		shutdown_lifetime 0 seconds
-		max_filedescriptors 8192
-		via off
-		forwarded_for delete
-	EOF
-	squid -N -f "$d/squid.conf" >"$d/stderr" 2>&1 &
-	server_pids+=($!)
-	if wait_url "http://$proxy_host:${web#http://127.0.0.1:}$(web_path 1024)" "http://127.0.0.1:${ports[1]}"; then
+	if bench_squid "$work/squid" "${ports[1]}" "$check_url"; then
 		squid_url="http://127.0.0.1:${ports[1]}"
 	else
-		echo "suite.sh: squid did not start ($(tail -n 1 "$d/cache.log" 2>/dev/null)): skipped"
+		echo "suite.sh: squid skipped"
 	fi
+	server_pids+=("$BENCH_PID")
 fi
 tinyproxy_url=""
 if have tinyproxy && want tinyproxy; then
-	d="$work/tinyproxy"
-	mkdir -p "$d"
-	printf 'Port %s\nListen 127.0.0.1\nTimeout 60\nMaxClients 1024\nAllow 127.0.0.1\nLogLevel Critical\nDisableViaHeader Yes\n' \
-		"${ports[2]}" >"$d/tinyproxy.conf"
-	tinyproxy -d -c "$d/tinyproxy.conf" >"$d/stderr" 2>&1 &
-	server_pids+=($!)
-	if wait_url "http://$proxy_host:${web#http://127.0.0.1:}$(web_path 1024)" "http://127.0.0.1:${ports[2]}"; then
+	if bench_tinyproxy "$work/tinyproxy" "${ports[2]}" "$check_url"; then
 		tinyproxy_url="http://127.0.0.1:${ports[2]}"
 	else
-		echo "suite.sh: tinyproxy did not start ($(tail -n 1 "$d/stderr" 2>/dev/null)): skipped"
+		echo "suite.sh: tinyproxy skipped"
 	fi
+	server_pids+=("$BENCH_PID")
 fi
 
 # mklist NAME N PREFIX [SUFFIX]: the same N URLs PREFIX<i>SUFFIX as a fetch
