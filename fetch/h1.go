@@ -98,10 +98,22 @@ type h1Conn struct {
 	limit int64   // bytes that may still be read: bounds the response headers
 	rerr  error   // the last Read's error (nil when it had none)
 	again bool    // the next Read returns rerr, without reading (see replayError)
+	hold  bool    // Write keeps what bw flushes in out, for the next Read to send (see exchange)
+	out   []byte  // a request held by Write: bw's own buffer, untouched until out is sent
+	werr  error   // the error of the write of out, from the Read that sent it
 	since time.Time
 	prev  *h1Conn
 	next  *h1Conn
-	peeker
+	sock
+}
+
+// Write writes for bw, or keeps p in out when hold is set.
+func (pc *h1Conn) Write(p []byte) (int, error) {
+	if pc.hold {
+		pc.out = p
+		return len(p), nil
+	}
+	return pc.c.Write(p)
 }
 
 // Read reads from the connection for br, within limit.
@@ -117,9 +129,36 @@ func (pc *h1Conn) Read(p []byte) (int, error) {
 	if int64(len(p)) > pc.limit {
 		p = p[:pc.limit]
 	}
-	n, err := pc.c.Read(p)
+	var n int
+	var err error
+	if pc.out != nil {
+		n, err = pc.send(p)
+	} else {
+		n, err = pc.c.Read(p)
+	}
 	pc.limit -= int64(n)
 	pc.rerr = err // nil after a read that went well: never an older read's error
+	return n, err
+}
+
+// send writes out and reads the start of its answer into p (see
+// sock.sendThenRead). A write's error is kept in werr, for exchange to
+// tell from a read's, and Read returns it too.
+func (pc *h1Conn) send(p []byte) (int, error) {
+	out := pc.out
+	pc.out = nil
+	n, rest, werr, err := pc.sendThenRead(pc.c, out, p)
+	if werr == nil && err == nil && len(rest) > 0 {
+		// The socket took only part: the rest as any write, the answer
+		// as any read.
+		if _, werr = pc.c.Write(rest); werr == nil {
+			n, err = pc.c.Read(p)
+		}
+	}
+	if werr != nil {
+		pc.werr = werr
+		return 0, werr
+	}
 	return n, err
 }
 
@@ -204,13 +243,22 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 		trace.WroteRequest(httptrace.WroteRequestInfo{Err: err})
 	}
 	if err == nil {
+		// On a socket the request is held, and written by the first read
+		// of its answer, which then waits for the answer before it reads
+		// (see sock.sendThenRead): one system call less a request.
+		pc.hold = pc.canSend()
 		err = pc.bw.Flush()
+		pc.hold = false
 	}
 	if err != nil {
 		return fail(err, true)
 	}
 	pc.limit = t.maxHeader
 	if _, err := pc.br.Peek(1); err != nil {
+		if werr := pc.werr; werr != nil {
+			pc.werr = nil
+			return fail(werr, true) // as a failed Flush
+		}
 		return fail(t.readError(pc, err), true)
 	}
 	if trace != nil && trace.GotFirstResponseByte != nil {
@@ -294,13 +342,13 @@ func (t *h1) conn(ctx context.Context, key string, proxied bool) (*h1Conn, bool,
 		return nil, false, err
 	}
 	pc := &h1Conn{key: key, c: c, limit: unlimited}
-	pc.peeker.init(c)
+	pc.sock.init(c)
 	b, ok := t.bufs.Get().(*h1Bufs)
 	if ok {
 		b.br.Reset(pc)
-		b.bw.Reset(c)
+		b.bw.Reset(pc)
 	} else {
-		b = &h1Bufs{br: bufio.NewReaderSize(pc, 4<<10), bw: bufio.NewWriterSize(c, 4<<10)}
+		b = &h1Bufs{br: bufio.NewReaderSize(pc, 4<<10), bw: bufio.NewWriterSize(pc, 4<<10)}
 	}
 	pc.bufs, pc.br, pc.bw = b, b.br, b.bw
 	return pc, false, nil

@@ -1,0 +1,142 @@
+//go:build unix
+
+package fetch
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestH1SendThenRead: a request held for the first read of its answer is
+// written, and its answer read, on every path of sock.sendThenRead: the
+// socket takes it all (the first read then waits for the answer before it
+// reads), the socket's send buffer is full (the rest goes as any write, the
+// answer is read as any read), and the write fails (the request fails with
+// the write's error, as a failed write fails it in net/http: not as a
+// broken read). Tolerance: the 5 s deadlines only keep a wrong version from
+// hanging; nothing is timed.
+func TestH1SendThenRead(t *testing.T) {
+	const req = "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+	for _, tc := range []struct {
+		name string
+		full bool // the client's send buffer is filled first
+	}{
+		{name: "taken whole"},
+		{name: "send buffer full", full: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			drain := make(chan struct{})
+			got := make(chan string, 1)
+			go func() {
+				s, err := ln.Accept()
+				if err != nil {
+					got <- err.Error()
+					return
+				}
+				defer s.Close()
+				<-drain
+				br := bufio.NewReader(s)
+				for {
+					b, err := br.ReadByte()
+					if err != nil {
+						got <- err.Error()
+						return
+					}
+					if b == 'G' {
+						br.UnreadByte()
+						break
+					}
+				}
+				r, err := http.ReadRequest(br)
+				if err != nil {
+					got <- err.Error()
+					return
+				}
+				got <- r.Method + " " + r.URL.Path
+				io.WriteString(s, okAnswer)
+				// Wait for the client to close, so that the answer is not cut
+				// by a reset of unread bytes.
+				io.Copy(io.Discard, s)
+			}()
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			if tc.full {
+				// Fill the socket's send buffer (and the server's receive
+				// buffer): a write that stops at a deadline leaves it full.
+				c.(*net.TCPConn).SetWriteBuffer(4096)
+				c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+				filler := make([]byte, 8<<20)
+				for i := range filler {
+					filler[i] = 'x'
+				}
+				if _, err := c.Write(filler); !isTimeout(err) {
+					t.Fatalf("filling: %v, want a timeout", err)
+				}
+				c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			}
+			close(drain)
+			pc := &h1Conn{c: c, limit: unlimited}
+			pc.sock.init(c)
+			if !pc.canSend() {
+				t.Fatal("a TCP connection cannot sendThenRead")
+			}
+			pc.out = []byte(req)
+			b, err := io.ReadAll(io.LimitReader(pc, int64(len(okAnswer))))
+			if err != nil || string(b) != okAnswer {
+				t.Fatalf("read %q, %v; want %q", b, err, okAnswer)
+			}
+			if s := <-got; s != "GET /" {
+				t.Errorf("server got %q, want GET /", s)
+			}
+			if pc.out != nil || pc.sock.out != nil {
+				t.Error("the request is still held after it was sent")
+			}
+		})
+	}
+}
+
+// TestH1SendFails: a request on a connection that cannot be written (its
+// sending side shut) fails with the write's error, not a read's, and is not
+// sent again (the connection was new).
+func TestH1SendFails(t *testing.T) {
+	srv := startRawServer(t, answerOK())
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	dials := 0
+	h := newH1(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials++
+		c, err := d.DialContext(ctx, network, addr)
+		if err == nil {
+			err = c.(*net.TCPConn).CloseWrite()
+		}
+		return c, err
+	}, 1<<10, 4, 4, time.Now, nil)
+	defer h.closeIdle()
+	_, _, _, err := get(context.Background(), h, "GET", "http://"+srv.addr+"/", nil)
+	var oe *net.OpError
+	if !errors.As(err, &oe) || oe.Op != "write" || !errors.Is(err, syscall.EPIPE) {
+		t.Fatalf("%v, want a write's broken pipe", err)
+	}
+	if strings.Contains(err.Error(), "connection broken") {
+		t.Errorf("%v: worded as a failed read", err)
+	}
+	if dials != 1 {
+		t.Errorf("%d dials, want 1", dials)
+	}
+}
