@@ -101,6 +101,7 @@ type h1Conn struct {
 	hold  bool    // Write keeps what bw flushes in out, for the next Read to send (see exchange)
 	out   []byte  // a request held by Write: bw's own buffer, untouched until out is sent
 	werr  error   // the error of the write of out, from the Read that sent it
+	get   bool    // the request is a GET: its answer is judged while it comes (see owed)
 	since time.Time
 	prev  *h1Conn
 	next  *h1Conn
@@ -138,6 +139,12 @@ func (pc *h1Conn) Read(p []byte) (int, error) {
 	}
 	pc.limit -= int64(n)
 	pc.rerr = err // nil after a read that went well: never an older read's error
+	if n > 0 && err != nil {
+		// An error after bytes (send reads on past the first): the next
+		// Read's, as a socket tells it.
+		pc.again = true
+		return n, nil
+	}
 	return n, err
 }
 
@@ -147,7 +154,11 @@ func (pc *h1Conn) Read(p []byte) (int, error) {
 func (pc *h1Conn) send(p []byte) (int, error) {
 	out := pc.out
 	pc.out = nil
-	n, rest, werr, err := pc.sendThenRead(pc.c, out, p)
+	var more func([]byte) bool
+	if pc.get {
+		more = owed
+	}
+	n, rest, werr, err := pc.sendThenRead(pc.c, out, p, more)
 	if werr == nil && err == nil && len(rest) > 0 {
 		// The socket took only part: the rest as any write, the answer
 		// as any read.
@@ -247,6 +258,7 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 		// of its answer, which then waits for the answer before it reads
 		// (see sock.sendThenRead): one system call less a request.
 		pc.hold = pc.canSend()
+		pc.get = req.Method == "" || req.Method == http.MethodGet
 		err = pc.bw.Flush()
 		pc.hold = false
 	}

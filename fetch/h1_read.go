@@ -173,6 +173,46 @@ func valuesOf(lines, key string) []string {
 	return vv
 }
 
+// owed reports whether buf, the start of an answer to a GET, must be
+// followed by more bytes before readResponse has the head and the body
+// whole: a head not yet ended that readResponse waits on (every line so
+// far one it takes, see headSoFar), or a head that ended, with a status
+// that has a body, one Content-Length and no Transfer-Encoding, and fewer
+// bytes of that body than its length. Anything else is not owed: the
+// caller reads no further than it would have.
+func owed(buf []byte) bool {
+	end := headEnd(buf, 0)
+	if end < 0 {
+		return headSoFar(buf, 0) >= 0
+	}
+	if !bytes.HasPrefix(buf, []byte(http11)) {
+		return false
+	}
+	line, rest := cutLine(buf[:end+2])
+	if _, _, ok := statusLine(line); !ok {
+		return false
+	}
+	length := int64(-1)
+	for len(rest) > 0 {
+		line, rest = cutLine(rest)
+		key, value, ok := headerLine(line)
+		switch {
+		case !ok:
+			return false
+		case asciiEqualFold(key, "Content-Length"):
+			if length >= 0 {
+				return false
+			}
+			if length = parseLength(value); length < 0 {
+				return false
+			}
+		case asciiEqualFold(key, "Transfer-Encoding"):
+			return false
+		}
+	}
+	return int64(len(buf)-(end+4)) < length
+}
+
 // headSoFar looks at buf, a head not yet all read whose first seen bytes
 // are lines looked at before, and returns how much of it is whole lines
 // that readPlainResponse takes: HTTP/1.1 (or the start of it), a status
@@ -349,8 +389,8 @@ func canonicalKey(key string) bool {
 
 // parseLength parses a Content-Length as net/http does, or returns -1
 // where it would fail (or take it another way).
-func parseLength(v string) int64 {
-	if v == "" || len(v) > 18 {
+func parseLength[T text](v T) int64 {
+	if len(v) == 0 || len(v) > 18 {
 		return -1
 	}
 	var n int64
@@ -365,7 +405,7 @@ func parseLength(v string) int64 {
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
-func asciiEqualFold(s, t string) bool {
+func asciiEqualFold[T text](s T, t string) bool {
 	if len(s) != len(t) {
 		return false
 	}

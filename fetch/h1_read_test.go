@@ -325,3 +325,90 @@ func TestHeadBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestOwed: the start of an answer is owed more exactly while the head is
+// not ended (and readResponse waits on it) or the body of a Content-Length
+// is short; any answer h1 does not frame itself is never owed more.
+func TestOwed(t *testing.T) {
+	const head = "HTTP/1.1 200 OK\r\nServer: squid\r\nContent-Length: 4\r\n\r\n"
+	for _, tc := range []struct {
+		name, buf string
+		want      bool
+	}{
+		{"status line cut", "HTTP/1.1 20", true},
+		{"head cut after a line (tinyproxy)", "HTTP/1.1 200 OK\r\nServer: tiny\r\n", true},
+		{"head cut in a line", "HTTP/1.1 200 OK\r\nServ", true},
+		{"head without its body (squid)", head, true},
+		{"body cut", head + "ab", true},
+		{"whole", head + "abcd", false},
+		{"more than the body", head + "abcdHTTP", false},
+		{"empty body", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false},
+		{"no length", "HTTP/1.1 200 OK\r\nServer: x\r\n\r\n", false},
+		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n", false},
+		{"two lengths", "HTTP/1.1 200 OK\r\nContent-Length: 4\r\ncontent-length: 4\r\n\r\n", false},
+		{"bad length", "HTTP/1.1 200 OK\r\nContent-Length: 4x\r\n\r\n", false},
+		{"lower-case length", "HTTP/1.1 200 OK\r\ncontent-LENGTH: 4\r\n\r\nab", true},
+		{"204", "HTTP/1.1 204 No Content\r\nContent-Length: 4\r\n\r\n", false},
+		{"304", "HTTP/1.1 304 Not Modified\r\nContent-Length: 4\r\n\r\n", false},
+		{"100 continue", "HTTP/1.1 100 Continue\r\n", false},
+		{"HTTP/1.0", "HTTP/1.0 200 OK\r\nContent-Length: 4\r\n\r\n", false},
+		{"not HTTP", "SSH-2.0-OpenSSH\r\n", false},
+		{"bare LF", "HTTP/1.1 200 OK\nContent-Length: 4\n", false},
+		{"bare LF ended", "HTTP/1.1 200 OK\nContent-Length: 4\n\n", false},
+		{"folded line", "HTTP/1.1 200 OK\r\nX: a\r\n b\r\n", false},
+	} {
+		if got := owed([]byte(tc.buf)); got != tc.want {
+			t.Errorf("%s: owed(%q) = %v, want %v", tc.name, tc.buf, got, tc.want)
+		}
+	}
+}
+
+// moreReader stands for a server that has sent nothing more yet: a read
+// of it panics with errMore, as a read that would wait.
+type moreReader struct{}
+
+func (moreReader) Read([]byte) (int, error) { panic(errMore) }
+
+// errMore is the read past what a server has sent so far.
+var errMore = errors.New("more asked for")
+
+// asksMore reports whether net/http, reading start as a GET's answer (head
+// and body to its end), reads past it.
+func asksMore(start string) (asked bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if r != errMore {
+				panic(r)
+			}
+			asked = true
+		}
+	}()
+	src := io.MultiReader(strings.NewReader(start), moreReader{})
+	resp, err := http.ReadResponse(bufio.NewReader(src), &http.Request{Method: "GET"})
+	if err == nil {
+		_, err = io.ReadAll(resp.Body)
+	}
+	return false, err
+}
+
+// FuzzOwed: whenever owed says the start of an answer must go on, net/http,
+// reading that start of a GET's answer (head and body to its end), would
+// wait for more: so that h1 waiting for more, where it would have returned
+// the bytes to the reader, waits no longer than net/http would.
+func FuzzOwed(f *testing.F) {
+	f.Add("HTTP/1.1 200 OK\r\nServer: squid\r\nContent-Length: 4\r\n\r\nabcd")
+	f.Add("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\n")
+	f.Add("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nConnection: keep-alive\r\n\r\n")
+	f.Add("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na")
+	f.Fuzz(func(t *testing.T, raw string) {
+		for k := 1; k <= len(raw); k++ {
+			start := raw[:k]
+			if !owed([]byte(start)) {
+				continue
+			}
+			if asked, err := asksMore(start); !asked {
+				t.Fatalf("owed(%q), but net/http read it without more: %v", start, err)
+			}
+		}
+	})
+}

@@ -24,9 +24,11 @@ type sock struct {
 	err  error
 
 	xfer func(fd uintptr) bool
-	out  []byte // what is still to be written
-	in   []byte // where the answer goes
-	werr error  // the write's error
+	out  []byte            // what is still to be written
+	in   []byte            // where the answer goes; n bytes of it read
+	owed func([]byte) bool // whether the answer read so far must go on
+	werr error             // the write's error
+	eof  bool              // the other side closed the connection
 }
 
 func (s *sock) init(c net.Conn) {
@@ -67,41 +69,47 @@ func (s *sock) peek() ([]byte, error) {
 // canSend reports whether sendThenRead works on this connection.
 func (s *sock) canSend() bool { return s.raw != nil }
 
-// sendThenRead writes out and reads the first bytes of the answer into p.
+// sendThenRead writes out and reads the start of its answer into p,
+// reading on while owed, when not nil, says that the bytes read so far of
+// the answer must be followed by more.
 //
 // Why: net.Conn's Read tries the socket before it waits, and right after a
 // request the answer is never there yet: one system call per request that
-// finds nothing (EAGAIN). Here the write happens inside the read's own
-// callback, after the poller has forgotten what it saw of the socket
-// (RawConn.Read resets it before the first call), so that any byte of the
-// answer arrives after that reset and wakes the wait: the first read
-// happens once something has come.
+// finds nothing (EAGAIN). And so again for each piece of an answer that
+// comes in pieces (squid writes the head, then the body; tinyproxy each
+// header line). Here the write happens inside the read's own callback,
+// after the poller has forgotten what it saw of the socket (RawConn.Read
+// resets it before the first call), so that any byte of the answer
+// arrives after that reset and wakes the wait: the first read happens once
+// something has come. A read that does not fill p has emptied the socket,
+// so that what comes after it wakes the next wait too: while more is owed,
+// it waits again, in the same call, where a new Read would try first.
 //
 // When the socket takes only part of out (its send buffer is full), the
-// rest is left in out and sendThenRead returns with nothing read: the
-// caller writes the rest and reads as usual. The write's error comes back
-// as werr, as net.Conn's Write words it; a read's as net.Conn's Read words
-// it.
-func (s *sock) sendThenRead(c net.Conn, out, p []byte) (n int, rest []byte, werr, rerr error) {
-	s.out, s.in, s.n, s.err, s.werr = out, p, 0, nil, nil
-	err := s.raw.Read(s.xfer)
-	n, rest, werr, rerr = s.n, s.out, s.werr, s.err
-	s.out, s.in, s.err, s.werr = nil, nil, nil, nil
+// rest is left in rest and nothing is read: the caller writes the rest and
+// reads as usual. The write's error comes back as werr, as net.Conn's
+// Write words it; a read's as net.Conn's Read words it, after the n bytes
+// read before it.
+func (s *sock) sendThenRead(c net.Conn, out, p []byte, owed func([]byte) bool) (n int, rest []byte, werr, err error) {
+	s.out, s.in, s.owed, s.n, s.err, s.werr, s.eof = out, p, owed, 0, nil, nil, false
+	perr := s.raw.Read(s.xfer)
+	n, rest, werr, rerr, eof := s.n, s.out, s.werr, s.err, s.eof
+	s.out, s.in, s.owed, s.err, s.werr = nil, nil, nil, nil, nil
 	switch {
 	case werr != nil:
 		return 0, rest, &net.OpError{Op: "write", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("write", werr)}, nil
-	case err != nil:
+	case perr != nil:
 		// The poller's own: a deadline, a closed connection. RawConn names
 		// its operation "raw-read"; net.Conn's Read would say "read".
-		if oe, ok := err.(*net.OpError); ok {
+		if oe, ok := perr.(*net.OpError); ok {
 			oe.Op = "read"
 		}
-		return 0, rest, nil, err
+		return n, rest, nil, perr
 	case len(rest) > 0:
 		return 0, rest, nil, nil
 	case rerr != nil:
-		return 0, nil, nil, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("read", rerr)}
-	case n == 0 && len(p) > 0:
+		return n, nil, nil, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("read", rerr)}
+	case eof && n == 0 && len(p) > 0:
 		return 0, nil, nil, io.EOF
 	}
 	return n, nil, nil, nil
@@ -131,17 +139,22 @@ func (s *sock) transfer(fd uintptr) bool {
 		}
 	}
 	for {
-		n, err := syscall.Read(int(fd), s.in)
-		switch err {
-		case syscall.EINTR:
+		n, err := syscall.Read(int(fd), s.in[s.n:])
+		switch {
+		case err == syscall.EINTR:
 			continue
-		case syscall.EAGAIN: // woken by what was there before: wait again
+		case err == syscall.EAGAIN: // woken by bytes already read: wait again
 			return false
-		case nil:
-			s.n = n
-		default:
+		case err != nil:
 			s.err = err
+			return true
+		case n == 0:
+			s.eof = true
+			return true
 		}
-		return true
+		s.n += n
+		// A read that did not fill the buffer emptied the socket: what
+		// comes next wakes the wait.
+		return s.n == len(s.in) || s.owed == nil || !s.owed(s.in[:s.n])
 	}
 }
