@@ -44,7 +44,10 @@ func (s *sock) init(c net.Conn) {
 	s.look = func(fd uintptr) bool {
 		// The socket is non-blocking, as Go makes every one: EAGAIN when
 		// nothing has come.
-		s.n, _, s.err = syscall.Recvfrom(int(fd), s.buf[:], syscall.MSG_PEEK)
+		var e syscall.Errno
+		if s.n, e = sysPeek(int(fd), s.buf[:]); e != 0 {
+			s.n, s.err = 0, e
+		}
 		return true // never wait: the answer is now
 	}
 	s.xfer = s.transfer
@@ -120,15 +123,15 @@ func (s *sock) sendThenRead(c net.Conn, out, p []byte, owed func([]byte) bool) (
 func (s *sock) transfer(fd uintptr) bool {
 	if len(s.out) > 0 {
 		for {
-			n, err := syscall.Write(int(fd), s.out)
-			if err == syscall.EINTR {
+			n, e := sysWrite(int(fd), s.out)
+			if e == syscall.EINTR {
 				continue
 			}
-			if err == syscall.EAGAIN {
+			if e == syscall.EAGAIN {
 				return true // the socket's buffer is full: the caller writes the rest
 			}
-			if err != nil {
-				s.werr = err
+			if e != 0 {
+				s.werr = e
 				return true
 			}
 			s.out = s.out[n:]
@@ -139,14 +142,14 @@ func (s *sock) transfer(fd uintptr) bool {
 		}
 	}
 	for {
-		n, err := syscall.Read(int(fd), s.in[s.n:])
+		n, e := sysRead(int(fd), s.in[s.n:])
 		switch {
-		case err == syscall.EINTR:
+		case e == syscall.EINTR:
 			continue
-		case err == syscall.EAGAIN: // woken by bytes already read: wait again
+		case e == syscall.EAGAIN: // woken by bytes already read: wait again
 			return false
-		case err != nil:
-			s.err = err
+		case e != 0:
+			s.err = e
 			return true
 		case n == 0:
 			s.eof = true
