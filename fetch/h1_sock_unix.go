@@ -14,16 +14,16 @@ var errWouldBlock = syscall.EAGAIN
 
 // sock does what h1 does with a connection's socket beyond net.Conn: a
 // look at what waits on it (peek), and a request written with its answer
-// awaited in one step (sendThenRead). It is set up once per connection, so
-// that neither allocates.
+// awaited in one step (sendThenRead). It is set up once per connection,
+// one function value for both, so that neither allocates.
 type sock struct {
-	raw  syscall.RawConn // nil: not a socket (a test's pipe): taken to be quiet, and written as any net.Conn
-	look func(fd uintptr) bool
-	buf  [16]byte
-	n    int
-	err  error
+	raw    syscall.RawConn // nil: not a socket (a test's pipe): taken to be quiet, and written as any net.Conn
+	onFd   func(fd uintptr) bool
+	peeked bool // onFd peeks, else it transfers
+	buf    [16]byte
+	n      int
+	err    error
 
-	xfer func(fd uintptr) bool
 	out  []byte            // what is still to be written
 	in   []byte            // where the answer goes; n bytes of it read
 	owed func([]byte) bool // whether the answer read so far must go on
@@ -41,16 +41,21 @@ func (s *sock) init(c net.Conn) {
 		return
 	}
 	s.raw = raw
-	s.look = func(fd uintptr) bool {
-		// The socket is non-blocking, as Go makes every one: EAGAIN when
-		// nothing has come.
-		var e syscall.Errno
-		if s.n, e = sysPeek(int(fd), s.buf[:]); e != 0 {
-			s.n, s.err = 0, e
-		}
-		return true // never wait: the answer is now
+	s.onFd = s.call
+}
+
+// call is RawConn's callback for peek and for sendThenRead.
+func (s *sock) call(fd uintptr) bool {
+	if !s.peeked {
+		return s.transfer(fd)
 	}
-	s.xfer = s.transfer
+	// The socket is non-blocking, as Go makes every one: EAGAIN when
+	// nothing has come.
+	var e syscall.Errno
+	if s.n, e = sysPeek(int(fd), s.buf[:]); e != 0 {
+		s.n, s.err = 0, e
+	}
+	return true // never wait: the answer is now
 }
 
 // peek returns the start of what is waiting: nothing and no error when the
@@ -60,7 +65,10 @@ func (s *sock) peek() ([]byte, error) {
 	if s.raw == nil {
 		return nil, errWouldBlock
 	}
-	if err := s.raw.Read(s.look); err != nil {
+	s.peeked = true
+	err := s.raw.Read(s.onFd)
+	s.peeked = false
+	if err != nil {
 		return nil, err
 	}
 	if s.err != nil {
@@ -95,7 +103,7 @@ func (s *sock) canSend() bool { return s.raw != nil }
 // read before it.
 func (s *sock) sendThenRead(c net.Conn, out, p []byte, owed func([]byte) bool) (n int, rest []byte, werr, err error) {
 	s.out, s.in, s.owed, s.n, s.err, s.werr, s.eof = out, p, owed, 0, nil, nil, false
-	perr := s.raw.Read(s.xfer)
+	perr := s.raw.Read(s.onFd)
 	n, rest, werr, rerr, eof := s.n, s.out, s.werr, s.err, s.eof
 	s.out, s.in, s.owed, s.err, s.werr = nil, nil, nil, nil, nil
 	switch {
