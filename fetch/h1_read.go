@@ -174,43 +174,14 @@ func valuesOf(lines, key string) []string {
 }
 
 // owed reports whether buf, the start of an answer to a GET, must be
-// followed by more bytes before readResponse has the head and the body
-// whole: a head not yet ended that readResponse waits on (every line so
-// far one it takes, see headSoFar), or a head that ended, with a status
-// that has a body, one Content-Length and no Transfer-Encoding, and fewer
-// bytes of that body than its length. Anything else is not owed: the
-// caller reads no further than it would have.
+// followed by more bytes before readResponse has its head whole: a head not
+// yet ended that readResponse waits on (every line so far one it takes, see
+// headSoFar). Once the head has ended nothing more is owed, body or not:
+// the wait for a body is the body phase's, under --idle-timeout, and begins
+// when the head is handed on, where a wait here would be bounded by
+// --header-timeout and named so.
 func owed(buf []byte) bool {
-	end := headEnd(buf, 0)
-	if end < 0 {
-		return headSoFar(buf, 0) >= 0
-	}
-	if !bytes.HasPrefix(buf, []byte(http11)) {
-		return false
-	}
-	line, rest := cutLine(buf[:end+2])
-	if _, _, ok := statusLine(line); !ok {
-		return false
-	}
-	length := int64(-1)
-	for len(rest) > 0 {
-		line, rest = cutLine(rest)
-		key, value, ok := headerLine(line)
-		switch {
-		case !ok:
-			return false
-		case asciiEqualFold(key, "Content-Length"):
-			if length >= 0 {
-				return false
-			}
-			if length = parseLength(value); length < 0 {
-				return false
-			}
-		case asciiEqualFold(key, "Transfer-Encoding"):
-			return false
-		}
-	}
-	return int64(len(buf)-(end+4)) < length
+	return headEnd(buf, 0) < 0 && headSoFar(buf, 0) >= 0
 }
 
 // headSoFar looks at buf, a head not yet all read whose first seen bytes

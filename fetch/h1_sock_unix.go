@@ -82,19 +82,19 @@ func (s *sock) canSend() bool { return s.raw != nil }
 
 // sendThenRead writes out and reads the start of its answer into p,
 // reading on while owed, when not nil, says that the bytes read so far of
-// the answer must be followed by more.
+// the answer must be followed by more (a head not ended).
 //
 // Why: net.Conn's Read tries the socket before it waits, and right after a
 // request the answer is never there yet: one system call per request that
-// finds nothing (EAGAIN). And so again for each piece of an answer that
-// comes in pieces (squid writes the head, then the body; tinyproxy each
-// header line). Here the write happens inside the read's own callback,
-// after the poller has forgotten what it saw of the socket (RawConn.Read
-// resets it before the first call), so that any byte of the answer
-// arrives after that reset and wakes the wait: the first read happens once
-// something has come. A read that does not fill p has emptied the socket,
-// so that what comes after it wakes the next wait too: while more is owed,
-// it waits again, in the same call, where a new Read would try first.
+// finds nothing (EAGAIN). And so again for each piece of a head that comes
+// in pieces (tinyproxy writes each header line). Here the write happens
+// inside the read's own callback, after the poller has forgotten what it
+// saw of the socket (RawConn.Read resets it before the first call), so
+// that any byte of the answer arrives after that reset and wakes the wait:
+// the first read happens once something has come. A read that does not
+// fill p has emptied the socket, so that what comes after it wakes the next
+// wait too: while more is owed, it waits again, in the same call, where a
+// new Read would try first.
 //
 // When the socket takes only part of out (its send buffer is full), the
 // rest is left in rest and nothing is read: the caller writes the rest and
