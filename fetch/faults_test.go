@@ -248,6 +248,19 @@ func targetFaults(env *faultEnv) []targetFault {
 			want: same(fails("body", "deadline", 1, faultTotal)),
 		},
 		{
+			// Headers with a Content-Length and part of the body come at
+			// once: the wait for the rest is the body phase's, bounded by
+			// the idle limit, whoever reads the head.
+			name: "body with its length stalls",
+			url: func(env *faultEnv, scheme, _ string) string {
+				if scheme == "https" {
+					return env.f.TLSURL + "/stall?size=800"
+				}
+				return env.f.URL + "/stall?size=800"
+			},
+			want: same(fails("body", "timeout", 2, faultIdle).says_("--idle-timeout")),
+		},
+		{
 			name: "reset mid-body",
 			url: func(env *faultEnv, scheme, _ string) string {
 				if scheme == "https" {

@@ -56,6 +56,9 @@ type Faults struct {
 	//	/reset?size=N&after=M  headers with Content-Length N (default 1024),
 	//	                       M bytes of body (default N/2), then a TCP
 	//	                       reset (SO_LINGER 0 close) in the middle of it
+	//	/stall?size=N&after=M  the same headers and bytes, then nothing more
+	//	                       until the client closes (30 s at most): a body
+	//	                       with a length that stalls
 	URL, TLSURL string
 	CertPool    *x509.CertPool
 	CertPEM     []byte
@@ -181,15 +184,18 @@ func (f *Faults) Close() {
 func serveFault(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/reset":
-		serveReset(w, r)
+		servePart(w, r, false)
+	case "/stall":
+		servePart(w, r, true)
 	default:
 		http.Error(w, "fetchtest: no such fault "+r.URL.Path, http.StatusNotFound)
 	}
 }
 
-// serveReset sends headers and part of the body, then resets the
-// connection.
-func serveReset(w http.ResponseWriter, r *http.Request) {
+// servePart sends headers with a Content-Length and part of the body,
+// then resets the connection, or with stall waits for the client to close
+// it.
+func servePart(w http.ResponseWriter, r *http.Request, stall bool) {
 	q := r.URL.Query()
 	size := int64(1024)
 	var err error
@@ -217,6 +223,11 @@ func serveReset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if brw.Flush() != nil {
+		return
+	}
+	if stall {
+		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		io.Copy(io.Discard, conn) // until the client closes
 		return
 	}
 	// Let the client take in the headers and the first bytes, so that the
