@@ -46,10 +46,15 @@ chmod 755 "$work"
 LOOPBACK_PID=
 pids=()
 cleanup() {
-	local pid
+	local pid _
 	for pid in "${pids[@]}" $LOOPBACK_PID; do kill "$pid" 2>/dev/null || true; done
+	# Each given 5 s to end on its own: squid removes its shared memory
+	# segments (/dev/shm) only then.
+	for pid in "${pids[@]}" $LOOPBACK_PID; do
+		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$pid" 2>/dev/null || true
+	done
 	git -C "$root" worktree remove --force "$work/tree" 2>/dev/null || true
-	sleep 0.5
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -85,8 +90,10 @@ else
 		pids+=("$BENCH_PID")
 	fi
 	web="http://$host:${web#http://127.0.0.1:}"
-	"bench_$proxy" "$work/$proxy" "${ports[1]}" "${web}${path}0" || exit 1
-	pids+=("$BENCH_PID")
+	started=0
+	"bench_$proxy" "$work/$proxy" "${ports[1]}" "${web}${path}0" && started=1
+	pids+=("$BENCH_PID") # stopped on exit, started or not
+	[ "$started" = 1 ] || exit 1
 	ppid="$BENCH_PID"
 	awk -v n="$urls" -v u="$web$path" 'BEGIN { for (i = 0; i < n; i++) print u i }' >"$work/urls.txt"
 	px=(--proxy "http://127.0.0.1:${ports[1]}" --proxy-concurrency 64)

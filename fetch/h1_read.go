@@ -360,8 +360,8 @@ func canonicalKey(key string) bool {
 
 // parseLength parses a Content-Length as net/http does, or returns -1
 // where it would fail (or take it another way).
-func parseLength[T text](v T) int64 {
-	if len(v) == 0 || len(v) > 18 {
+func parseLength(v string) int64 {
+	if v == "" || len(v) > 18 {
 		return -1
 	}
 	var n int64
@@ -376,7 +376,7 @@ func parseLength[T text](v T) int64 {
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
-func asciiEqualFold[T text](s T, t string) bool {
+func asciiEqualFold(s, t string) bool {
 	if len(s) != len(t) {
 		return false
 	}

@@ -28,7 +28,6 @@ type sock struct {
 	in   []byte            // where the answer goes; n bytes of it read
 	owed func([]byte) bool // whether the answer read so far must go on
 	werr error             // the write's error
-	eof  bool              // the other side closed the connection
 }
 
 func (s *sock) init(c net.Conn) {
@@ -102,9 +101,9 @@ func (s *sock) canSend() bool { return s.raw != nil }
 // Write words it; a read's as net.Conn's Read words it, after the n bytes
 // read before it.
 func (s *sock) sendThenRead(c net.Conn, out, p []byte, owed func([]byte) bool) (n int, rest []byte, werr, err error) {
-	s.out, s.in, s.owed, s.n, s.err, s.werr, s.eof = out, p, owed, 0, nil, nil, false
+	s.out, s.in, s.owed, s.n, s.err, s.werr = out, p, owed, 0, nil, nil
 	perr := s.raw.Read(s.onFd)
-	n, rest, werr, rerr, eof := s.n, s.out, s.werr, s.err, s.eof
+	n, rest, werr, rerr := s.n, s.out, s.werr, s.err
 	s.out, s.in, s.owed, s.err, s.werr = nil, nil, nil, nil, nil
 	switch {
 	case werr != nil:
@@ -120,7 +119,7 @@ func (s *sock) sendThenRead(c net.Conn, out, p []byte, owed func([]byte) bool) (
 		return 0, rest, nil, nil
 	case rerr != nil:
 		return n, nil, nil, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("read", rerr)}
-	case eof && n == 0 && len(p) > 0:
+	case n == 0 && len(p) > 0: // nothing read and no error: the other side closed it
 		return 0, nil, nil, io.EOF
 	}
 	return n, nil, nil, nil
@@ -159,8 +158,7 @@ func (s *sock) transfer(fd uintptr) bool {
 		case e != 0:
 			s.err = e
 			return true
-		case n == 0:
-			s.eof = true
+		case n == 0: // the other side closed it
 			return true
 		}
 		s.n += n
