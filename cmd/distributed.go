@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -24,7 +25,7 @@ func (l redisLog) Printf(_ context.Context, format string, v ...any) {
 
 // namespaceRE is what a --namespace may be: it names Redis keys under one
 // hash tag, so braces and white space are out.
-var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+var namespaceRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`) })
 
 // completeDistributed checks the distributed-mode flags.
 func (opts *FetchOptions) completeDistributed(cmd *cobra.Command) error {
@@ -35,7 +36,7 @@ func (opts *FetchOptions) completeDistributed(cmd *cobra.Command) error {
 		}
 		opts.Config.Shard = sh
 	}
-	if !namespaceRE.MatchString(opts.Namespace) {
+	if !namespaceRE().MatchString(opts.Namespace) {
 		return fmt.Errorf("--namespace %q: want 1 to 64 letters, digits, '.', '_', ':' or '-'", opts.Namespace)
 	}
 	if opts.LeaseTTL < time.Second || opts.LeaseTTL > time.Hour {

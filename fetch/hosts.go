@@ -42,8 +42,11 @@ type hostEntry struct {
 // estimate is the most attempts e's host may have had.
 func (e *hostEntry) estimate() int { return e.r.Attempts + e.r.Missed }
 
+// newHostTable makes a table of up to max hosts. Its map grows as hosts
+// come: most runs see a few, and a map made for a thousand would be
+// cleared page by page at every start.
 func newHostTable(max int) *hostTable {
-	return &hostTable{max: max, pos: make(map[string]*hostEntry, min(max, 1024))}
+	return &hostTable{max: max, pos: make(map[string]*hostEntry)}
 }
 
 // add counts one attempt to host, which had inFlight attempts in flight.

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unicode"
 )
@@ -224,7 +225,7 @@ func isScheme(s string) bool {
 
 // quotedRE matches a Go-quoted string (%q) and the space before it: the
 // parts of net/url's errors that quote the line.
-var quotedRE = regexp.MustCompile(`\s*"(?:[^"\\]|\\.)*"`)
+var quotedRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\s*"(?:[^"\\]|\\.)*"`) })
 
 // parseTarget checks that s is an absolute http or https URL and returns it
 // with its host:port key, or the reason it is not fetched.
@@ -236,7 +237,7 @@ func parseTarget(s string) (*url.URL, string, string) {
 			err = ue.Err
 		}
 		// Its text quotes the line: keep only what it says is wrong.
-		return nil, "", "unparsable URL: " + quotedRE.ReplaceAllString(err.Error(), "")
+		return nil, "", "unparsable URL: " + quotedRE().ReplaceAllString(err.Error(), "")
 	}
 	scheme := strings.ToLower(u.Scheme)
 	switch {

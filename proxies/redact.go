@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Redactor removes credentials from text that will be written out: records,
@@ -30,7 +31,9 @@ const minBare = 3
 // userinfoRE matches "scheme://userinfo@": everything between "://" and the
 // last "@" before the next "/", white space, quote or backslash. Go prints
 // URLs with their password as "user:xxxxx@"; this removes the user too.
-var userinfoRE = regexp.MustCompile("([A-Za-z][A-Za-z0-9+.-]*://)[^/\\s\"<>`\\\\]*@")
+var userinfoRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile("([A-Za-z][A-Za-z0-9+.-]*://)[^/\\s\"<>`\\\\]*@")
+})
 
 // NewRedactor returns a Redactor for the credentials of ps. Its cost is
 // linear in the credentials, and what it keeps holds no pointer per proxy
@@ -151,12 +154,12 @@ func (r *Redactor) String(s string) string {
 }
 
 // tokenRE matches what may be a Basic token: a run of base64.
-var tokenRE = regexp.MustCompile(`[A-Za-z0-9+/]{8,}={0,2}`)
+var tokenRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[A-Za-z0-9+/]{8,}={0,2}`) })
 
 // redactTokens replaces with "***" each run of base64 in s that decodes to
 // text holding a piece of a session proxy's credentials.
 func (r *Redactor) redactTokens(s string) string {
-	return tokenRE.ReplaceAllStringFunc(s, func(tok string) string {
+	return tokenRE().ReplaceAllStringFunc(s, func(tok string) string {
 		b, err := base64.StdEncoding.DecodeString(tok)
 		if err != nil {
 			return tok
@@ -171,7 +174,7 @@ func (r *Redactor) redactTokens(s string) string {
 }
 
 func stripUserinfo(s string) string {
-	return userinfoRE.ReplaceAllString(s, "$1")
+	return userinfoRE().ReplaceAllString(s, "$1")
 }
 
 // RedactURL returns raw with the user information (user name and password)

@@ -196,7 +196,7 @@ func (s *Scheduler) setup(ctx context.Context, reset bool) error {
 	s.setupMu.Lock()
 	defer s.setupMu.Unlock()
 	for range 3 {
-		v, err := s.run(ctx, scriptSetup, "claim", s.plan.sum, s.id)
+		v, err := s.run(ctx, s.scripts.setup, "claim", s.plan.sum, s.id)
 		if err != nil {
 			return err
 		}
@@ -215,7 +215,7 @@ func (s *Scheduler) setup(ctx context.Context, reset bool) error {
 			for _, it := range items[:n] {
 				args = append(args, it.kind, it.field, it.value)
 			}
-			v, err := s.run(ctx, scriptSetup, args...)
+			v, err := s.run(ctx, s.scripts.setup, args...)
 			if err != nil {
 				return err
 			}
@@ -228,7 +228,7 @@ func (s *Scheduler) setup(ctx context.Context, reset bool) error {
 		if reset {
 			flag = "1"
 		}
-		v, err = s.run(ctx, scriptSetup, "seal", s.plan.sum, strconv.Itoa(s.plan.nfields),
+		v, err = s.run(ctx, s.scripts.setup, "seal", s.plan.sum, strconv.Itoa(s.plan.nfields),
 			strconv.Itoa(s.plan.seq), newID(), flag)
 		if err != nil {
 			return err
@@ -247,7 +247,7 @@ func (s *Scheduler) setup(ctx context.Context, reset bool) error {
 
 // difference names the first line where the live limits and ours differ.
 func (s *Scheduler) difference(ctx context.Context) error {
-	v, err := s.run(ctx, scriptSetup, "dump", s.plan.sum)
+	v, err := s.run(ctx, s.scripts.setup, "dump", s.plan.sum)
 	if err != nil {
 		return err
 	}

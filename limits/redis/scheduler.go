@@ -58,6 +58,7 @@ type Scheduler struct {
 	id        string // this process's (this scheduler's) name in the namespace's procs
 	keys      []string
 	hdr       []any
+	scripts   scripts
 	plan      *plan
 	ttl       time.Duration
 	opTimeout time.Duration
@@ -150,6 +151,7 @@ func New(ctx context.Context, c rediser, opt Options, cfg limits.Config) (*Sched
 	}
 	s := &Scheduler{
 		c:         c,
+		scripts:   newScripts(),
 		ns:        opt.Namespace,
 		id:        newID(),
 		keys:      keys(opt.Namespace),
@@ -316,7 +318,7 @@ func (s *Scheduler) try(ctx context.Context, req limits.Request) result {
 		}
 	}
 	sent := s.now()
-	v, err := s.run(ctx, scriptAcquire, id, req.Host, strings.Join(avoid, "\n"))
+	v, err := s.run(ctx, s.scripts.acquire, id, req.Host, strings.Join(avoid, "\n"))
 	if err != nil {
 		s.orphan(id)
 		return result{err: err}
@@ -390,7 +392,7 @@ func (s *Scheduler) release(h *held, o limits.Outcome) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	v, err := s.run(context.WithoutCancel(ctx), scriptRelease, h.id, strconv.Itoa(int(o)))
+	v, err := s.run(context.WithoutCancel(ctx), s.scripts.release, h.id, strconv.Itoa(int(o)))
 	if err != nil {
 		s.orphan(h.id)
 	} else if st := str(v, 1); st != "" {
@@ -616,7 +618,7 @@ func (s *Scheduler) renew(hs []*held) bool {
 		}
 		s.mu.Unlock()
 		sent := s.now()
-		v, err := s.run(s.base, scriptRenew, args...)
+		v, err := s.run(s.base, s.scripts.renew, args...)
 		if err != nil {
 			s.expire()
 			return false
@@ -684,7 +686,7 @@ func (s *Scheduler) releaseOrphans() {
 	}
 	s.mu.Unlock()
 	for _, id := range ids {
-		if _, err := s.run(s.base, scriptRelease, id, "0"); err != nil {
+		if _, err := s.run(s.base, s.scripts.release, id, "0"); err != nil {
 			return
 		}
 		s.mu.Lock()
@@ -732,7 +734,7 @@ func (s *Scheduler) Close() error {
 		s.wg.Wait()
 		// Leave the namespace, so that the next run may start afresh.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, _ = s.run(ctx, scriptSetup, "leave", s.plan.sum, s.id)
+		_, _ = s.run(ctx, s.scripts.setup, "leave", s.plan.sum, s.id)
 		cancel()
 	})
 	return nil

@@ -22,14 +22,23 @@ var (
 	setupLua string
 )
 
-// The scripts. Run tries EVALSHA and falls back to EVAL on NOSCRIPT, so a
-// restarted or failed-over Redis gets them back on first use.
-var (
-	scriptAcquire = goredis.NewScript(commonLua + acquireLua)
-	scriptRenew   = goredis.NewScript(commonLua + renewLua)
-	scriptRelease = goredis.NewScript(commonLua + releaseLua)
-	scriptSetup   = goredis.NewScript(commonLua + setupLua)
-)
+// scripts are the scheduler's Lua scripts. Run tries EVALSHA and falls back
+// to EVAL on NOSCRIPT, so a restarted or failed-over Redis gets them back on
+// first use. They are made by New, not at package init: every run of the
+// fetch binary links this package, and hashing the scripts at start would
+// cost the runs that never use Redis.
+type scripts struct {
+	acquire, renew, release, setup *goredis.Script
+}
+
+func newScripts() scripts {
+	return scripts{
+		acquire: goredis.NewScript(commonLua + acquireLua),
+		renew:   goredis.NewScript(commonLua + renewLua),
+		release: goredis.NewScript(commonLua + releaseLua),
+		setup:   goredis.NewScript(commonLua + setupLua),
+	}
+}
 
 // keyNames are the namespace's keys, in the order common.lua takes them.
 var keyNames = []string{
