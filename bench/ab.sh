@@ -63,11 +63,11 @@ trap 'exit 130' INT TERM
 # build REV OUT builds fetch at git revision REV ("" for the working tree).
 build() {
 	if [ -z "$1" ]; then
-		(cd "$root" && go build -o "$2" .)
+		(cd "$root" && CGO_ENABLED=0 go build -o "$2" .)
 		return
 	fi
 	git -C "$root" worktree add -q --detach "$work/tree" "$1"
-	(cd "$work/tree" && go build -o "$2" .)
+	(cd "$work/tree" && CGO_ENABLED=0 go build -o "$2" .)
 	git -C "$root" worktree remove --force "$work/tree"
 }
 build "$1" "$work/a"
