@@ -11,12 +11,14 @@ bench_path() {
 	fi
 }
 
-# bench_build DIR builds fetch (static, as the README's Install says) and
-# the loopback helper into DIR, from the repository that holds bench/.
+# bench_build DIR builds fetch (static, as the README's Install says), the
+# loopback helper and bench/minimal (static too) into DIR, from the
+# repository that holds bench/.
 bench_build() {
 	local root
 	root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-	(cd "$root" && CGO_ENABLED=0 go build -o "$1/fetch" . && go build -o "$1/loopback" ./bench/loopback)
+	(cd "$root" && CGO_ENABLED=0 go build -o "$1/fetch" . && go build -o "$1/loopback" ./bench/loopback &&
+		CGO_ENABLED=0 go build -o "$1/minimal" ./bench/minimal)
 }
 
 # bench_wait_for FILE WORD waits up to 10 s for WORD to appear in FILE.

@@ -30,7 +30,9 @@
 #   BENCH_SLOW=2000/640 and BENCH_SLOW_MS=50   URLs that take that long each
 #                            (wrk's figure there is its steady rate on one
 #                            such URL against the ideal's: the floor that the
-#                            target and the machine leave any client)
+#                            target and the machine leave any client; and
+#                            bench/minimal's, the least a Go program does,
+#                            start to exit, is the floor for a Go client)
 #   BENCH_RATE_N=500/100 and BENCH_RATE=50     starts at that rate per second
 #   BENCH_WRK_SECS=3/1       how long each wrk run lasts (wrk runs by time)
 #   BENCH_SKIP="nginx wrk"  tools and servers to treat as not installed (hey-go too)
@@ -397,6 +399,17 @@ if want slow; then
 			add slow "$tool" "$(div "$wall" "$(ideal "$ok")")"
 			note slow "$tool" "$r" "$ok ok in ${wall}s"
 		done
+		# bench/minimal, the least a Go program does to fetch the list,
+		# timed from start to exit like the clients: the floor with a
+		# start and an end, for a client on Go's runtime and net/http.
+		timed 300 TERM "$work/minimal" -c "$c" "$work/slow.txt"
+		ok="$(awk '$2 == "ok" { print $1 }' "$work/out")"
+		if [ "${ok:-0}" -eq "$BENCH_SLOW" ]; then
+			add slow minimal "$(div "$wall" "$ideal")"
+			note slow minimal "$r" "$ok ok in ${wall}s"
+		else
+			note slow minimal "$r" "only ${ok:-0} of $BENCH_SLOW ok: no figure"
+		fi
 		# wrk on one such URL for BENCH_WRK_SECS: its steady rate against
 		# c URLs a round of BENCH_SLOW_MS is the floor that the target and
 		# the machine leave any client (no start, no last round).
@@ -504,6 +517,13 @@ for cs in "${rows[@]}"; do
 	} >>"$work/table"
 done
 cat "$work/table"
+# bench/minimal is not in the table (one case only): its row is the TSV's.
+if [ -n "$(median slow minimal)" ]; then
+	read -r m lo hi < <(stats slow minimal)
+	# shellcheck disable=SC2086 # one value a word
+	printf 'result\tslow\t%s\tminimal\t%s\t%s\t%s\t%s\t%s\n' "${label[slow]#*, }" "$m" "$lo" "$hi" \
+		"$(echo ${res["slow|minimal"]} | tr ' ' ,)" "$(ratio slow minimal)" >>"$tsv"
+fi
 
 # goal CASE PEER OP TARGET TEXT: fetch's median over the peer's (or, with
 # PEER "-", fetch's median itself) compared with TARGET.
@@ -544,6 +564,11 @@ fi
 if [ -n "$(median slow wrk)" ]; then
 	printf 'not a goal: the floor of the latency-bound case, wrk steady at c=%s on one URL:\n  %-52s %8s\n' "$c" \
 		"latency-bound: wrk's rate, as makespan / ideal" "$(printf '%.3f' "$(median slow wrk)")"
+fi
+if [ -n "$(median slow minimal)" ]; then
+	read -r m lo hi < <(stats slow minimal)
+	printf 'not a goal: the least a Go program does (bench/minimal), start to exit, c=%s:\n  %-52s %8s [%s..%s]\n' "$c" \
+		"latency-bound: makespan / ideal" "$(fmt slow "$m")" "$(fmt slow "$lo")" "$(fmt slow "$hi")"
 fi
 echo
 echo "suite.sh: ${elapsed}s of runs; load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo ?) now; table as TSV in $tsv"
