@@ -46,14 +46,8 @@ chmod 755 "$work"
 LOOPBACK_PID=
 pids=()
 cleanup() {
-	local pid _
-	for pid in "${pids[@]}" $LOOPBACK_PID; do kill "$pid" 2>/dev/null || true; done
-	# Each given 5 s to end on its own: squid removes its shared memory
-	# segments (/dev/shm) only then.
-	for pid in "${pids[@]}" $LOOPBACK_PID; do
-		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$pid" 2>/dev/null || true
-	done
+	# shellcheck disable=SC2086 # LOOPBACK_PID: one word or none
+	bench_stop "${pids[@]}" $LOOPBACK_PID
 	git -C "$root" worktree remove --force "$work/tree" 2>/dev/null || true
 	rm -rf "$work"
 }

@@ -11,14 +11,24 @@ bench_path() {
 	fi
 }
 
-# bench_build DIR builds fetch (static, as the README's Install says), the
-# loopback helper and bench/minimal (static too) into DIR, from the
-# repository that holds bench/.
+# bench_build DIR builds fetch (static, as the README's Install says) and
+# the loopback helper into DIR, from the repository that holds bench/.
 bench_build() {
 	local root
 	root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-	(cd "$root" && CGO_ENABLED=0 go build -o "$1/fetch" . && go build -o "$1/loopback" ./bench/loopback &&
-		CGO_ENABLED=0 go build -o "$1/minimal" ./bench/minimal)
+	(cd "$root" && CGO_ENABLED=0 go build -o "$1/fetch" . && go build -o "$1/loopback" ./bench/loopback)
+}
+
+# bench_stop PID...: asks each process to end, gives each 5 s to end on its
+# own (squid removes its shared memory segments in /dev/shm only then),
+# and kills what is left.
+bench_stop() {
+	local pid _
+	for pid in "$@"; do kill "$pid" 2>/dev/null || true; done
+	for pid in "$@"; do
+		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$pid" 2>/dev/null || true
+	done
 }
 
 # bench_wait_for FILE WORD waits up to 10 s for WORD to appear in FILE.

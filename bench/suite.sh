@@ -123,19 +123,18 @@ chmod 755 "$work"
 server_pids=()
 LOOPBACK_PID=
 cleanup() {
-	local pid _
-	for pid in "${server_pids[@]}" $LOOPBACK_PID; do kill "$pid" 2>/dev/null || true; done
-	for pid in "${server_pids[@]}" $LOOPBACK_PID; do
-		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$pid" 2>/dev/null || true
-	done
+	# shellcheck disable=SC2086 # LOOPBACK_PID: one word or none
+	bench_stop "${server_pids[@]}" $LOOPBACK_PID
 	rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-echo "suite.sh: building fetch and bench/loopback"
+echo "suite.sh: building fetch, bench/loopback and bench/minimal"
 bench_build "$work"
+# bench/minimal, the latency-bound case's floor for a Go client: static,
+# as fetch is built.
+(cd "$here/.." && CGO_ENABLED=0 go build -o "$work/minimal" ./bench/minimal)
 # hey-go: the same hey built with fetch's Go, so that one column compares
 # the clients on one net/http. Not a goal's peer: the goals name hey as
 # installed.

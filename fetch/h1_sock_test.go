@@ -16,13 +16,12 @@ import (
 )
 
 // TestH1SendThenRead: a request held for the first read of its answer is
-// written, and its answer read, on every path of sock.sendThenRead: the
-// socket takes it all (the first read then waits for the answer before it
-// reads), the socket's send buffer is full (the rest goes as any write, the
-// answer is read as any read), and the write fails (the request fails with
-// the write's error, as a failed write fails it in net/http: not as a
-// broken read). Tolerance: the 5 s deadlines only keep a wrong version from
-// hanging; nothing is timed.
+// written, and its answer read, on both paths of sock.sendThenRead that
+// succeed: the socket takes it all (the first read then waits for the
+// answer before it reads), and the socket's send buffer is full (the rest
+// goes as any write, the answer is read as any read). The failed write is
+// TestH1SendFails's. Tolerance: the 5 s deadlines only keep a wrong version
+// from hanging; nothing is timed.
 func TestH1SendThenRead(t *testing.T) {
 	const req = "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
 	for _, tc := range []struct {
@@ -105,7 +104,7 @@ func TestH1SendThenRead(t *testing.T) {
 			if s := <-got; s != "GET /" {
 				t.Errorf("server got %q, want GET /", s)
 			}
-			if pc.out != nil || pc.sock.out != nil {
+			if pc.out != nil || pc.sock.pending != nil {
 				t.Error("the request is still held after it was sent")
 			}
 		})

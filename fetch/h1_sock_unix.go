@@ -16,18 +16,23 @@ var errWouldBlock = syscall.EAGAIN
 // look at what waits on it (peek), and a request written with its answer
 // awaited in one step (sendThenRead). It is set up once per connection,
 // one function value for both, so that neither allocates.
+//
+// Its fields are named apart from h1Conn's, which embeds it: h1Conn's out
+// and werr are the held request and the write's error as exchange reports
+// it; sock's pending and writeErr are what its callback has still to write
+// and the errno it met.
 type sock struct {
-	raw    syscall.RawConn // nil: not a socket (a test's pipe): taken to be quiet, and written as any net.Conn
-	onFd   func(fd uintptr) bool
-	peeked bool // onFd peeks, else it transfers
-	buf    [16]byte
-	n      int
-	err    error
+	raw     syscall.RawConn // nil: not a socket (a test's pipe): taken to be quiet, and written as any net.Conn
+	onFd    func(fd uintptr) bool
+	peeked  bool // onFd peeks, else it transfers
+	peekBuf [16]byte
+	n       int   // bytes the callback peeked, or read into in
+	err     error // the callback's peek or read errno
 
-	out  []byte            // what is still to be written
-	in   []byte            // where the answer goes; n bytes of it read
-	owed func([]byte) bool // whether the answer read so far must go on
-	werr error             // the write's error
+	pending  []byte            // what is still to be written
+	in       []byte            // where the answer goes; n bytes of it read
+	owed     func([]byte) bool // whether the answer read so far must go on
+	writeErr error             // the write's errno
 }
 
 func (s *sock) init(c net.Conn) {
@@ -51,7 +56,7 @@ func (s *sock) call(fd uintptr) bool {
 	// The socket is non-blocking, as Go makes every one: EAGAIN when
 	// nothing has come.
 	var e syscall.Errno
-	if s.n, e = sysPeek(int(fd), s.buf[:]); e != 0 {
+	if s.n, e = sysPeek(int(fd), s.peekBuf[:]); e != 0 {
 		s.n, s.err = 0, e
 	}
 	return true // never wait: the answer is now
@@ -73,7 +78,7 @@ func (s *sock) peek() ([]byte, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	return s.buf[:s.n], nil
+	return s.peekBuf[:s.n], nil
 }
 
 // canSend reports whether sendThenRead works on this connection.
@@ -101,10 +106,10 @@ func (s *sock) canSend() bool { return s.raw != nil }
 // Write words it; a read's as net.Conn's Read words it, after the n bytes
 // read before it.
 func (s *sock) sendThenRead(c net.Conn, out, p []byte, owed func([]byte) bool) (n int, rest []byte, werr, err error) {
-	s.out, s.in, s.owed, s.n, s.err, s.werr = out, p, owed, 0, nil, nil
+	s.pending, s.in, s.owed, s.n, s.err, s.writeErr = out, p, owed, 0, nil, nil
 	perr := s.raw.Read(s.onFd)
-	n, rest, werr, rerr := s.n, s.out, s.werr, s.err
-	s.out, s.in, s.owed, s.err, s.werr = nil, nil, nil, nil, nil
+	n, rest, werr, rerr := s.n, s.pending, s.writeErr, s.err
+	s.pending, s.in, s.owed, s.err, s.writeErr = nil, nil, nil, nil, nil
 	switch {
 	case werr != nil:
 		return 0, rest, &net.OpError{Op: "write", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("write", werr)}, nil
@@ -128,9 +133,9 @@ func (s *sock) sendThenRead(c net.Conn, out, p []byte, owed func([]byte) bool) (
 // transfer is sendThenRead's callback: it returns false to wait until the
 // socket is readable, true when done.
 func (s *sock) transfer(fd uintptr) bool {
-	if len(s.out) > 0 {
+	if len(s.pending) > 0 {
 		for {
-			n, e := sysWrite(int(fd), s.out)
+			n, e := sysWrite(int(fd), s.pending)
 			if e == syscall.EINTR {
 				continue
 			}
@@ -138,11 +143,11 @@ func (s *sock) transfer(fd uintptr) bool {
 				return true // the socket's buffer is full: the caller writes the rest
 			}
 			if e != 0 {
-				s.werr = e
+				s.writeErr = e
 				return true
 			}
-			s.out = s.out[n:]
-			if len(s.out) > 0 {
+			s.pending = s.pending[n:]
+			if len(s.pending) > 0 {
 				return true
 			}
 			return false // sent: wait for the answer
