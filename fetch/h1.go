@@ -388,6 +388,7 @@ func (t *h1) take(key string) *h1Conn {
 		t.forget(pc, list[:len(list)-1])
 		t.mu.Unlock()
 		if now.Sub(pc.since) < t.idleTimeout && t.quiet(pc) {
+			keepAliveSock(pc.c)
 			return pc
 		}
 		t.close(pc)

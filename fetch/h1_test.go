@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -109,8 +110,19 @@ func withOneIdle(t *testing.T) (*rawServer, *h1) {
 }
 
 func testH1(perKey, budget int) *h1 {
+	return newH1(socketDial, 1<<10, perKey, budget, time.Now, nil)
+}
+
+// socketDial dials as h1Dial does an IP address: with dialSocket where it
+// takes the address, else with net.Dialer.
+func socketDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if ap, err := netip.ParseAddrPort(addr); err == nil {
+		if c, done, err := dialSocket(ctx, network, ap); done {
+			return c, err
+		}
+	}
 	d := &net.Dialer{Timeout: 5 * time.Second}
-	return newH1(d.DialContext, 1<<10, perKey, budget, time.Now, nil)
+	return d.DialContext(ctx, network, addr)
 }
 
 // get sends a request for rawURL on t and reads its body to the end.

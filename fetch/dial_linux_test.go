@@ -1,0 +1,335 @@
+//go:build linux
+
+package fetch
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fetch-dev/fetch/fetch/fetchtest"
+)
+
+// dialBoth dials addr with dialSocket and with net.Dialer, and fails the
+// test when dialSocket does not take it.
+func dialBoth(t *testing.T, ctx context.Context, addr string) (ours, nets net.Conn, oursErr, netErr error) {
+	t.Helper()
+	ap := netip.MustParseAddrPort(addr)
+	ours, done, oursErr := dialSocket(ctx, "tcp", ap)
+	if !done {
+		t.Fatalf("dialSocket did not take %s", addr)
+	}
+	d := &net.Dialer{}
+	nets, netErr = d.DialContext(ctx, "tcp", addr)
+	return ours, nets, oursErr, netErr
+}
+
+// withoutPorts is s with the local ports of a and b written as LOCAL, so
+// that the errors of two connections can be compared.
+func withoutPorts(s string, conns ...net.Conn) string {
+	for _, c := range conns {
+		if c != nil {
+			s = strings.ReplaceAll(s, c.LocalAddr().String(), "LOCAL")
+		}
+	}
+	return s
+}
+
+// TestDialSocketAsNet: a connection of dialSocket fails as one of
+// net.Dialer does, word for word, and for errors.Is and net.Error: a
+// refused connect, a reset, a read past its deadline, a read after close.
+func TestDialSocketAsNet(t *testing.T) {
+	f, err := fetchtest.StartFaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+
+	t.Run("refused", func(t *testing.T) {
+		// Bounded: a refusal the dial missed would otherwise hang it.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ours, nets, oursErr, netErr := dialBoth(t, ctx, f.Refused)
+		if ours != nil || nets != nil {
+			t.Fatalf("a dial of a port nobody listens on connected: %v, %v", ours, nets)
+		}
+		if oursErr == nil || oursErr.Error() != netErr.Error() {
+			t.Fatalf("error %q, net's %q", oursErr, netErr)
+		}
+		if !errors.Is(oursErr, syscall.ECONNREFUSED) {
+			t.Fatalf("%v is not ECONNREFUSED", oursErr)
+		}
+		if got := classify(oursErr, PhaseConnect, nil, nil); got != KindRefused {
+			t.Fatalf("kind %s, want %s", got, KindRefused)
+		}
+	})
+
+	// A server that resets every connection it accepts, once told to.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan *net.TCPConn, 2)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c.(*net.TCPConn)
+		}
+	}()
+	pair := func(t *testing.T) (ours, nets net.Conn, theirs []*net.TCPConn) {
+		t.Helper()
+		ours, nets, oursErr, netErr := dialBoth(t, context.Background(), ln.Addr().String())
+		if oursErr != nil || netErr != nil {
+			t.Fatal(oursErr, netErr)
+		}
+		t.Cleanup(func() { ours.Close(); nets.Close() })
+		for range 2 {
+			c := <-accepted
+			t.Cleanup(func() { c.Close() })
+			theirs = append(theirs, c)
+		}
+		return ours, nets, theirs
+	}
+
+	t.Run("addresses", func(t *testing.T) {
+		ours, _, theirs := pair(t)
+		if ours.RemoteAddr().String() != ln.Addr().String() {
+			t.Errorf("RemoteAddr %s, want %s", ours.RemoteAddr(), ln.Addr())
+		}
+		// theirs[0] or theirs[1] is ours, in the order the kernel queued them.
+		if l := ours.LocalAddr().String(); l != theirs[0].RemoteAddr().String() && l != theirs[1].RemoteAddr().String() {
+			t.Errorf("LocalAddr %s is neither accepted connection's peer (%s, %s)", l, theirs[0].RemoteAddr(), theirs[1].RemoteAddr())
+		}
+	})
+
+	t.Run("exchange", func(t *testing.T) {
+		ours, _, theirs := pair(t)
+		if _, err := io.WriteString(ours, "ping"); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range theirs {
+			c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+			b := make([]byte, 4)
+			if n, _ := io.ReadFull(c, b); n == 4 {
+				if string(b) != "ping" {
+					t.Fatalf("the server read %q", b)
+				}
+				c.SetReadDeadline(time.Time{})
+				c.Write([]byte("pong"))
+			}
+		}
+		b := make([]byte, 4)
+		if _, err := io.ReadFull(ours, b); err != nil || string(b) != "pong" {
+			t.Fatalf("read %q, %v", b, err)
+		}
+	})
+
+	t.Run("reset", func(t *testing.T) {
+		ours, nets, theirs := pair(t)
+		for _, c := range theirs {
+			c.SetLinger(0)
+			c.Close() // a reset
+		}
+		oursErr := readErr(ours)
+		netErr := readErr(nets)
+		if !errors.Is(oursErr, syscall.ECONNRESET) {
+			t.Fatalf("%v is not ECONNRESET", oursErr)
+		}
+		if o, n := withoutPorts(oursErr.Error(), ours), withoutPorts(netErr.Error(), nets); o != n {
+			t.Fatalf("error %q, net's %q", o, n)
+		}
+	})
+
+	t.Run("deadline", func(t *testing.T) {
+		ours, nets, _ := pair(t)
+		for _, c := range []net.Conn{ours, nets} {
+			c.SetReadDeadline(time.Now().Add(-time.Second))
+		}
+		oursErr, netErr := readErr(ours), readErr(nets)
+		var ne net.Error
+		if !errors.Is(oursErr, os.ErrDeadlineExceeded) || !errors.As(oursErr, &ne) || !ne.Timeout() {
+			t.Fatalf("%v is not a timeout", oursErr)
+		}
+		if o, n := withoutPorts(oursErr.Error(), ours), withoutPorts(netErr.Error(), nets); o != n {
+			t.Fatalf("error %q, net's %q", o, n)
+		}
+	})
+
+	t.Run("closed", func(t *testing.T) {
+		ours, nets, _ := pair(t)
+		la, lb := ours.LocalAddr(), nets.LocalAddr() // before Close, as an error would
+		ours.Close()
+		nets.Close()
+		oursErr, netErr := readErr(ours), readErr(nets)
+		if !errors.Is(oursErr, net.ErrClosed) {
+			t.Fatalf("%v is not net.ErrClosed", oursErr)
+		}
+		o := strings.ReplaceAll(oursErr.Error(), la.String(), "LOCAL")
+		n := strings.ReplaceAll(netErr.Error(), lb.String(), "LOCAL")
+		if o != n {
+			t.Fatalf("error %q, net's %q", o, n)
+		}
+	})
+}
+
+func readErr(c net.Conn) error {
+	_, err := c.Read(make([]byte, 16))
+	return err
+}
+
+// TestDialSocketCancelled: a connect that hangs (a full accept queue)
+// ends when its context does, within 0.5 s of it.
+func TestDialSocketCancelled(t *testing.T) {
+	f, err := fetchtest.StartFaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if !f.BlackholeHangs {
+		t.Fatal("a connect to a full accept queue does not hang here")
+	}
+	const after, tolerance = 100 * time.Millisecond, 500 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), after)
+	defer cancel()
+	start := time.Now()
+	c, done, err := dialSocket(ctx, "tcp", netip.MustParseAddrPort(f.Blackhole))
+	took := time.Since(start)
+	if !done || c != nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("dialSocket: %v, %v, %v; want the context's deadline", c, done, err)
+	}
+	if took < after || took > after+tolerance {
+		t.Fatalf("took %v, want %v to %v", took, after, after+tolerance)
+	}
+}
+
+// TestDialSocketAddresses: IPv6 is dialled too; an address with a zone,
+// or of the other family than the network names, is left to net.Dialer.
+func TestDialSocketAddresses(t *testing.T) {
+	ln, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Fatalf("no IPv6 loopback here: %v", err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	c, done, err := dialSocket(context.Background(), "tcp", netip.MustParseAddrPort(ln.Addr().String()))
+	if !done || err != nil {
+		t.Fatalf("[::1]: %v, %v", done, err)
+	}
+	if c.RemoteAddr().String() != ln.Addr().String() {
+		t.Errorf("RemoteAddr %s, want %s", c.RemoteAddr(), ln.Addr())
+	}
+	c.Close()
+	for _, tc := range []struct{ network, addr string }{
+		{"tcp", "[fe80::1%lo]:80"},
+		{"tcp4", "[::1]:80"},
+		{"tcp6", "127.0.0.1:80"},
+		{"udp", "127.0.0.1:80"},
+	} {
+		if c, done, err := dialSocket(context.Background(), tc.network, netip.MustParseAddrPort(tc.addr)); done || c != nil || err != nil {
+			t.Errorf("%s %s: taken (%v, %v)", tc.network, tc.addr, c, err)
+		}
+	}
+}
+
+// TestKeepAliveSock: a connection of dialSocket has no keep-alive until
+// it is first kept, and then a first probe after keepAlive.Idle.
+func TestKeepAliveSock(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, _, err := dialSocket(context.Background(), "tcp", netip.MustParseAddrPort(ln.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	opt := func(level, name int) int {
+		t.Helper()
+		rc, err := c.(syscall.Conn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v int
+		rc.Control(func(fd uintptr) { v, err = syscall.GetsockoptInt(int(fd), level, name) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if opt(syscall.SOL_SOCKET, syscall.SO_KEEPALIVE) != 0 {
+		t.Fatal("keep-alive on at the dial")
+	}
+	if opt(syscall.IPPROTO_TCP, syscall.TCP_NODELAY) == 0 {
+		t.Fatal("TCP_NODELAY off")
+	}
+	keepAliveSock(c)
+	if opt(syscall.SOL_SOCKET, syscall.SO_KEEPALIVE) != 1 {
+		t.Fatal("keep-alive off once kept")
+	}
+	if got, want := opt(syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE), int(keepAlive.Idle/time.Second); got != want {
+		t.Fatalf("first probe after %d s, want %d", got, want)
+	}
+}
+
+// TestH1KeepAliveOnReuse: h1 sets keep-alive on a connection of
+// dialSocket when it is first taken again, not when its first answer is
+// read (a proxy that closes every connection has it closed by then).
+func TestH1KeepAliveOnReuse(t *testing.T) {
+	srv, h := withOneIdle(t)
+	idle := func() net.Conn {
+		t.Helper()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		list := h.idle[srv.addr]
+		if len(list) != 1 {
+			t.Fatalf("%d idle connections, want 1", len(list))
+		}
+		return list[0].c
+	}
+	keepAliveOn := func(c net.Conn) bool {
+		t.Helper()
+		if _, ok := c.(*tcpSock); !ok {
+			t.Fatalf("%T is not dialSocket's", c)
+		}
+		rc, err := c.(syscall.Conn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v int
+		rc.Control(func(fd uintptr) { v, err = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_KEEPALIVE) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v == 1
+	}
+	if keepAliveOn(idle()) {
+		t.Fatal("keep-alive on after the first answer")
+	}
+	if _, _, reused, err := get(context.Background(), h, "GET", "http://"+srv.addr+"/", nil); err != nil || !reused {
+		t.Fatalf("second request: reused %v, %v", reused, err)
+	}
+	if !keepAliveOn(idle()) {
+		t.Fatal("keep-alive off once taken again")
+	}
+}
