@@ -132,9 +132,13 @@ func (pc *h1Conn) Read(p []byte) (int, error) {
 	}
 	var n int
 	var err error
-	if pc.out != nil {
+	switch {
+	case pc.out != nil:
 		n, err = pc.send(p)
-	} else {
+	case pc.canSend():
+		// The read alone (see sock.read).
+		n, err = pc.read(pc.c, p)
+	default:
 		n, err = pc.c.Read(p)
 	}
 	pc.limit -= int64(n)

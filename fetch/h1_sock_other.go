@@ -20,6 +20,8 @@ func (s *sock) init(net.Conn)         {}
 func (s *sock) peek() ([]byte, error) { return nil, errWouldBlock }
 func (s *sock) canSend() bool         { return false }
 
+func (s *sock) read(net.Conn, []byte) (int, error) { panic("h1: read without a socket") }
+
 func (s *sock) sendThenRead(net.Conn, []byte, []byte, func([]byte) bool) (int, []byte, error, error) {
 	panic("h1: sendThenRead without a socket")
 }

@@ -130,6 +130,19 @@ func (s *sock) sendThenRead(c net.Conn, out, p []byte, owed func([]byte) bool) (
 	return n, nil, nil, nil
 }
 
+// read reads into p as net.Conn's Read does, with the same wait on the
+// poller, deadlines and errors, but with the read(2) of sysRead.
+//
+// Why: net.Conn's Read makes its read(2) through syscall.Syscall, which
+// tells the runtime's monitor thread (sysmon) of it, and a monitor that
+// keeps finding threads in system calls keeps waking every 20 µs: through
+// squid, where a body's bytes come in a read of their own, the monitor's
+// wakes were 10% of fetch's CPU.
+func (s *sock) read(c net.Conn, p []byte) (int, error) {
+	n, _, _, err := s.sendThenRead(c, nil, p, nil)
+	return n, err
+}
+
 // transfer is sendThenRead's callback: it returns false to wait until the
 // socket is readable, true when done.
 func (s *sock) transfer(fd uintptr) bool {
