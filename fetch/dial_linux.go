@@ -85,6 +85,13 @@ func dialSocket(ctx context.Context, network string, ap netip.AddrPort) (c net.C
 	if e != 0 {
 		return fail("socket", e)
 	}
+	if fd <= 2 {
+		// Standard output or error was closed: an os.File on 1 or 2 raises
+		// SIGPIPE for a write that meets a closed connection. net's
+		// connections do not; net dials this one.
+		rawClose(fd)
+		return nil, false, nil
+	}
 	// Requests are written whole, and a body after its head: without
 	// Nagle's delay, as net and curl set every connection.
 	if e := setsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1); e != 0 {

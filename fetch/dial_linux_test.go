@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -331,5 +332,37 @@ func TestH1KeepAliveOnReuse(t *testing.T) {
 	}
 	if !keepAliveOn(idle()) {
 		t.Fatal("keep-alive off once taken again")
+	}
+}
+
+// TestDialSocketLowFD: with standard output closed, a new socket takes
+// its number, and an os.File there would raise SIGPIPE on a write to a
+// closed connection: dialSocket leaves such a dial to net.Dialer. Run in
+// a child process, which closes its own standard output.
+func TestDialSocketLowFD(t *testing.T) {
+	if os.Getenv("FETCH_TEST_LOW_FD") == "1" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			os.Stderr.WriteString("listen: " + err.Error() + "\n")
+			os.Exit(3)
+		}
+		syscall.Close(1)
+		c, done, err := dialSocket(context.Background(), "tcp", netip.MustParseAddrPort(ln.Addr().String()))
+		switch {
+		case done || c != nil || err != nil:
+			os.Stderr.WriteString("LOWFD-TAKEN\n")
+		default:
+			os.Stderr.WriteString("LOWFD-LEFT\n")
+		}
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestDialSocketLowFD$")
+	cmd.Env = append(os.Environ(), "FETCH_TEST_LOW_FD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v: %s", err, out)
+	}
+	if !strings.Contains(string(out), "LOWFD-LEFT") {
+		t.Fatalf("a socket on standard output's number was dialled as an os.File: %s", out)
 	}
 }
