@@ -5,11 +5,13 @@ package fetch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -19,9 +21,9 @@ import (
 // own system calls, made as the runtime makes its short ones
 // (syscall.RawSyscall), and hands the socket to Go's poller as an os.File:
 // socket, TCP_NODELAY, connect, and when the connect is still going on, a
-// wait for it and a look at how it ended (SO_ERROR, then getpeername, as
-// net does: the poller may wake a wait early). It returns ok false, and
-// dials nothing, for an address it does not take (one with a zone): the
+// look at its peer (getpeername) and a wait for it (see awaitConnect). It
+// returns ok false, and dials nothing, for an address it does not take
+// (one with a zone, or of the other family than network names): the
 // caller dials it with net.Dialer.
 //
 // Why: where a proxy closes every connection after its answer (tinyproxy
@@ -31,12 +33,19 @@ import (
 // its two addresses (getsockname, getpeername) at every connect, sets TCP
 // keep-alive (two more calls), and makes each call through
 // syscall.Syscall, which tells the runtime's monitor thread (sysmon) of
-// it: a connect that takes the kernel 15 µs is often seen in progress,
+// it: a connect that takes the kernel 14 µs is often seen in progress,
 // and the monitor, which then hands the P to another thread and keeps
-// waking every 20 µs, took 6% of fetch's CPU. Here the addresses are
-// looked up when an error message needs them, keep-alive is set when the
-// connection is first kept for another request (see keepAliveSock), and
-// only the poller's own calls and close remain known to the monitor.
+// waking every 20 µs, took 6% of fetch's CPU. Here the local address is
+// looked up when an error message needs it, keep-alive is set when it can
+// matter (see keepAliveSock), and only the poller's own calls and close
+// remain known to the monitor.
+//
+// As net does, a connect is tried again, up to twice, when the kernel had
+// no local port free for it (EADDRNOTAVAIL: a run that closes every
+// connection leaves many in TIME_WAIT) or when the socket connected to
+// itself (a destination port in the ephemeral range that nobody listens
+// on, which the kernel may also pick as the local port: the only case in
+// which the local address is looked up at the dial).
 //
 // Errors are net's: a *net.OpError "dial" with the connect's errno as
 // os.SyscallError, or ctx's error when ctx ends first (the wait is cut as
@@ -61,7 +70,7 @@ func dialSocket(ctx context.Context, network string, ap netip.AddrPort) (c net.C
 		family, sa, salen = syscall.AF_INET, unsafe.Pointer(&sa4), syscall.SizeofSockaddrInet4
 		sa4.Family = syscall.AF_INET
 		sa4.Addr = addr.Unmap().As4()
-		sa4.Port = port>>8 | port<<8 // network byte order
+		putPort(&sa4.Port, port)
 	} else {
 		if network == "tcp4" {
 			return nil, false, nil
@@ -69,7 +78,7 @@ func dialSocket(ctx context.Context, network string, ap netip.AddrPort) (c net.C
 		family, sa, salen = syscall.AF_INET6, unsafe.Pointer(&sa6), syscall.SizeofSockaddrInet6
 		sa6.Family = syscall.AF_INET6
 		sa6.Addr = addr.As16()
-		sa6.Port = port>>8 | port<<8
+		putPort(&sa6.Port, port)
 	}
 	raddr := net.TCPAddrFromAddrPort(ap)
 	fail := func(call string, e error) (net.Conn, bool, error) {
@@ -78,46 +87,109 @@ func dialSocket(ctx context.Context, network string, ap netip.AddrPort) (c net.C
 		}
 		return nil, true, &net.OpError{Op: "dial", Net: network, Addr: raddr, Err: e}
 	}
-	if err := ctx.Err(); err != nil {
-		return fail("", err)
-	}
-	fd, _, e := syscall.RawSyscall(syscall.SYS_SOCKET, family, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
-	if e != 0 {
-		return fail("socket", e)
-	}
-	if fd <= 2 {
-		// Standard output or error was closed: an os.File on 1 or 2 raises
-		// SIGPIPE for a write that meets a closed connection. net's
-		// connections do not; net dials this one.
-		rawClose(fd)
-		return nil, false, nil
-	}
-	// Requests are written whole, and a body after its head: without
-	// Nagle's delay, as net and curl set every connection.
-	if e := setsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1); e != 0 {
-		rawClose(fd)
-		return fail("setsockopt", e)
-	}
-	for {
-		_, _, e = syscall.RawSyscall(syscall.SYS_CONNECT, fd, uintptr(sa), salen)
-		if e != syscall.EINTR {
-			break
+	mayBeSelf := ephemeral(port)
+	for try := 0; ; try++ {
+		if err := ctx.Err(); err != nil {
+			return fail("", err)
 		}
-	}
-	switch e {
-	case 0, syscall.EISCONN, syscall.EINPROGRESS, syscall.EALREADY:
-	default:
-		rawClose(fd)
-		return fail("connect", e)
-	}
-	s := &tcpSock{f: os.NewFile(fd, "tcp"), raddr: raddr, network: network}
-	if e != 0 && e != syscall.EISCONN {
-		if err := s.awaitConnect(ctx); err != nil {
-			s.f.Close()
+		fd, _, e := syscall.RawSyscall(syscall.SYS_SOCKET, family, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
+		if e != 0 {
+			return fail("socket", e)
+		}
+		if fd <= 2 {
+			// Standard output or error was closed: an os.File on 1 or 2
+			// raises SIGPIPE for a write that meets a closed connection.
+			// net's connections do not; net dials this one.
+			rawClose(fd)
+			return nil, false, nil
+		}
+		// Requests are written whole, and a body after its head: without
+		// Nagle's delay, as net and curl set every connection.
+		if e := setsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1); e != 0 {
+			rawClose(fd)
+			return fail("setsockopt", e)
+		}
+		for {
+			_, _, e = syscall.RawSyscall(syscall.SYS_CONNECT, fd, uintptr(sa), salen)
+			if e != syscall.EINTR {
+				break
+			}
+		}
+		switch e {
+		case 0, syscall.EISCONN, syscall.EINPROGRESS, syscall.EALREADY:
+		case syscall.EADDRNOTAVAIL:
+			rawClose(fd)
+			if try < 2 {
+				continue
+			}
+			return fail("connect", e)
+		default:
+			rawClose(fd)
+			return fail("connect", e)
+		}
+		s, err := newTCPSock(os.NewFile(fd, "tcp"), raddr, network)
+		if err != nil {
 			return fail("connect", err)
 		}
+		if e != 0 && e != syscall.EISCONN {
+			if err := s.awaitConnect(ctx); err != nil {
+				s.f.Close()
+				if errors.Is(err, syscall.EADDRNOTAVAIL) && try < 2 {
+					continue
+				}
+				return fail("connect", err)
+			}
+		}
+		if mayBeSelf && s.toItself() {
+			s.f.Close()
+			if try < 2 {
+				continue
+			}
+			return fail("connect", syscall.ECONNREFUSED)
+		}
+		return s, true, nil
 	}
-	return s, true, nil
+}
+
+// getPort reads a sockaddr's port field, in network byte order.
+func getPort(field *uint16) int {
+	b := (*[2]byte)(unsafe.Pointer(field))
+	return int(b[0])<<8 | int(b[1])
+}
+
+// putPort writes port into a sockaddr's port field in network byte order,
+// whatever the machine's.
+func putPort(field *uint16, port uint16) {
+	b := (*[2]byte)(unsafe.Pointer(field))
+	b[0], b[1] = byte(port>>8), byte(port)
+}
+
+// ephemeral reports whether port is in the range the kernel picks local
+// ports from (ip_local_port_range), where a connect to a port nobody
+// listens on can meet its own socket.
+func ephemeral(port uint16) bool {
+	lo, hi := localPortRange()
+	return port >= lo && port <= hi
+}
+
+// localPortRange is the system's ip_local_port_range, read once; 1024 to
+// 65535 when it cannot be read.
+var localPortRange = sync.OnceValues(func() (uint16, uint16) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		var lo, hi uint16
+		if _, err := fmt.Sscan(string(b), &lo, &hi); err == nil && lo > 0 && lo <= hi {
+			return lo, hi
+		}
+	}
+	return 1024, 65535
+})
+
+// toItself reports whether the socket's local address is its peer's: a
+// connect that met its own socket.
+func (s *tcpSock) toItself() bool {
+	la, ok := s.LocalAddr().(*net.TCPAddr)
+	return ok && la.Port == s.raddr.Port && la.IP.Equal(s.raddr.IP)
 }
 
 // awaitConnect waits until the socket's connect has ended and returns how
@@ -130,11 +202,9 @@ func dialSocket(ctx context.Context, network string, ap netip.AddrPort) (c net.C
 // forgets what the poller saw before it (a refusal that came at once)
 // and then looks before it waits.
 func (s *tcpSock) awaitConnect(ctx context.Context) error {
-	rc, err := s.f.SyscallConn()
-	if err != nil {
-		return err
-	}
+	rc := s.raw.rc // the poller's own errors: dialSocket words them
 	var cerr error
+	var err error
 	look := func(fd uintptr) bool {
 		if connected(fd) {
 			return true
@@ -162,10 +232,13 @@ func (s *tcpSock) awaitConnect(ctx context.Context) error {
 	} else {
 		w := watchConn(ctx, s)
 		err = rc.Write(look)
-		if !w.unwatch(s) && ctx.Err() != nil {
-			// Cut by the end of ctx: its deadline is on the socket,
-			// which is closed.
-			return ctx.Err()
+		if !w.unwatch(s) {
+			// Cut by the end of ctx (or not told): its deadline may be
+			// on the socket, which is closed, connected or not.
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return os.ErrDeadlineExceeded
 		}
 	}
 	if err != nil {
@@ -191,9 +264,11 @@ func connected(fd uintptr) bool {
 // depend on which dialer made the connection.
 type tcpSock struct {
 	f         *os.File
+	raw       sockRaw // f's RawConn, with net's errors
 	raddr     *net.TCPAddr
 	network   string
-	keptAlive bool // keepAliveSock has set TCP keep-alive
+	keptAlive bool        // keepAliveSock has set TCP keep-alive
+	closed    atomic.Bool // Close was called: errors say net.ErrClosed
 
 	laddrOnce sync.Once
 	laddr     net.Addr // looked up when first asked for: an error's message
@@ -216,6 +291,7 @@ func (s *tcpSock) Write(p []byte) (int, error) {
 }
 
 func (s *tcpSock) Close() error {
+	s.closed.Store(true)
 	if err := s.f.Close(); err != nil {
 		return s.opError("close", err)
 	}
@@ -237,26 +313,70 @@ func (s *tcpSock) deadline(op string, err error) error {
 	return nil
 }
 
-// SyscallConn is the os.File's: sock uses it as it uses net's.
-func (s *tcpSock) SyscallConn() (syscall.RawConn, error) { return s.f.SyscallConn() }
+// SyscallConn is the os.File's, its errors worded as net's RawConn words
+// them: sock uses it as it uses net's.
+func (s *tcpSock) SyscallConn() (syscall.RawConn, error) { return &s.raw, nil }
+
+// sockRaw is a tcpSock's RawConn: the os.File's, whose errors are the
+// poller's own ("i/o timeout", "use of closed file"), with net's words
+// (*net.OpError "raw-read", "raw-write", "raw-control"; a closed
+// connection as net.ErrClosed).
+type sockRaw struct {
+	s  *tcpSock
+	rc syscall.RawConn // the os.File's
+}
+
+// newTCPSock returns f, a connected socket or one connecting, as a
+// tcpSock; it closes f when it cannot.
+func newTCPSock(f *os.File, raddr *net.TCPAddr, network string) (*tcpSock, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	s := &tcpSock{f: f, raddr: raddr, network: network}
+	s.raw = sockRaw{s: s, rc: rc}
+	return s, nil
+}
+
+func (r *sockRaw) Control(f func(fd uintptr)) error {
+	return r.s.rawError("raw-control", r.rc.Control(f))
+}
+
+func (r *sockRaw) Read(f func(fd uintptr) bool) error {
+	return r.s.rawError("raw-read", r.rc.Read(f))
+}
+
+func (r *sockRaw) Write(f func(fd uintptr) bool) error {
+	return r.s.rawError("raw-write", r.rc.Write(f))
+}
+
+func (s *tcpSock) rawError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return s.opError(op, err)
+}
 
 func (s *tcpSock) RemoteAddr() net.Addr { return s.raddr }
 
 func (s *tcpSock) LocalAddr() net.Addr {
 	s.laddrOnce.Do(func() {
 		s.laddr = &net.TCPAddr{}
-		rc, err := s.f.SyscallConn()
-		if err != nil {
-			return
-		}
-		rc.Control(func(fd uintptr) {
-			if sa, err := syscall.Getsockname(int(fd)); err == nil {
-				switch sa := sa.(type) {
-				case *syscall.SockaddrInet4:
-					s.laddr = &net.TCPAddr{IP: sa.Addr[:], Port: sa.Port}
-				case *syscall.SockaddrInet6:
-					s.laddr = &net.TCPAddr{IP: sa.Addr[:], Port: sa.Port}
-				}
+		s.raw.rc.Control(func(fd uintptr) {
+			var rsa syscall.RawSockaddrAny
+			n := uint32(syscall.SizeofSockaddrAny)
+			_, _, e := syscall.RawSyscall(syscall.SYS_GETSOCKNAME, fd, uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&n)))
+			if e != 0 {
+				return
+			}
+			switch rsa.Addr.Family {
+			case syscall.AF_INET:
+				sa := (*syscall.RawSockaddrInet4)(unsafe.Pointer(&rsa))
+				s.laddr = &net.TCPAddr{IP: net.IP(sa.Addr[:]).To16(), Port: getPort(&sa.Port)}
+			case syscall.AF_INET6:
+				sa := (*syscall.RawSockaddrInet6)(unsafe.Pointer(&rsa))
+				s.laddr = &net.TCPAddr{IP: net.IP(sa.Addr[:]), Port: getPort(&sa.Port)}
 			}
 		})
 	})
@@ -273,7 +393,9 @@ func (s *tcpSock) opError(op string, err error) error {
 		err = pe.Err
 	}
 	switch {
-	case errors.Is(err, os.ErrClosed):
+	case errors.Is(err, os.ErrClosed), s.closed.Load() && !errors.Is(err, os.ErrDeadlineExceeded):
+		// os.File's closed file, or the poller's "use of closed file"
+		// for a Read or wait that Close ended.
 		err = net.ErrClosed
 	default:
 		if errno, ok := err.(syscall.Errno); ok {
@@ -284,21 +406,19 @@ func (s *tcpSock) opError(op string, err error) error {
 }
 
 // keepAliveSock sets TCP keep-alive (see keepAlive) on c, once, when c is
-// one of dialSocket's: it is set when a connection is first kept for
-// another request, not at its dial, so that a connection used once (a
-// proxy that closes each after its answer) costs two system calls less.
-// net's connections have it from their dialer.
+// one of dialSocket's. h1 sets it when a connection is first taken again
+// for another request, and at the dial only when a connection in use may
+// stay quiet longer than the first probe's 30 s (see
+// transports.quietInUse): a connection used once (a proxy that closes
+// each after its answer) costs two system calls less. net's connections
+// have it from their dialer.
 func keepAliveSock(c net.Conn) {
 	s, ok := c.(*tcpSock)
 	if !ok || s.keptAlive {
 		return
 	}
 	s.keptAlive = true
-	rc, err := s.f.SyscallConn()
-	if err != nil {
-		return
-	}
-	rc.Control(func(fd uintptr) {
+	s.raw.rc.Control(func(fd uintptr) {
 		if setsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_KEEPALIVE, 1) == 0 {
 			setsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE, int32(keepAlive.Idle/time.Second))
 		}

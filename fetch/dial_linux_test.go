@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
 )
@@ -364,5 +365,145 @@ func TestDialSocketLowFD(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "LOWFD-LEFT") {
 		t.Fatalf("a socket on standard output's number was dialled as an os.File: %s", out)
+	}
+}
+
+// TestSockRawErrorsAsNet: h1's own reads (sock.read, through the socket's
+// RawConn) fail on a connection of dialSocket as on one of net.Dialer:
+// past a deadline, and after Close.
+func TestSockRawErrorsAsNet(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	for _, tc := range []struct {
+		name string
+		do   func(c net.Conn)
+		is   error
+	}{
+		{"deadline", func(c net.Conn) { c.SetReadDeadline(time.Now().Add(-time.Second)) }, os.ErrDeadlineExceeded},
+		{"closed", func(c net.Conn) { c.LocalAddr(); c.Close() }, net.ErrClosed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ours, nets, oursErr, netErr := dialBoth(t, context.Background(), ln.Addr().String())
+			if oursErr != nil || netErr != nil {
+				t.Fatal(oursErr, netErr)
+			}
+			defer ours.Close()
+			defer nets.Close()
+			var errs [2]error
+			for i, c := range []net.Conn{ours, nets} {
+				var s sock
+				s.init(c)
+				if !s.canSend() {
+					t.Fatalf("%T: no socket", c)
+				}
+				la := c.LocalAddr().String()
+				tc.do(c)
+				_, errs[i] = s.read(c, make([]byte, 16))
+				if errs[i] == nil {
+					t.Fatalf("%T: read did not fail", c)
+				}
+				errs[i] = errors.New(strings.ReplaceAll(strings.ReplaceAll(errs[i].Error(), la, "LOCAL"), "raw-read", "read"))
+				if _, err := s.read(c, make([]byte, 16)); !errors.Is(err, tc.is) {
+					t.Fatalf("%T: %v is not %v", c, err, tc.is)
+				}
+			}
+			if errs[0].Error() != errs[1].Error() {
+				t.Fatalf("error %q, net's %q", errs[0], errs[1])
+			}
+		})
+	}
+}
+
+// TestDialSocketToItself: a socket connected to itself (a port in the
+// ephemeral range nobody listens on, chosen as the local port too) is
+// told apart from one connected to a server.
+func TestDialSocketToItself(t *testing.T) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}
+	if err := syscall.Bind(fd, sa); err != nil {
+		syscall.Close(fd)
+		t.Fatal(err)
+	}
+	bound, _ := syscall.Getsockname(fd)
+	sa.Port = bound.(*syscall.SockaddrInet4).Port
+	if err := syscall.Connect(fd, sa); err != nil && err != syscall.EINPROGRESS {
+		syscall.Close(fd)
+		t.Fatal(err)
+	}
+	raddr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: sa.Port}
+	s, err := newTCPSock(os.NewFile(uintptr(fd), "tcp"), raddr, "tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.awaitConnect(context.Background()); err != nil {
+		t.Fatalf("a connect to itself: %v", err)
+	}
+	if !s.toItself() {
+		t.Fatalf("a socket connected to itself (%s -> %s) not told", s.LocalAddr(), s.RemoteAddr())
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, _, err := dialSocket(context.Background(), "tcp", netip.MustParseAddrPort(ln.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.(*tcpSock).toItself() {
+		t.Fatal("a connection to a listener taken for one to itself")
+	}
+}
+
+// TestSockaddrPort: ports are written and read in network byte order,
+// whatever the machine's.
+func TestSockaddrPort(t *testing.T) {
+	var field uint16
+	putPort(&field, 0x1f90) // 8080
+	b := (*[2]byte)(unsafe.Pointer(&field))
+	if b[0] != 0x1f || b[1] != 0x90 {
+		t.Fatalf("bytes %x, want 1f90", b[:])
+	}
+	if got := getPort(&field); got != 8080 {
+		t.Fatalf("read back %d", got)
+	}
+}
+
+// TestQuietInUse: keep-alive from the dial exactly when a connection in
+// use may stay quiet past the first probe.
+func TestQuietInUse(t *testing.T) {
+	for _, tc := range []struct {
+		header, idle time.Duration
+		want         bool
+	}{
+		{30 * time.Second, 30 * time.Second, false}, // the defaults
+		{10 * time.Second, 5 * time.Second, false},
+		{31 * time.Second, 30 * time.Second, true},
+		{30 * time.Second, time.Minute, true},
+		{0, 30 * time.Second, true}, // off
+		{30 * time.Second, 0, true},
+	} {
+		ts := &transports{cfg: &Config{HeaderTimeout: tc.header, IdleTimeout: tc.idle}}
+		if got := ts.quietInUse(); got != tc.want {
+			t.Errorf("header %v, idle %v: %v, want %v", tc.header, tc.idle, got, tc.want)
+		}
 	}
 }

@@ -160,6 +160,7 @@ func (ts *transports) newH1(perKey int) *h1 {
 func (ts *transports) h1Dial() dialFunc {
 	named := ts.dial()
 	ip := &net.Dialer{KeepAliveConfig: keepAlive}
+	quiet := ts.quietInUse()
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		h, ok := ctx.Value(trackerKey{}).(*hooked)
 		ap, err := netip.ParseAddrPort(addr)
@@ -171,10 +172,24 @@ func (ts *transports) h1Dial() dialFunc {
 		c, done, err := dialSocket(ctx, network, ap)
 		if !done {
 			c, err = ip.DialContext(withoutDeadline{ctx}, network, addr)
+		} else if err == nil && quiet {
+			keepAliveSock(c)
 		}
 		hooks.connectDone(network, addr, err)
 		return c, err
 	}
+}
+
+// quietInUse reports whether a connection in use may stay quiet for longer
+// than TCP keep-alive's first probe: when --header-timeout or
+// --idle-timeout is longer, or off. A connection of dialSocket then has
+// keep-alive from its dial; otherwise from when it is first taken again
+// (see keepAliveSock), as an idle one waits at most 90 s, where NATs keep
+// an established TCP mapping for minutes to hours (RFC 5382: at least
+// 2 h 4 min).
+func (ts *transports) quietInUse() bool {
+	long := func(d time.Duration) bool { return d <= 0 || d > keepAlive.Idle }
+	return long(ts.cfg.HeaderTimeout) || long(ts.cfg.IdleTimeout)
 }
 
 // withoutDeadline is a context with its parent's cancellation and values
