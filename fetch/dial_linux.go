@@ -284,33 +284,24 @@ func (s *tcpSock) Read(p []byte) (int, error) {
 
 func (s *tcpSock) Write(p []byte) (int, error) {
 	n, err := s.f.Write(p)
-	if err != nil {
-		err = s.opError("write", err)
-	}
-	return n, err
+	return n, s.wrap("write", err)
 }
 
 func (s *tcpSock) Close() error {
 	s.closed.Store(true)
-	if err := s.f.Close(); err != nil {
-		return s.opError("close", err)
-	}
-	return nil
+	return s.wrap("close", s.f.Close())
 }
 
-func (s *tcpSock) SetDeadline(t time.Time) error { return s.deadline("set", s.f.SetDeadline(t)) }
-func (s *tcpSock) SetReadDeadline(t time.Time) error {
-	return s.deadline("set", s.f.SetReadDeadline(t))
-}
-func (s *tcpSock) SetWriteDeadline(t time.Time) error {
-	return s.deadline("set", s.f.SetWriteDeadline(t))
-}
+func (s *tcpSock) SetDeadline(t time.Time) error      { return s.wrap("set", s.f.SetDeadline(t)) }
+func (s *tcpSock) SetReadDeadline(t time.Time) error  { return s.wrap("set", s.f.SetReadDeadline(t)) }
+func (s *tcpSock) SetWriteDeadline(t time.Time) error { return s.wrap("set", s.f.SetWriteDeadline(t)) }
 
-func (s *tcpSock) deadline(op string, err error) error {
-	if err != nil {
-		return s.opError(op, err)
+// wrap is err, unless nil, worded as net's (see opError).
+func (s *tcpSock) wrap(op string, err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	return s.opError(op, err)
 }
 
 // SyscallConn is the os.File's, its errors worded as net's RawConn words
@@ -339,23 +330,10 @@ func newTCPSock(f *os.File, raddr *net.TCPAddr, network string) (*tcpSock, error
 	return s, nil
 }
 
-func (r *sockRaw) Control(f func(fd uintptr)) error {
-	return r.s.rawError("raw-control", r.rc.Control(f))
-}
-
-func (r *sockRaw) Read(f func(fd uintptr) bool) error {
-	return r.s.rawError("raw-read", r.rc.Read(f))
-}
-
+func (r *sockRaw) Control(f func(fd uintptr)) error   { return r.s.wrap("raw-control", r.rc.Control(f)) }
+func (r *sockRaw) Read(f func(fd uintptr) bool) error { return r.s.wrap("raw-read", r.rc.Read(f)) }
 func (r *sockRaw) Write(f func(fd uintptr) bool) error {
-	return r.s.rawError("raw-write", r.rc.Write(f))
-}
-
-func (s *tcpSock) rawError(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return s.opError(op, err)
+	return r.s.wrap("raw-write", r.rc.Write(f))
 }
 
 func (s *tcpSock) RemoteAddr() net.Addr { return s.raddr }

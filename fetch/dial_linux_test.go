@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -33,6 +34,40 @@ func dialBoth(t *testing.T, ctx context.Context, addr string) (ours, nets net.Co
 	return ours, nets, oursErr, netErr
 }
 
+// startFaults starts fetchtest's faulty servers for the test.
+func startFaults(t *testing.T) *fetchtest.Faults {
+	t.Helper()
+	f, err := fetchtest.StartFaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return f
+}
+
+// listening returns the address of a loopback server that accepts
+// connections and reads them until they close (startRawServer).
+func listening(t *testing.T) string {
+	t.Helper()
+	return startRawServer(t, func(c net.Conn, _ func() *http.Request) { io.Copy(io.Discard, c) }).addr
+}
+
+// sockOpt is the socket option level/name of c, a connection with a
+// socket.
+func sockOpt(t *testing.T, c net.Conn, level, name int) int {
+	t.Helper()
+	rc, err := c.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v int
+	rc.Control(func(fd uintptr) { v, err = syscall.GetsockoptInt(int(fd), level, name) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // withoutPorts is s with the local ports of a and b written as LOCAL, so
 // that the errors of two connections can be compared.
 func withoutPorts(s string, conns ...net.Conn) string {
@@ -48,11 +83,7 @@ func withoutPorts(s string, conns ...net.Conn) string {
 // net.Dialer does, word for word, and for errors.Is and net.Error: a
 // refused connect, a reset, a read past its deadline, a read after close.
 func TestDialSocketAsNet(t *testing.T) {
-	f, err := fetchtest.StartFaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := startFaults(t)
 
 	t.Run("refused", func(t *testing.T) {
 		// Bounded: a refusal the dial missed would otherwise hang it.
@@ -194,11 +225,7 @@ func readErr(c net.Conn) error {
 // TestDialSocketCancelled: a connect that hangs (a full accept queue)
 // ends when its context does, within 0.5 s of it.
 func TestDialSocketCancelled(t *testing.T) {
-	f, err := fetchtest.StartFaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := startFaults(t)
 	if !f.BlackholeHangs {
 		t.Fatal("a connect to a full accept queue does not hang here")
 	}
@@ -256,40 +283,22 @@ func TestDialSocketAddresses(t *testing.T) {
 // TestKeepAliveSock: a connection of dialSocket has no keep-alive until
 // it is first kept, and then a first probe after keepAlive.Idle.
 func TestKeepAliveSock(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, _, err := dialSocket(context.Background(), "tcp", netip.MustParseAddrPort(ln.Addr().String()))
+	c, _, err := dialSocket(context.Background(), "tcp", netip.MustParseAddrPort(listening(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	opt := func(level, name int) int {
-		t.Helper()
-		rc, err := c.(syscall.Conn).SyscallConn()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var v int
-		rc.Control(func(fd uintptr) { v, err = syscall.GetsockoptInt(int(fd), level, name) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	if opt(syscall.SOL_SOCKET, syscall.SO_KEEPALIVE) != 0 {
+	if sockOpt(t, c, syscall.SOL_SOCKET, syscall.SO_KEEPALIVE) != 0 {
 		t.Fatal("keep-alive on at the dial")
 	}
-	if opt(syscall.IPPROTO_TCP, syscall.TCP_NODELAY) == 0 {
+	if sockOpt(t, c, syscall.IPPROTO_TCP, syscall.TCP_NODELAY) == 0 {
 		t.Fatal("TCP_NODELAY off")
 	}
 	keepAliveSock(c)
-	if opt(syscall.SOL_SOCKET, syscall.SO_KEEPALIVE) != 1 {
+	if sockOpt(t, c, syscall.SOL_SOCKET, syscall.SO_KEEPALIVE) != 1 {
 		t.Fatal("keep-alive off once kept")
 	}
-	if got, want := opt(syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE), int(keepAlive.Idle/time.Second); got != want {
+	if got, want := sockOpt(t, c, syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE), int(keepAlive.Idle/time.Second); got != want {
 		t.Fatalf("first probe after %d s, want %d", got, want)
 	}
 }
@@ -314,16 +323,7 @@ func TestH1KeepAliveOnReuse(t *testing.T) {
 		if _, ok := c.(*tcpSock); !ok {
 			t.Fatalf("%T is not dialSocket's", c)
 		}
-		rc, err := c.(syscall.Conn).SyscallConn()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var v int
-		rc.Control(func(fd uintptr) { v, err = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_KEEPALIVE) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v == 1
+		return sockOpt(t, c, syscall.SOL_SOCKET, syscall.SO_KEEPALIVE) == 1
 	}
 	if keepAliveOn(idle()) {
 		t.Fatal("keep-alive on after the first answer")
@@ -372,20 +372,7 @@ func TestDialSocketLowFD(t *testing.T) {
 // RawConn) fail on a connection of dialSocket as on one of net.Dialer:
 // past a deadline, and after Close.
 func TestSockRawErrorsAsNet(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
+	addr := listening(t)
 	for _, tc := range []struct {
 		name string
 		do   func(c net.Conn)
@@ -395,7 +382,7 @@ func TestSockRawErrorsAsNet(t *testing.T) {
 		{"closed", func(c net.Conn) { c.LocalAddr(); c.Close() }, net.ErrClosed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ours, nets, oursErr, netErr := dialBoth(t, context.Background(), ln.Addr().String())
+			ours, nets, oursErr, netErr := dialBoth(t, context.Background(), addr)
 			if oursErr != nil || netErr != nil {
 				t.Fatal(oursErr, netErr)
 			}
@@ -426,10 +413,11 @@ func TestSockRawErrorsAsNet(t *testing.T) {
 	}
 }
 
-// TestDialSocketToItself: a socket connected to itself (a port in the
+// TestTCPSockToItself: a socket connected to itself (a port in the
 // ephemeral range nobody listens on, chosen as the local port too) is
-// told apart from one connected to a server.
-func TestDialSocketToItself(t *testing.T) {
+// told apart from one connected to a server (toItself, which dialSocket
+// asks before it dials again).
+func TestTCPSockToItself(t *testing.T) {
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -458,12 +446,7 @@ func TestDialSocketToItself(t *testing.T) {
 		t.Fatalf("a socket connected to itself (%s -> %s) not told", s.LocalAddr(), s.RemoteAddr())
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, _, err := dialSocket(context.Background(), "tcp", netip.MustParseAddrPort(ln.Addr().String()))
+	c, _, err := dialSocket(context.Background(), "tcp", netip.MustParseAddrPort(listening(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,37 +164,45 @@ func TestH1Framings(t *testing.T) {
 		{"to the end of the connection", "GET", "HTTP/1.1 200 OK\r\n\r\nuntil close", "until close", false},
 		{"status under 100", "GET", "HTTP/1.1 099 Odd\r\nContent-Length: 2\r\n\r\nok", "ok", true}, // the answer, as net/http takes it
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			srv := startRawServer(t, func(c net.Conn, next func() *http.Request) {
-				for req := next(); req != nil; req = next() {
-					io.WriteString(c, tc.answer)
-					if !tc.keep {
-						return // the server closes: the answer may end with it
+		// Over a connection of dialSocket (testH1's) and of net.Dialer (a
+		// target named by its host), which sock reads through net's
+		// RawConn.
+		for _, dial := range []struct {
+			name string
+			dial dialFunc
+		}{{"socket", socketDial}, {"net", (&net.Dialer{}).DialContext}} {
+			t.Run(tc.name+"/"+dial.name, func(t *testing.T) {
+				srv := startRawServer(t, func(c net.Conn, next func() *http.Request) {
+					for req := next(); req != nil; req = next() {
+						io.WriteString(c, tc.answer)
+						if !tc.keep {
+							return // the server closes: the answer may end with it
+						}
+					}
+				})
+				h := newH1(dial.dial, 1<<10, 4, 4, time.Now, nil)
+				defer h.closeIdle()
+				for i := range 3 {
+					status, body, reused, err := get(context.Background(), h, tc.method, "http://"+srv.addr+"/x", nil)
+					if err != nil {
+						t.Fatalf("request %d: %v", i, err)
+					}
+					if (status < 200) != (tc.name == "status under 100") || body != tc.body {
+						t.Fatalf("request %d: status %d body %q, want body %q", i, status, body, tc.body)
+					}
+					if want := tc.keep && i > 0; reused != want {
+						t.Errorf("request %d: reused %v, want %v", i, reused, want)
 					}
 				}
+				want := int64(1)
+				if !tc.keep {
+					want = 3
+				}
+				if n := srv.conns.Load(); n != want {
+					t.Errorf("%d connections for 3 requests, want %d", n, want)
+				}
 			})
-			h := testH1(4, 4)
-			defer h.closeIdle()
-			for i := range 3 {
-				status, body, reused, err := get(context.Background(), h, tc.method, "http://"+srv.addr+"/x", nil)
-				if err != nil {
-					t.Fatalf("request %d: %v", i, err)
-				}
-				if (status < 200) != (tc.name == "status under 100") || body != tc.body {
-					t.Fatalf("request %d: status %d body %q, want body %q", i, status, body, tc.body)
-				}
-				if want := tc.keep && i > 0; reused != want {
-					t.Errorf("request %d: reused %v, want %v", i, reused, want)
-				}
-			}
-			want := int64(1)
-			if !tc.keep {
-				want = 3
-			}
-			if n := srv.conns.Load(); n != want {
-				t.Errorf("%d connections for 3 requests, want %d", n, want)
-			}
-		})
+		}
 	}
 }
 
