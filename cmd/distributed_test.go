@@ -172,3 +172,26 @@ func TestShard_resume(t *testing.T) {
 		t.Errorf("stderr does not say %q:\n%s", want, stderr)
 	}
 }
+
+func TestValidNamespace(t *testing.T) {
+	long := strings.Repeat("a", 64)
+	for _, tt := range []struct {
+		s    string
+		want bool
+	}{
+		{"fetch", true},
+		{"A-z_0.9:x", true},
+		{long, true},
+		{long + "a", false},
+		{"", false},
+		{"a{b}", false},
+		{"a b", false},
+		{"ä", false},
+		{"a\n", false},
+		{"a/b", false},
+	} {
+		if got := validNamespace(tt.s); got != tt.want {
+			t.Errorf("validNamespace(%q) = %v, want %v", tt.s, got, tt.want)
+		}
+	}
+}
