@@ -486,7 +486,7 @@ func runEngine(ctx context.Context, ios *IOStreams, warn *warnings, eng *fetch.E
 	defer onSecondInterrupt(ctx, eng.StopNow)()
 	stop := func() {}
 	if total != nil {
-		stop = startProgress(ctx, warn.out, eng, total)
+		stop = startProgress(ctx, warn.out, eng, total, ios.stderrColumns)
 	}
 	report, err := eng.Run(ctx, inputs, w)
 	stop()

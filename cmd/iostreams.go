@@ -62,6 +62,17 @@ func (s *IOStreams) IsStderrTTY() bool {
 	return false
 }
 
+// stderrColumns is the width of the terminal on standard error, or 0
+// when it is not a terminal or its width is unknown.
+func (s *IOStreams) stderrColumns() int {
+	if f, ok := s.ErrOut.(*os.File); ok {
+		if w, _, err := term.GetSize(int(f.Fd())); err == nil {
+			return w
+		}
+	}
+	return 0
+}
+
 // warnings writes warnings to errOut, one line each, cut short, from any
 // goroutine; a quiet one writes nothing. Whatever else writes to errOut
 // while warnings may come (the progress bar) writes through out, so that

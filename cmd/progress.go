@@ -6,15 +6,19 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fetch-dev/fetch/fetch"
-	"github.com/schollz/progressbar/v3"
 )
 
-// progressInterval is how often the progress bar polls the engine.
+// progressInterval is how often the progress bar polls the engine and
+// draws.
 const progressInterval = 150 * time.Millisecond
 
 // statser is the part of *fetch.Engine the progress bar reads.
@@ -25,25 +29,15 @@ type statser interface {
 // startProgress draws a progress bar on w, polling eng on a ticker, until
 // the returned stop function is called; stop clears the bar from the line.
 // total is called once, in the background, for the number of URLs; -1 (or
-// until it returns) shows a spinner instead of a bar.
-func startProgress(ctx context.Context, w io.Writer, eng statser, total func(context.Context) int64) (stop func()) {
-	bar := progressbar.NewOptions64(-1,
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString("url"),
-		progressbar.OptionSetElapsedTime(true),
-		progressbar.OptionSetPredictTime(true),
-		progressbar.OptionSpinnerType(14),
-		progressbar.OptionSetSpinnerChangeInterval(0), // the ticker below renders
-		progressbar.OptionSetDescription("starting"),
-	)
-
+// until it returns) shows a spinner instead of a bar. columns, when not
+// nil, is the terminal's width (0 when unknown), read at every draw: the
+// line is cut to fit it.
+func startProgress(ctx context.Context, w io.Writer, eng statser, total func(context.Context) int64, columns func() int) (stop func()) {
 	countCtx, cancelCount := context.WithCancel(ctx)
 	totals := make(chan int64, 1)
 	go func() { totals <- total(countCtx) }()
 
+	p := &progressLine{w: w, columns: columns, start: time.Now(), max: -1}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -51,34 +45,172 @@ func startProgress(ctx context.Context, w io.Writer, eng statser, total func(con
 		defer wg.Done()
 		t := time.NewTicker(progressInterval)
 		defer t.Stop()
-		max := int64(-1)
 		for {
 			select {
 			case <-done:
 				return
 			case n := <-totals:
 				if n > 0 {
-					max = n
-					bar.ChangeMax64(max)
+					p.max = n
 				}
 			case <-t.C:
 			}
-			s := eng.Stats()
-			if max > 0 && s.Done > max { // the count was short; never overflow the bar
-				max = s.Done
-				bar.ChangeMax64(max)
-			}
-			bar.Set64(s.Done)
-			bar.Describe(fmt.Sprintf("ok %d failed %d in flight %d", s.OK, s.Failed, s.InFlight))
+			p.draw(time.Now(), eng.Stats())
 		}
 	}()
 	return func() {
 		cancelCount()
 		close(done)
 		wg.Wait()
-		bar.Clear()
-		fmt.Fprint(w, "\r")
+		p.clear()
 	}
+}
+
+// progressLine is the one line of progress on a terminal: a bar when the
+// total is known, else a spinner; the counts; done/total and the rate over
+// the last few seconds; the time taken and, with a total, the time left.
+// Each draw returns to the start of the line, writes over the last one and
+// erases what is left of it.
+// It is drawn by hand, not by a progress-bar library: the one used before
+// brought a colour and a Unicode library, whose set-up cost every start of
+// fetch, drawn or not, 0.5 to 0.8 ms on a small VM (fetch --version: 17.3
+// against 16.5 ms, medians of 6 x 50 runs taking turns).
+type progressLine struct {
+	w       io.Writer
+	columns func() int
+	start   time.Time
+	max     int64 // the total, or -1 while unknown
+
+	frame   int                // the spinner's
+	samples [rateWindow]sample // ring of the last draws, for the rate
+	n       int                // draws so far
+	last    int                // width of the line last drawn
+	buf     []byte
+}
+
+type sample struct {
+	at   time.Time
+	done int64
+}
+
+// rateWindow is how many draws the rate looks back: 4.8 s at
+// progressInterval.
+const rateWindow = 32
+
+const (
+	barWidth = 30
+	spinner  = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+)
+
+// draw writes the line for stats s at now.
+func (p *progressLine) draw(now time.Time, s fetch.Stats) {
+	if p.max > 0 && s.Done > p.max { // the count was short; never overflow the bar
+		p.max = s.Done
+	}
+	oldest := p.samples[p.n%rateWindow] // the oldest kept, when the ring is full
+	if p.n < rateWindow {
+		oldest = sample{at: p.start}
+	}
+	p.samples[p.n%rateWindow] = sample{at: now, done: s.Done}
+	p.n++
+	rate := 0.0
+	if d := now.Sub(oldest.at).Seconds(); d > 0 {
+		rate = float64(s.Done-oldest.done) / d
+	}
+	line := progressText(p.max, s, rate, now.Sub(p.start), p.frame)
+	p.frame++
+	cols := 0
+	if p.columns != nil {
+		cols = p.columns()
+	}
+	if cols > 0 && utf8.RuneCountInString(line) >= cols {
+		line = truncateRunes(line, cols-1) // the last column would wrap on some terminals
+	}
+	b := append(p.buf[:0], '\r')
+	b = append(b, line...)
+	b = append(b, eraseLine...) // what a longer line left
+	p.buf = b
+	p.w.Write(b) //nolint:errcheck // a terminal that cannot be drawn on loses only the bar
+}
+
+// eraseLine erases from the cursor to the end of the line (ECMA-48 EL).
+const eraseLine = "\x1b[K"
+
+// clear blanks the line and returns to its start.
+func (p *progressLine) clear() {
+	p.w.Write([]byte("\r" + eraseLine)) //nolint:errcheck
+}
+
+// progressText is the line's text: with a total (max > 0),
+//
+//	ok 3 failed 1 in flight 2  40% |████████████                  | (4/10, 2.1 url/s) [1s:3s]
+//
+// and without, a spinner frame first and "-" for the total, no bar and no
+// time left.
+func progressText(max int64, s fetch.Stats, rate float64, elapsed time.Duration, frame int) string {
+	var b strings.Builder
+	counts := fmt.Sprintf("ok %d failed %d in flight %d", s.OK, s.Failed, s.InFlight)
+	if max > 0 {
+		pct := int(s.Done * 100 / max)
+		fill := int(s.Done * barWidth / max)
+		fmt.Fprintf(&b, "%s %3d%% |%s%s| (%d/%d, %s url/s) [%s:%s]", counts, pct,
+			strings.Repeat("█", fill), strings.Repeat(" ", barWidth-fill),
+			s.Done, max, rateString(rate), shortDuration(elapsed), left(max-s.Done, rate))
+		return b.String()
+	}
+	r := []rune(spinner)
+	fmt.Fprintf(&b, "%c %s (%d/-, %s url/s) [%s]", r[frame%len(r)], counts, s.Done, rateString(rate), shortDuration(elapsed))
+	return b.String()
+}
+
+// rateString rounds a rate for people: 3 significant figures, at most one
+// decimal.
+func rateString(r float64) string {
+	switch {
+	case r >= 100:
+		return strconv.FormatFloat(math.Round(r), 'f', 0, 64)
+	case r >= 10:
+		return strconv.FormatFloat(r, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(r, 'f', 2, 64)
+}
+
+// left is the time the rest takes at rate, or "?" when nothing moves.
+func left(rest int64, rate float64) string {
+	if rest <= 0 {
+		return "0s"
+	}
+	if rate <= 0 {
+		return "?"
+	}
+	return shortDuration(time.Duration(float64(rest) / rate * float64(time.Second)))
+}
+
+// shortDuration is d in whole seconds as 59s, 1m40s, 2h3m.
+func shortDuration(d time.Duration) string {
+	s := int64(d / time.Second)
+	switch {
+	case s < 60:
+		return strconv.FormatInt(s, 10) + "s"
+	case s < 3600:
+		return fmt.Sprintf("%dm%ds", s/60, s%60)
+	}
+	return fmt.Sprintf("%dh%dm", s/3600, s%3600/60)
+}
+
+// truncateRunes cuts s to at most n runes.
+func truncateRunes(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
+		}
+		i++
+	}
+	return s
 }
 
 // countURLLines counts the lines of the named files that are neither blank
