@@ -45,7 +45,11 @@ import (
 // connection leaves many in TIME_WAIT) or when the socket connected to
 // itself (a destination port in the ephemeral range that nobody listens
 // on, which the kernel may also pick as the local port: the only case in
-// which the local address is looked up at the dial).
+// which the local address is looked up at the dial). Where net hands over
+// a socket that met itself a third time, dialSocket reports the refusal
+// such a port means (ECONNREFUSED): a request written to itself would
+// come back as its own answer. TestDialSocketTriesAgain makes both cases
+// on demand.
 //
 // Errors are net's: a *net.OpError "dial" with the connect's errno as
 // os.SyscallError, or ctx's error when ctx ends first (the wait is cut as

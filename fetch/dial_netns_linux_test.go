@@ -1,0 +1,149 @@
+//go:build linux
+
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"syscall"
+	"testing"
+	"unsafe"
+)
+
+// inNetns runs f on a thread of its own in a new network namespace, whose
+// loopback is up and whose kernel picks every local port of a connect from
+// ports alone (ip_local_port_range), and returns f's error. The thread is
+// never given back: it ends with f's goroutine, and no other goroutine
+// runs in the namespace. It skips the test where namespaces cannot be made
+// (CAP_SYS_ADMIN; CI runs the tests as root).
+func inNetns(t *testing.T, ports [2]int, f func() error) error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread goes when this goroutine ends
+		if err := syscall.Unshare(syscall.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("%w: %v", errors.ErrUnsupported, err)
+			return
+		}
+		if err := loopbackUp(); err != nil {
+			errc <- fmt.Errorf("bringing lo up: %v", err)
+			return
+		}
+		r := fmt.Sprintf("%d %d", ports[0], ports[1])
+		if err := os.WriteFile("/proc/sys/net/ipv4/ip_local_port_range", []byte(r), 0); err != nil {
+			errc <- fmt.Errorf("ip_local_port_range %s: %v", r, err)
+			return
+		}
+		errc <- f()
+	}()
+	err := <-errc
+	if errors.Is(err, errors.ErrUnsupported) {
+		t.Skipf("no network namespace (needs CAP_SYS_ADMIN): %v", err)
+	}
+	return err
+}
+
+// loopbackUp sets the flag IFF_UP on the interface lo of the calling
+// thread's network namespace.
+func loopbackUp() error {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fd)
+	var req struct { // struct ifreq, with ifr_flags
+		name  [syscall.IFNAMSIZ]byte
+		flags uint16
+		_     [22]byte
+	}
+	copy(req.name[:], "lo")
+	for _, op := range []uintptr{syscall.SIOCGIFFLAGS, syscall.SIOCSIFFLAGS} {
+		if op == syscall.SIOCSIFFLAGS {
+			req.flags |= syscall.IFF_UP
+		}
+		if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), op, uintptr(unsafe.Pointer(&req))); e != 0 {
+			return e
+		}
+	}
+	return nil
+}
+
+// TestDialSocketTriesAgain makes the cases in which dialSocket connects
+// again happen on demand, in a kernel with one local port for connects:
+//   - A dial to that port, where nobody listens, connects the socket to
+//     itself. dialSocket must not hand that over: it tries again, and the
+//     kernel, whose one port now waits in TIME_WAIT for that destination,
+//     has no port left (EADDRNOTAVAIL) at the second and third tries.
+//   - A dial to a listener while another connection holds the one port
+//     finds none free from the first try (EADDRNOTAVAIL).
+//
+// Both end in net's own error for the same dial, word for word. (Three
+// self-connects in a row, after which dialSocket reports the refusal such
+// a port means where net hands over the socket, cannot be made: the
+// kernel never picks a port in TIME_WAIT for the same destination.)
+func TestDialSocketTriesAgain(t *testing.T) {
+	lo, _ := localPortRange()
+	port := int(lo) + 10 // in the range this process read, so that the self-connect check runs
+	err := inNetns(t, [2]int{port, port}, func() error {
+		ctx := context.Background()
+		self := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
+		c, ok, err := dialSocket(ctx, "tcp", self)
+		if !ok {
+			return errors.New("dialSocket did not take 127.0.0.1")
+		}
+		if err == nil {
+			defer c.Close()
+			return fmt.Errorf("a dial to %v, where only the dialer is, returned a connection %v -> %v", self, c.LocalAddr(), c.RemoteAddr())
+		}
+		if err := sameAsNet(err, self); err != nil {
+			return fmt.Errorf("a dial meeting itself: %w", err)
+		}
+
+		// The listener's port is outside the range: bound by number.
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port-1))
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		to := netip.MustParseAddrPort(ln.Addr().String())
+		first, _, err := dialSocket(ctx, "tcp", to)
+		if err != nil {
+			return fmt.Errorf("first dial, with the port free: %v", err)
+		}
+		defer first.Close()
+		if got := first.LocalAddr().(*net.TCPAddr).Port; got != port {
+			return fmt.Errorf("first dial from port %d, want %d: the namespace's range is not in force", got, port)
+		}
+		_, _, err = dialSocket(ctx, "tcp", to)
+		if err := sameAsNet(err, to); err != nil {
+			return fmt.Errorf("a dial with no port free: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sameAsNet checks that err, dialSocket's for a dial to ap, says no local
+// port was free (EADDRNOTAVAIL) as net.Dial's for the same dial does.
+func sameAsNet(err error, ap netip.AddrPort) error {
+	var oe *net.OpError
+	if !errors.As(err, &oe) || !errors.Is(err, syscall.EADDRNOTAVAIL) {
+		return fmt.Errorf("%v, want a *net.OpError with EADDRNOTAVAIL", err)
+	}
+	c, nerr := net.Dial("tcp", ap.String())
+	if nerr == nil {
+		c.Close()
+		return fmt.Errorf("net.Dial connected %v -> %v where dialSocket did not", c.LocalAddr(), c.RemoteAddr())
+	}
+	if err.Error() != nerr.Error() {
+		return fmt.Errorf("\n got %v\nwant %v (net's)", err, nerr)
+	}
+	return nil
+}
