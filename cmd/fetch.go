@@ -486,7 +486,12 @@ func runEngine(ctx context.Context, ios *IOStreams, warn *warnings, eng *fetch.E
 	defer onSecondInterrupt(ctx, eng.StopNow)()
 	stop := func() {}
 	if total != nil {
-		stop = startProgress(ctx, warn.out, eng, total, ios.stderrColumns)
+		warn.barUp.Store(true)
+		stopBar := startProgress(ctx, warn.out, eng, total, ios.stderrColumns)
+		stop = func() {
+			stopBar()
+			warn.barUp.Store(false)
+		}
 	}
 	report, err := eng.Run(ctx, inputs, w)
 	stop()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"golang.org/x/term"
@@ -76,10 +77,12 @@ func (s *IOStreams) stderrColumns() int {
 // warnings writes warnings to errOut, one line each, cut short, from any
 // goroutine; a quiet one writes nothing. Whatever else writes to errOut
 // while warnings may come (the progress bar) writes through out, so that
-// no two writes mix.
+// no two writes mix; while the bar is up (barUp), a warning first erases
+// its line and the next draw puts it back below the warning.
 type warnings struct {
 	out   *lockedWriter
 	quiet bool
+	barUp atomic.Bool
 }
 
 func newWarnings(errOut io.Writer, quiet bool) *warnings {
@@ -116,7 +119,11 @@ func (ws *warnings) warn(msg string) {
 		}
 		line = line[:cut] + "..."
 	}
-	fmt.Fprintf(ws.out, "fetch: warning: %s\n", line)
+	erase := ""
+	if ws.barUp.Load() {
+		erase = "\r" + eraseLine
+	}
+	fmt.Fprintf(ws.out, "%sfetch: warning: %s\n", erase, line)
 }
 
 // Write makes warnings an io.Writer for the log package: each write is

@@ -67,10 +67,10 @@ func startProgress(ctx context.Context, w io.Writer, eng statser, total func(con
 }
 
 // progressLine is the one line of progress on a terminal: a bar when the
-// total is known, else a spinner; the counts; done/total and the rate over
-// the last few seconds; the time taken and, with a total, the time left.
-// Each draw returns to the start of the line, writes over the last one and
-// erases what is left of it.
+// total is known, else a spinner; done/total and the rate over the last
+// few seconds; the counts; the time taken and, with a total, the time
+// left. Each draw returns to the start of the line, writes over the last
+// one and erases what is left of it.
 // It is drawn by hand, not by a progress-bar library: the one used before
 // brought a colour and a Unicode library, whose set-up cost every start of
 // fetch, drawn or not, 0.5 to 0.8 ms on a small VM (fetch --version: 17.3
@@ -81,14 +81,14 @@ type progressLine struct {
 	start   time.Time
 	max     int64 // the total, or -1 while unknown
 
-	frame   int                // the spinner's
-	samples [rateWindow]sample // ring of the last draws, for the rate
-	n       int                // draws so far
-	last    int                // width of the line last drawn
+	frame   int                    // the spinner's
+	samples [rateWindow]rateSample // ring of the last draws, for the rate
+	n       int                    // draws so far
 	buf     []byte
 }
 
-type sample struct {
+// rateSample is the count done at one draw.
+type rateSample struct {
 	at   time.Time
 	done int64
 }
@@ -98,7 +98,9 @@ type sample struct {
 const rateWindow = 32
 
 const (
-	barWidth = 30
+	barWidth = 30 // the bar's width where the terminal has room
+	minBar   = 5  // narrower than this, the bar goes and the percentage stays
+	barFill  = "#"
 	spinner  = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 )
 
@@ -109,23 +111,20 @@ func (p *progressLine) draw(now time.Time, s fetch.Stats) {
 	}
 	oldest := p.samples[p.n%rateWindow] // the oldest kept, when the ring is full
 	if p.n < rateWindow {
-		oldest = sample{at: p.start}
+		oldest = rateSample{at: p.start}
 	}
-	p.samples[p.n%rateWindow] = sample{at: now, done: s.Done}
+	p.samples[p.n%rateWindow] = rateSample{at: now, done: s.Done}
 	p.n++
 	rate := 0.0
 	if d := now.Sub(oldest.at).Seconds(); d > 0 {
 		rate = float64(s.Done-oldest.done) / d
 	}
-	line := progressText(p.max, s, rate, now.Sub(p.start), p.frame)
-	p.frame++
 	cols := 0
 	if p.columns != nil {
 		cols = p.columns()
 	}
-	if cols > 0 && utf8.RuneCountInString(line) >= cols {
-		line = truncateRunes(line, cols-1) // the last column would wrap on some terminals
-	}
+	line := progressText(p.max, s, rate, now.Sub(p.start), p.frame, cols)
+	p.frame++
 	b := append(p.buf[:0], '\r')
 	b = append(b, line...)
 	b = append(b, eraseLine...) // what a longer line left
@@ -133,7 +132,8 @@ func (p *progressLine) draw(now time.Time, s fetch.Stats) {
 	p.w.Write(b) //nolint:errcheck // a terminal that cannot be drawn on loses only the bar
 }
 
-// eraseLine erases from the cursor to the end of the line (ECMA-48 EL).
+// eraseLine erases from the cursor to the end of the line (ECMA-48 EL,
+// which terminals on Linux and macOS and Windows Terminal understand).
 const eraseLine = "\x1b[K"
 
 // clear blanks the line and returns to its start.
@@ -143,47 +143,72 @@ func (p *progressLine) clear() {
 
 // progressText is the line's text: with a total (max > 0),
 //
-//	ok 3 failed 1 in flight 2  40% |████████████                  | (4/10, 2.1 url/s) [1s:3s]
+//	40% |############                  | (4/10, 2.00 url/s) ok 3 failed 1 in flight 2 [2s:3s]
 //
-// and without, a spinner frame first and "-" for the total, no bar and no
-// time left.
-func progressText(max int64, s fetch.Stats, rate float64, elapsed time.Duration, frame int) string {
-	var b strings.Builder
+// and without, a spinner frame for the bar, "-" for the total and no time
+// left. On a terminal of cols columns (0: unknown) the line takes at most
+// cols-1 of them, as the last column would wrap on some terminals: the
+// bar narrows first, then goes (the percentage stays), and only then is
+// the line cut from the right, where the counts and times are, so that
+// done/total and the rate show on any terminal of 80 columns.
+func progressText(max int64, s fetch.Stats, rate float64, elapsed time.Duration, frame, cols int) string {
 	counts := fmt.Sprintf("ok %d failed %d in flight %d", s.OK, s.Failed, s.InFlight)
-	if max > 0 {
-		pct := int(s.Done * 100 / max)
-		fill := int(s.Done * barWidth / max)
-		fmt.Fprintf(&b, "%s %3d%% |%s%s| (%d/%d, %s url/s) [%s:%s]", counts, pct,
-			strings.Repeat("█", fill), strings.Repeat(" ", barWidth-fill),
-			s.Done, max, rateString(rate), shortDuration(elapsed), left(max-s.Done, rate))
-		return b.String()
+	if max <= 0 {
+		r := []rune(spinner)
+		return fit(fmt.Sprintf("%c (%d/-, %s url/s) %s [%s]", r[frame%len(r)], s.Done,
+			rateString(rate), counts, shortDuration(elapsed)), cols)
 	}
-	r := []rune(spinner)
-	fmt.Fprintf(&b, "%c %s (%d/-, %s url/s) [%s]", r[frame%len(r)], counts, s.Done, rateString(rate), shortDuration(elapsed))
-	return b.String()
+	done := min(s.Done, max)
+	pct := fmt.Sprintf("%3d%%", done*100/max)
+	rest := fmt.Sprintf(" (%d/%d, %s url/s) %s [%s:%s]", s.Done, max, rateString(rate),
+		counts, shortDuration(elapsed), timeLeft(max-done, rate))
+	width := barWidth
+	if cols > 0 {
+		// the room left for the bar, less its two ends and a space
+		width = min(barWidth, cols-1-len(pct)-utf8.RuneCountInString(rest)-3)
+	}
+	if width < minBar {
+		return fit(pct+rest, cols)
+	}
+	fill := int(done * int64(width) / max)
+	return pct + " |" + strings.Repeat(barFill, fill) + strings.Repeat(" ", width-fill) + "|" + rest
 }
 
-// rateString rounds a rate for people: 3 significant figures, at most one
-// decimal.
+// fit cuts line to at most cols-1 runes; cols 0 is a terminal of unknown
+// width, where the line stays whole.
+func fit(line string, cols int) string {
+	if cols > 0 && utf8.RuneCountInString(line) >= cols {
+		return truncateRunes(line, cols-1)
+	}
+	return line
+}
+
+// rateString rounds a rate for people: whole numbers from 100, one
+// decimal from 10, two below (3 significant figures from 1 up).
 func rateString(r float64) string {
 	switch {
-	case r >= 100:
+	case r >= 99.95: // rounds to at least 100.0
 		return strconv.FormatFloat(math.Round(r), 'f', 0, 64)
-	case r >= 10:
+	case r >= 9.995: // rounds to at least 10.00
 		return strconv.FormatFloat(r, 'f', 1, 64)
 	}
 	return strconv.FormatFloat(r, 'f', 2, 64)
 }
 
-// left is the time the rest takes at rate, or "?" when nothing moves.
-func left(rest int64, rate float64) string {
+// maxTimeLeft is the longest time left worth showing; beyond it, or when
+// nothing moves, the time left is "?".
+const maxTimeLeft = 1000 * time.Hour
+
+// timeLeft is the time the rest takes at rate.
+func timeLeft(rest int64, rate float64) string {
 	if rest <= 0 {
 		return "0s"
 	}
-	if rate <= 0 {
+	secs := float64(rest) / rate
+	if rate <= 0 || secs > maxTimeLeft.Seconds() {
 		return "?"
 	}
-	return shortDuration(time.Duration(float64(rest) / rate * float64(time.Second)))
+	return shortDuration(time.Duration(secs * float64(time.Second)))
 }
 
 // shortDuration is d in whole seconds as 59s, 1m40s, 2h3m.

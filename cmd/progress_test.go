@@ -79,28 +79,77 @@ func TestProgressBar(t *testing.T) {
 
 func TestProgressText(t *testing.T) {
 	s := fetch.Stats{Done: 4, OK: 3, Failed: 1, InFlight: 2}
+	big := fetch.Stats{Done: 1246912, OK: 1234567, Failed: 12345, InFlight: 64}
 	for _, tc := range []struct {
 		name    string
 		max     int64
 		s       fetch.Stats
 		rate    float64
 		elapsed time.Duration
+		cols    int
 		want    string
 	}{
-		{"known total", 10, s, 2.0, 2500 * time.Millisecond,
-			"ok 3 failed 1 in flight 2  40% |████████████                  | (4/10, 2.00 url/s) [2s:3s]"},
-		{"done", 4, s, 1234.4, 75 * time.Second,
-			"ok 3 failed 1 in flight 2 100% |██████████████████████████████| (4/4, 1234 url/s) [1m15s:0s]"},
-		{"nothing moves", 10, s, 0, time.Second,
-			"ok 3 failed 1 in flight 2  40% |████████████                  | (4/10, 0.00 url/s) [1s:?]"},
-		{"no total", -1, s, 45.67, 2*time.Hour + 3*time.Minute,
-			"⠋ ok 3 failed 1 in flight 2 (4/-, 45.7 url/s) [2h3m]"},
+		{"known total", 10, s, 2.0, 2500 * time.Millisecond, 0,
+			" 40% |############                  | (4/10, 2.00 url/s) ok 3 failed 1 in flight 2 [2s:3s]"},
+		{"done", 4, s, 1234.4, 75 * time.Second, 0,
+			"100% |##############################| (4/4, 1234 url/s) ok 3 failed 1 in flight 2 [1m15s:0s]"},
+		{"nothing moves", 10, s, 0, time.Second, 0,
+			" 40% |############                  | (4/10, 0.00 url/s) ok 3 failed 1 in flight 2 [1s:?]"},
+		{"no total", -1, s, 45.67, 2*time.Hour + 3*time.Minute, 0,
+			"⠋ (4/-, 45.7 url/s) ok 3 failed 1 in flight 2 [2h3m]"},
+		{"count past the total", 3, s, 1, time.Second, 0,
+			"100% |##############################| (4/3, 1.00 url/s) ok 3 failed 1 in flight 2 [1s:0s]"},
+		{"rates round up into the next form", 10, s, 99.96, time.Second, 0,
+			" 40% |############                  | (4/10, 100 url/s) ok 3 failed 1 in flight 2 [1s:0s]"},
+		{"a time left too long to show", 1 << 40, s, 0.001, time.Second, 0,
+			"  0% |                              | (4/1099511627776, 0.00 url/s) ok 3 failed 1 in flight 2 [1s:?]"},
+		// 80 columns and a big run: the bar narrows to what is left.
+		{"80 columns, a narrower bar", 30000, fetch.Stats{Done: 15000, OK: 14999, Failed: 1, InFlight: 64}, 300, 50 * time.Second, 80,
+			" 50% |###   | (15000/30000, 300 url/s) ok 14999 failed 1 in flight 64 [50s:50s]"},
+		// Bigger still: the bar goes, then the times are cut; done/total
+		// and the rate stay.
+		{"80 columns, no room for a bar", 3000000, big, 30000, 100 * time.Second, 80,
+			" 41% (1246912/3000000, 30000 url/s) ok 1234567 failed 12345 in flight 64 [1m40s"},
+		{"2 columns, a bar", 10, s, 2, time.Second, 2, " "},
+		{"2 columns, a spinner", -1, s, 2, time.Second, 2, "⠋"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := progressText(tc.max, tc.s, tc.rate, tc.elapsed, 0); got != tc.want {
+			got := progressText(tc.max, tc.s, tc.rate, tc.elapsed, 0, tc.cols)
+			if got != tc.want {
 				t.Errorf("progressText:\n got %q\nwant %q", got, tc.want)
 			}
+			if !utf8.ValidString(got) {
+				t.Errorf("progressText %q is not valid UTF-8", got)
+			}
+			if n := utf8.RuneCountInString(got); tc.cols > 0 && n > tc.cols-1 {
+				t.Errorf("progressText on %d columns is %d runes", tc.cols, n)
+			}
 		})
+	}
+}
+
+// TestProgressTextFits checks every width from 1 to past the whole line:
+// the line takes at most cols-1 runes, is valid UTF-8, and a line that
+// fits in cols-1 is left whole.
+func TestProgressTextFits(t *testing.T) {
+	s := fetch.Stats{Done: 4, OK: 3, Failed: 1, InFlight: 2}
+	for _, max := range []int64{10, -1} {
+		for frame := range 3 {
+			whole := progressText(max, s, 2, time.Second, frame, 0)
+			n := utf8.RuneCountInString(whole)
+			for cols := 1; cols <= n+2; cols++ {
+				got := progressText(max, s, 2, time.Second, frame, cols)
+				if !utf8.ValidString(got) || utf8.RuneCountInString(got) > cols-1 {
+					t.Fatalf("max %d frame %d on %d columns: %q", max, frame, cols, got)
+				}
+				if cols > n && got != whole {
+					t.Errorf("max %d on %d columns: %q, want the whole line %q", max, cols, got, whole)
+				}
+				if cols == n && max < 0 && got != truncateRunes(whole, n-1) {
+					t.Errorf("spinner line on %d columns: %q, want its first %d runes", cols, got, n-1)
+				}
+			}
+		}
 	}
 }
 
@@ -145,6 +194,18 @@ func TestProgressLine(t *testing.T) {
 	if got := strings.TrimSuffix(lastLine(out.String()), eraseLine); utf8.RuneCountInString(got) != 19 {
 		t.Errorf("line on 20 columns: %q (%d runes), want 19", got, utf8.RuneCountInString(got))
 	}
+	cols = 0
+
+	// The spinner turns one frame a draw.
+	p.max = -1
+	for i, want := range []rune(spinner)[2:5] { // frames so far: 2*rateWindow+2
+		out.Reset()
+		p.frame = 2 + i
+		p.draw(at(time.Duration(101+i)*time.Second), fetch.Stats{Done: done})
+		if got, _ := utf8.DecodeRuneInString(lastLine(out.String())); got != want {
+			t.Errorf("draw %d: spinner %q, want %q", i, got, want)
+		}
+	}
 	if !strings.HasSuffix(out.String(), eraseLine) {
 		t.Errorf("a draw does not erase what a longer line left: %q", out.String())
 	}
@@ -158,3 +219,35 @@ func TestProgressLine(t *testing.T) {
 
 // lastLine is what the last draw in s put on the terminal.
 func lastLine(s string) string { return s[strings.LastIndex(s, "\r")+1:] }
+
+// TestWarningOverBar: a warning written while the bar is up erases the
+// bar's line first, so that it does not land after the bar's text; the
+// next draw puts the bar back on the line below it. Without the bar, a
+// warning is the line alone.
+func TestWarningOverBar(t *testing.T) {
+	var out bytes.Buffer
+	ws := newWarnings(&out, false)
+	p := &progressLine{w: ws.out, start: time.Unix(1000, 0), max: 10}
+
+	ws.barUp.Store(true)
+	p.draw(time.Unix(1001, 0), fetch.Stats{Done: 4, OK: 4})
+	ws.warn("proxy p1 refused")
+	p.draw(time.Unix(1002, 0), fetch.Stats{Done: 5, OK: 5})
+	lines := strings.Split(out.String(), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("got %d lines, want the warning's and the bar's: %q", len(lines), out.String())
+	}
+	if want := "\r" + eraseLine + "fetch: warning: proxy p1 refused"; !strings.HasSuffix(lines[0], want) {
+		t.Errorf("the warning's line is %q, want it to end in %q", lines[0], want)
+	}
+	if !strings.HasPrefix(lines[1], "\r") || !strings.Contains(lines[1], "(5/10, ") {
+		t.Errorf("the bar is not redrawn below the warning: %q", lines[1])
+	}
+
+	out.Reset()
+	ws.barUp.Store(false)
+	ws.warn("proxy p1 refused")
+	if want := "fetch: warning: proxy p1 refused\n"; out.String() != want {
+		t.Errorf("without the bar: %q, want %q", out.String(), want)
+	}
+}
