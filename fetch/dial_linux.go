@@ -45,16 +45,25 @@ import (
 // connection leaves many in TIME_WAIT) or when the socket connected to
 // itself (a destination port in the ephemeral range that nobody listens
 // on, which the kernel may also pick as the local port: the only case in
-// which the local address is looked up at the dial). Where net hands over
-// a socket that met itself a third time, dialSocket reports the refusal
-// such a port means (ECONNREFUSED): a request written to itself would
-// come back as its own answer. TestDialSocketTriesAgain makes both cases
-// on demand.
+// which the local address is looked up at the dial).
+// TestDialSocketTriesAgain makes both cases on demand and counts the
+// tries. Where net hands over a socket that met itself a third time,
+// dialSocket reports the refusal such a port means (ECONNREFUSED): a
+// request written to itself would come back as its own answer. No test
+// makes that case: the kernel does not pick a port again while it waits in
+// TIME_WAIT for the same destination, so the second try meets no port
+// free instead.
 //
 // Errors are net's: a *net.OpError "dial" with the connect's errno as
 // os.SyscallError, or ctx's error when ctx ends first (the wait is cut as
 // an exchange's is, see watchConn).
 func dialSocket(ctx context.Context, network string, ap netip.AddrPort) (c net.Conn, ok bool, err error) {
+	return dialSocketTries(ctx, network, ap, nil)
+}
+
+// dialSocketTries is dialSocket calling tried, when not nil, before each
+// connect: the tests count the tries with it.
+func dialSocketTries(ctx context.Context, network string, ap netip.AddrPort, tried func()) (c net.Conn, ok bool, err error) {
 	addr := ap.Addr()
 	if addr.Zone() != "" || (network != "tcp" && network != "tcp4" && network != "tcp6") {
 		return nil, false, nil
@@ -112,6 +121,9 @@ func dialSocket(ctx context.Context, network string, ap netip.AddrPort) (c net.C
 		if e := setsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1); e != 0 {
 			rawClose(fd)
 			return fail("setsockopt", e)
+		}
+		if tried != nil {
+			tried()
 		}
 		for {
 			_, _, e = syscall.RawSyscall(syscall.SYS_CONNECT, fd, uintptr(sa), salen)
