@@ -350,6 +350,20 @@ func (d *DoneSet) Has(input string, line int, url string) bool {
 	return found
 }
 
+// hasText is Has for a line's text as written, without allocating: a line
+// found here is one whose record shows exactly that text (a URL written
+// as fetch shows it, or an invalid line without credentials). A line not
+// found may still be done, written otherwise (upper-case scheme, user
+// information): the caller parses it and asks Has.
+func (d *DoneSet) hasText(input string, line int, text []byte) bool {
+	if d == nil || d.n == 0 {
+		return false
+	}
+	keys := d.byInput[input]
+	_, found := slices.BinarySearch(keys, doneKeyBytes(line, text))
+	return found
+}
+
 // RepairTail makes f end with a whole line: if a run was killed while
 // writing, its last line may be torn, and it is cut off. It reports whether
 // anything was cut.

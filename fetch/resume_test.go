@@ -120,7 +120,10 @@ func TestRepairTail(t *testing.T) {
 
 // TestRun_resumeSkipsDone runs over lines of which some are already done:
 // only the others are fetched and recorded, and a URL repeated on another
-// line is fetched again.
+// line is fetched again. A done line is skipped whether it is written as
+// its record shows it (with white space around it: the quick look at the
+// text) or otherwise (an upper-case scheme and user information: parsed
+// first), and a line whose record is of another URL is fetched.
 func TestRun_resumeSkipsDone(t *testing.T) {
 	target, err := fetchtest.StartTarget(fetchtest.TargetOptions{})
 	if err != nil {
@@ -128,11 +131,16 @@ func TestRun_resumeSkipsDone(t *testing.T) {
 	}
 	defer target.Close()
 	u := func(p string) string { return target.URL + p }
-	input := strings.Join([]string{u("/a?size=1"), u("/b?size=1"), u("/c?size=1"), u("/a?size=1"), "bad"}, "\n") + "\n"
+	otherwise := "HTTP://user:pw@" + strings.TrimPrefix(target.URL, "http://") + "/d?size=1"
+	input := strings.Join([]string{u("/a?size=1"), u("/b?size=1"), u("/c?size=1"), u("/a?size=1"), "bad",
+		otherwise, u("/e?size=1"), " \t" + u("/f?size=1") + " "}, "\n") + "\n"
 	previous := fmt.Sprintf(`{"url":%q,"input":"urls","line":1,"ok":true,"error":null}
 {"url":%q,"input":"urls","line":2,"ok":false,"error":{"phase":"body","kind":"cancelled","message":"interrupted"}}
 {"url":"bad","input":"urls","line":5,"ok":false,"error":{"phase":"input","kind":"invalid","message":"x"}}
-`, u("/a?size=1"), u("/b?size=1"))
+{"url":%q,"input":"urls","line":6,"ok":true,"error":null}
+{"url":%q,"input":"urls","line":7,"ok":true,"error":null}
+{"url":%q,"input":"urls","line":8,"ok":true,"error":null}
+`, u("/a?size=1"), u("/b?size=1"), u("/d?size=1"), u("/other"), u("/f?size=1"))
 	done, err := fetch.LoadDone(strings.NewReader(previous))
 	if err != nil {
 		t.Fatal(err)
@@ -152,10 +160,13 @@ func TestRun_resumeSkipsDone(t *testing.T) {
 	for _, r := range w.recs {
 		lines[r.Line] = true
 	}
-	if rep.Jobs != 3 || !lines[2] || !lines[3] || !lines[4] {
-		t.Errorf("records for lines %v (%d jobs), want 2, 3 and 4", lines, rep.Jobs)
+	if rep.Jobs != 4 || !lines[2] || !lines[3] || !lines[4] || !lines[7] {
+		t.Errorf("records for lines %v (%d jobs), want 2, 3, 4 and 7", lines, rep.Jobs)
 	}
-	for p, want := range map[string]int{"/a?size=1": 1, "/b?size=1": 1, "/c?size=1": 1} {
+	if got := eng.Stats().Skipped; got != 4 {
+		t.Errorf("%d lines skipped, want 4 (1, 5, 6 and 8)", got)
+	}
+	for p, want := range map[string]int{"/a?size=1": 1, "/b?size=1": 1, "/c?size=1": 1, "/d?size=1": 0, "/e?size=1": 1, "/f?size=1": 0} {
 		if got := target.Hits(p); got != want {
 			t.Errorf("Hits(%s) = %d, want %d", p, got, want)
 		}
