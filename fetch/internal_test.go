@@ -167,19 +167,7 @@ func TestPhaseTimesJSON(t *testing.T) {
 // BenchmarkReadInput measures reading, parsing and handing over URL lines:
 // one op is one line (a URL, with a comment or blank line every tenth).
 func BenchmarkReadInput(b *testing.B) {
-	data := readInputData()
-	jobs := newJobQueue(1024)
-	var skipped atomic.Int64
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N / 1000 {
-		if err := readInput(context.Background(), Input{Name: "urls.txt", R: bytes.NewReader(data)}, Shard{}, nil, &skipped, jobs); err != nil {
-			b.Fatal(err)
-		}
-		for len(jobs.jobs) > 0 {
-			<-jobs.jobs
-		}
-	}
+	benchReadInput(b, readInputData(), nil)
 }
 
 // BenchmarkReadInputResumed reads the lines of BenchmarkReadInput when
@@ -197,16 +185,31 @@ func BenchmarkReadInputResumed(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	benchReadInput(b, data, done)
+}
+
+// benchReadInput reads data, 1,000 lines, as the input urls.txt, b.N/1000
+// times, with done, which is nil or holds every URL line: all come out
+// as jobs, or all are skipped.
+func benchReadInput(b *testing.B, data []byte, done *DoneSet) {
 	jobs := newJobQueue(1024)
 	var skipped atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N / 1000 {
+		skipped.Store(0)
 		if err := readInput(context.Background(), Input{Name: "urls.txt", R: bytes.NewReader(data)}, Shard{}, done, &skipped, jobs); err != nil {
 			b.Fatal(err)
 		}
-		if len(jobs.jobs) > 0 {
-			b.Fatalf("%d lines not skipped", len(jobs.jobs))
+		want := 800 // the URL lines
+		if done != nil {
+			want = 0
+		}
+		if len(jobs.jobs) != want || len(jobs.jobs)+int(skipped.Load()) != 800 {
+			b.Fatalf("%d jobs and %d lines skipped, want %d jobs of 800 URLs", len(jobs.jobs), skipped.Load(), want)
+		}
+		for len(jobs.jobs) > 0 {
+			<-jobs.jobs
 		}
 	}
 }
