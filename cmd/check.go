@@ -143,7 +143,7 @@ func checkRun(ctx context.Context, opts *CheckOptions) (err error) {
 			}
 		}()
 	}
-	warn := newWarnings(ios.ErrOut, false)
+	warn := newWarnings(ios.stderr(), false)
 	opts.Config.Warn = warn.warn
 	defer routeLog(warn)()
 	results, err := checkProxies(ctx, opts)

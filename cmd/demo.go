@@ -134,7 +134,7 @@ func demoRun(ctx context.Context, opts *DemoOptions) (err error) {
 		total = func(context.Context) int64 { return n }
 	}
 	inputs := []fetch.Input{{Name: "demo", R: pr}}
-	warn := newWarnings(ios.ErrOut, opts.Quiet)
+	warn := newWarnings(ios.stderr(), opts.Quiet)
 	defer routeLog(warn)()
 	report, runErr := runEngine(ctx, ios, warn, eng, inputs, out, opts.Quiet, total)
 	return runResult(report, runErr)

@@ -359,7 +359,7 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 			return usageError(err)
 		}
 	}
-	warn := newWarnings(ios.ErrOut, opts.Quiet)
+	warn := newWarnings(ios.stderr(), opts.Quiet)
 	closeCoordinator, err := opts.dialCoordinator(ctx, warn)
 	if err != nil {
 		return err
@@ -486,12 +486,7 @@ func runEngine(ctx context.Context, ios *IOStreams, warn *warnings, eng *fetch.E
 	defer onSecondInterrupt(ctx, eng.StopNow)()
 	stop := func() {}
 	if total != nil {
-		warn.barUp.Store(true)
-		stopBar := startProgress(ctx, warn.out, eng, total, ios.stderrColumns)
-		stop = func() {
-			stopBar()
-			warn.barUp.Store(false)
-		}
+		stop = startProgress(ctx, warn.out, eng, total, ios.stderrColumns)
 	}
 	report, err := eng.Run(ctx, inputs, w)
 	stop()

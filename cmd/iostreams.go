@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"golang.org/x/term"
@@ -26,6 +25,9 @@ type IOStreams struct {
 
 	stderrTTY         bool
 	stderrTTYOverride bool
+
+	stderrOnce   sync.Once
+	stderrLocked *lockedWriter
 }
 
 // System returns the process's standard streams, with the terminal check
@@ -74,31 +76,62 @@ func (s *IOStreams) stderrColumns() int {
 	return 0
 }
 
-// warnings writes warnings to errOut, one line each, cut short, from any
-// goroutine; a quiet one writes nothing. Whatever else writes to errOut
-// while warnings may come (the progress bar) writes through out, so that
-// no two writes mix; while the bar is up (barUp), a warning first erases
-// its line and the next draw puts it back below the warning.
+// warnings writes warnings to out, one line each, cut short, from any
+// goroutine; a quiet one writes nothing.
 type warnings struct {
 	out   *lockedWriter
 	quiet bool
-	barUp atomic.Bool
 }
 
-func newWarnings(errOut io.Writer, quiet bool) *warnings {
-	return &warnings{out: &lockedWriter{w: errOut}, quiet: quiet}
+func newWarnings(out *lockedWriter, quiet bool) *warnings {
+	return &warnings{out: out, quiet: quiet}
 }
 
-// lockedWriter lets one Write at a time through to w.
+// stderr is ErrOut behind the one lock that all who write to it while a
+// run goes on share: the progress bar, warnings and the messages of
+// interrupts. It is made on first use.
+func (s *IOStreams) stderr() *lockedWriter {
+	s.stderrOnce.Do(func() { s.stderrLocked = &lockedWriter{w: s.ErrOut} })
+	return s.stderrLocked
+}
+
+// lockedWriter lets one Write at a time through to w, and knows whether a
+// progress line is drawn there: a Write while it is erases it first, so
+// that what is written starts its own line, and the next draw puts the
+// bar back below it.
 type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu    sync.Mutex
+	w     io.Writer
+	barUp bool // a progress line is drawn and not erased
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.barUp {
+		l.barUp = false
+		io.WriteString(l.w, "\r"+eraseLine) //nolint:errcheck // the write below reports a broken stream
+	}
 	return l.w.Write(p)
+}
+
+// drawBar writes line, a progress line that starts at the start of the
+// line ("\r") and does not end it.
+func (l *lockedWriter) drawBar(line []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.barUp = true
+	l.w.Write(line) //nolint:errcheck // a terminal that cannot be drawn on loses only the bar
+}
+
+// clearBar erases the progress line, if one is drawn.
+func (l *lockedWriter) clearBar() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.barUp {
+		l.barUp = false
+		io.WriteString(l.w, "\r"+eraseLine) //nolint:errcheck
+	}
 }
 
 // maxWarning bounds one warning line: what a library logs may quote what a
@@ -119,11 +152,7 @@ func (ws *warnings) warn(msg string) {
 		}
 		line = line[:cut] + "..."
 	}
-	erase := ""
-	if ws.barUp.Load() {
-		erase = "\r" + eraseLine
-	}
-	fmt.Fprintf(ws.out, "%sfetch: warning: %s\n", erase, line)
+	fmt.Fprintf(ws.out, "fetch: warning: %s\n", line)
 }
 
 // Write makes warnings an io.Writer for the log package: each write is

@@ -28,11 +28,13 @@ type statser interface {
 
 // startProgress draws a progress bar on w, polling eng on a ticker, until
 // the returned stop function is called; stop clears the bar from the line.
+// Whatever else writes to w meanwhile erases the bar first (see
+// lockedWriter).
 // total is called once, in the background, for the number of URLs; -1 (or
 // until it returns) shows a spinner instead of a bar. columns, when not
 // nil, is the terminal's width (0 when unknown), read at every draw: the
 // line is cut to fit it.
-func startProgress(ctx context.Context, w io.Writer, eng statser, total func(context.Context) int64, columns func() int) (stop func()) {
+func startProgress(ctx context.Context, w *lockedWriter, eng statser, total func(context.Context) int64, columns func() int) (stop func()) {
 	countCtx, cancelCount := context.WithCancel(ctx)
 	totals := make(chan int64, 1)
 	go func() { totals <- total(countCtx) }()
@@ -76,10 +78,16 @@ func startProgress(ctx context.Context, w io.Writer, eng statser, total func(con
 // fetch, drawn or not, 0.5 to 0.8 ms on a small VM (fetch --version: 17.3
 // against 16.5 ms, medians of 6 x 50 runs taking turns).
 type progressLine struct {
-	w       io.Writer
+	w       *lockedWriter
 	columns func() int
 	start   time.Time
 	max     int64 // the total, or -1 while unknown
+
+	// The bar only narrows while the terminal keeps its width, so that it
+	// does not change width, or come and go, as the rate and the times
+	// change length: barMax is its width at most on barFor-1 columns
+	// (barFor 0: none yet).
+	barFor, barMax int
 
 	frame   int                    // the spinner's
 	samples [rateWindow]rateSample // ring of the last draws, for the rate
@@ -123,13 +131,19 @@ func (p *progressLine) draw(now time.Time, s fetch.Stats) {
 	if p.columns != nil {
 		cols = p.columns()
 	}
-	line := progressText(p.max, s, rate, now.Sub(p.start), p.frame, cols)
+	if cols+1 != p.barFor {
+		p.barFor, p.barMax = cols+1, barWidth
+	}
+	line, bar := progressText(p.max, s, rate, now.Sub(p.start), p.frame, cols, p.barMax)
+	if p.max > 0 {
+		p.barMax = bar
+	}
 	p.frame++
 	b := append(p.buf[:0], '\r')
 	b = append(b, line...)
 	b = append(b, eraseLine...) // what a longer line left
 	p.buf = b
-	p.w.Write(b) //nolint:errcheck // a terminal that cannot be drawn on loses only the bar
+	p.w.drawBar(b)
 }
 
 // eraseLine erases from the cursor to the end of the line (ECMA-48 EL,
@@ -137,50 +151,56 @@ func (p *progressLine) draw(now time.Time, s fetch.Stats) {
 const eraseLine = "\x1b[K"
 
 // clear blanks the line and returns to its start.
-func (p *progressLine) clear() {
-	p.w.Write([]byte("\r" + eraseLine)) //nolint:errcheck
-}
+func (p *progressLine) clear() { p.w.clearBar() }
 
 // progressText is the line's text: with a total (max > 0),
 //
 //	40% |############                  | (4/10, 2.00 url/s) ok 3 failed 1 in flight 2 [2s:3s]
 //
-// and without, a spinner frame for the bar, "-" for the total and no time
-// left. On a terminal of cols columns (0: unknown) the line takes at most
-// cols-1 of them, as the last column would wrap on some terminals: the
-// bar narrows first, then goes (the percentage stays), and only then is
-// the line cut from the right, where the counts and times are, so that
-// done/total and the rate show on any terminal of 80 columns.
-func progressText(max int64, s fetch.Stats, rate float64, elapsed time.Duration, frame, cols int) string {
+// and without, a spinner frame for the bar and the percentage, "-" for the
+// total and no time left. On a terminal of cols columns (0: unknown) the
+// line takes at most cols-1 of them, as the last column would wrap on some
+// terminals: the bar narrows first (to barMax at most), then goes (the
+// percentage stays), and only then is the line cut from the right, where
+// the counts and times are, at a space, so that done/total and the rate
+// show on any terminal of 80 columns. bar is the bar's width, 0 without.
+func progressText(max int64, s fetch.Stats, rate float64, elapsed time.Duration, frame, cols, barMax int) (line string, bar int) {
 	counts := fmt.Sprintf("ok %d failed %d in flight %d", s.OK, s.Failed, s.InFlight)
 	if max <= 0 {
 		r := []rune(spinner)
 		return fit(fmt.Sprintf("%c (%d/-, %s url/s) %s [%s]", r[frame%len(r)], s.Done,
-			rateString(rate), counts, shortDuration(elapsed)), cols)
+			rateString(rate), counts, shortDuration(elapsed)), cols), 0
 	}
 	done := min(s.Done, max)
 	pct := fmt.Sprintf("%3d%%", done*100/max)
 	rest := fmt.Sprintf(" (%d/%d, %s url/s) %s [%s:%s]", s.Done, max, rateString(rate),
 		counts, shortDuration(elapsed), timeLeft(max-done, rate))
-	width := barWidth
+	width := barMax
 	if cols > 0 {
 		// the room left for the bar, less its two ends and a space
-		width = min(barWidth, cols-1-len(pct)-utf8.RuneCountInString(rest)-3)
+		width = min(barMax, cols-1-len(pct)-utf8.RuneCountInString(rest)-3)
 	}
 	if width < minBar {
-		return fit(pct+rest, cols)
+		return fit(pct+rest, cols), 0
 	}
 	fill := int(done * int64(width) / max)
-	return pct + " |" + strings.Repeat(barFill, fill) + strings.Repeat(" ", width-fill) + "|" + rest
+	return pct + " |" + strings.Repeat(barFill, fill) + strings.Repeat(" ", width-fill) + "|" + rest, width
 }
 
-// fit cuts line to at most cols-1 runes; cols 0 is a terminal of unknown
-// width, where the line stays whole.
+// fit cuts line to at most cols-1 runes, at a space when there is one, so
+// that no field shows half; cols 0 is a terminal of unknown width, where
+// the line stays whole.
 func fit(line string, cols int) string {
-	if cols > 0 && utf8.RuneCountInString(line) >= cols {
-		return truncateRunes(line, cols-1)
+	if cols <= 0 || utf8.RuneCountInString(line) < cols {
+		return line
 	}
-	return line
+	t := truncateRunes(line, cols-1)
+	if line[len(t)] != ' ' {
+		if i := strings.LastIndexByte(t, ' '); i > 0 {
+			t = t[:i]
+		}
+	}
+	return strings.TrimRight(t, " ")
 }
 
 // rateString rounds a rate for people: whole numbers from 100, one

@@ -60,7 +60,7 @@ func TestProgressBar(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var out lockedBuffer
 			st := &fakeStats{}
-			stop := startProgress(context.Background(), &out, st, func(context.Context) int64 { return tc.total }, nil)
+			stop := startProgress(context.Background(), &lockedWriter{w: &out}, st, func(context.Context) int64 { return tc.total }, nil)
 			st.set(fetch.Stats{Done: 4, OK: 3, Failed: 1, InFlight: 2})
 			deadline := time.Now().Add(3 * time.Second)
 			for !strings.Contains(out.String(), tc.want[0]) && time.Now().Before(deadline) {
@@ -109,12 +109,12 @@ func TestProgressText(t *testing.T) {
 		// Bigger still: the bar goes, then the times are cut; done/total
 		// and the rate stay.
 		{"80 columns, no room for a bar", 3000000, big, 30000, 100 * time.Second, 80,
-			" 41% (1246912/3000000, 30000 url/s) ok 1234567 failed 12345 in flight 64 [1m40s"},
-		{"2 columns, a bar", 10, s, 2, time.Second, 2, " "},
+			" 41% (1246912/3000000, 30000 url/s) ok 1234567 failed 12345 in flight 64"},
+		{"2 columns, a bar", 10, s, 2, time.Second, 2, ""},
 		{"2 columns, a spinner", -1, s, 2, time.Second, 2, "⠋"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := progressText(tc.max, tc.s, tc.rate, tc.elapsed, 0, tc.cols)
+			got, _ := progressText(tc.max, tc.s, tc.rate, tc.elapsed, 0, tc.cols, barWidth)
 			if got != tc.want {
 				t.Errorf("progressText:\n got %q\nwant %q", got, tc.want)
 			}
@@ -129,24 +129,27 @@ func TestProgressText(t *testing.T) {
 }
 
 // TestProgressTextFits checks every width from 1 to past the whole line:
-// the line takes at most cols-1 runes, is valid UTF-8, and a line that
-// fits in cols-1 is left whole.
+// the line takes at most cols-1 runes, is valid UTF-8, is cut at a space
+// (never after one), and a line that fits in cols-1 is left whole.
 func TestProgressTextFits(t *testing.T) {
 	s := fetch.Stats{Done: 4, OK: 3, Failed: 1, InFlight: 2}
 	for _, max := range []int64{10, -1} {
 		for frame := range 3 {
-			whole := progressText(max, s, 2, time.Second, frame, 0)
+			whole, _ := progressText(max, s, 2, time.Second, frame, 0, barWidth)
 			n := utf8.RuneCountInString(whole)
 			for cols := 1; cols <= n+2; cols++ {
-				got := progressText(max, s, 2, time.Second, frame, cols)
+				got, _ := progressText(max, s, 2, time.Second, frame, cols, barWidth)
 				if !utf8.ValidString(got) || utf8.RuneCountInString(got) > cols-1 {
 					t.Fatalf("max %d frame %d on %d columns: %q", max, frame, cols, got)
 				}
 				if cols > n && got != whole {
 					t.Errorf("max %d on %d columns: %q, want the whole line %q", max, cols, got, whole)
 				}
-				if cols == n && max < 0 && got != truncateRunes(whole, n-1) {
-					t.Errorf("spinner line on %d columns: %q, want its first %d runes", cols, got, n-1)
+				if max < 0 && !strings.HasPrefix(whole, got) {
+					t.Errorf("spinner line on %d columns: %q, not the start of %q", cols, got, whole)
+				}
+				if strings.HasSuffix(got, " ") {
+					t.Errorf("line on %d columns ends in a space: %q", cols, got)
 				}
 			}
 		}
@@ -162,7 +165,7 @@ func TestProgressLine(t *testing.T) {
 	var out bytes.Buffer
 	cols := 0
 	start := time.Unix(1000, 0)
-	p := &progressLine{w: &out, columns: func() int { return cols }, start: start, max: 1000}
+	p := &progressLine{w: &lockedWriter{w: &out}, columns: func() int { return cols }, start: start, max: 1000}
 	at := func(d time.Duration) time.Time { return start.Add(d) }
 
 	p.draw(at(time.Second), fetch.Stats{Done: 100, OK: 100})
@@ -191,8 +194,8 @@ func TestProgressLine(t *testing.T) {
 	out.Reset()
 	cols = 20
 	p.draw(at(100*time.Second), fetch.Stats{Done: done})
-	if got := strings.TrimSuffix(lastLine(out.String()), eraseLine); utf8.RuneCountInString(got) != 19 {
-		t.Errorf("line on 20 columns: %q (%d runes), want 19", got, utf8.RuneCountInString(got))
+	if got := strings.TrimSuffix(lastLine(out.String()), eraseLine); utf8.RuneCountInString(got) > 19 || !strings.HasPrefix(got, "100% (") {
+		t.Errorf("line on 20 columns: %q (%d runes), want at most 19, the percentage first", got, utf8.RuneCountInString(got))
 	}
 	cols = 0
 
@@ -220,34 +223,79 @@ func TestProgressLine(t *testing.T) {
 // lastLine is what the last draw in s put on the terminal.
 func lastLine(s string) string { return s[strings.LastIndex(s, "\r")+1:] }
 
-// TestWarningOverBar: a warning written while the bar is up erases the
-// bar's line first, so that it does not land after the bar's text; the
-// next draw puts the bar back on the line below it. Without the bar, a
-// warning is the line alone.
+// TestWarningOverBar: whatever is written to the bar's writer while the
+// bar is up (a warning, an interrupt's message) erases the bar's line
+// first, so that it does not land after the bar's text; the next draw puts
+// the bar back on the line below it. Without the bar, a warning is the
+// line alone, and clear writes nothing.
 func TestWarningOverBar(t *testing.T) {
 	var out bytes.Buffer
-	ws := newWarnings(&out, false)
+	ws := newWarnings(&lockedWriter{w: &out}, false)
 	p := &progressLine{w: ws.out, start: time.Unix(1000, 0), max: 10}
 
-	ws.barUp.Store(true)
 	p.draw(time.Unix(1001, 0), fetch.Stats{Done: 4, OK: 4})
 	ws.warn("proxy p1 refused")
+	ws.warn("proxy p2 refused")
 	p.draw(time.Unix(1002, 0), fetch.Stats{Done: 5, OK: 5})
 	lines := strings.Split(out.String(), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("got %d lines, want the warning's and the bar's: %q", len(lines), out.String())
+	if len(lines) != 3 {
+		t.Fatalf("got %d lines, want the two warnings' and the bar's: %q", len(lines), out.String())
 	}
 	if want := "\r" + eraseLine + "fetch: warning: proxy p1 refused"; !strings.HasSuffix(lines[0], want) {
-		t.Errorf("the warning's line is %q, want it to end in %q", lines[0], want)
+		t.Errorf("the first warning's line is %q, want it to end in %q", lines[0], want)
 	}
-	if !strings.HasPrefix(lines[1], "\r") || !strings.Contains(lines[1], "(5/10, ") {
-		t.Errorf("the bar is not redrawn below the warning: %q", lines[1])
+	if want := "fetch: warning: proxy p2 refused"; lines[1] != want {
+		t.Errorf("the second warning's line is %q, want %q: the bar was erased already", lines[1], want)
+	}
+	if !strings.HasPrefix(lines[2], "\r") || !strings.Contains(lines[2], "(5/10, ") {
+		t.Errorf("the bar is not redrawn below the warnings: %q", lines[2])
 	}
 
 	out.Reset()
-	ws.barUp.Store(false)
+	p.clear()
 	ws.warn("proxy p1 refused")
-	if want := "fetch: warning: proxy p1 refused\n"; out.String() != want {
-		t.Errorf("without the bar: %q, want %q", out.String(), want)
+	p.clear()
+	if want := "\r" + eraseLine + "fetch: warning: proxy p1 refused\n"; out.String() != want {
+		t.Errorf("after clear: %q, want %q", out.String(), want)
+	}
+}
+
+// TestProgressBarWidth: on a terminal of the same width the bar only
+// narrows, so that it does not come and go as the rate and times change
+// length; a terminal of another width starts again from the full bar.
+func TestProgressBarWidth(t *testing.T) {
+	var out bytes.Buffer
+	cols := 90
+	start := time.Unix(1000, 0)
+	p := &progressLine{w: &lockedWriter{w: &out}, columns: func() int { return cols }, start: start, max: 30000}
+	bar := func() int {
+		l := lastLine(out.String())
+		i, j := strings.IndexByte(l, '|'), strings.LastIndexByte(l, '|')
+		if i < 0 || j <= i {
+			return 0
+		}
+		return j - i - 1
+	}
+	s := fetch.Stats{Done: 15000, OK: 14999, Failed: 1, InFlight: 64}
+	p.draw(start.Add(50*time.Second), s)
+	wide := bar()
+	if wide < minBar+2 {
+		t.Fatalf("bar %d wide on 90 columns, want at least %d: %q", wide, minBar+2, lastLine(out.String()))
+	}
+	s.Failed = 101 // two more columns of text
+	p.draw(start.Add(50*time.Second), s)
+	narrower := bar()
+	if narrower != wide-2 {
+		t.Fatalf("bar %d wide with two columns more text, want %d: %q", narrower, wide-2, lastLine(out.String()))
+	}
+	s.Failed = 1
+	p.draw(start.Add(50*time.Second), s)
+	if got := bar(); got != narrower {
+		t.Errorf("bar %d wide with the shorter text again, want it to stay %d", got, narrower)
+	}
+	cols = 120
+	p.draw(start.Add(53*time.Second), s)
+	if got := bar(); got != barWidth {
+		t.Errorf("bar %d wide on 120 columns, want %d", got, barWidth)
 	}
 }

@@ -44,7 +44,7 @@ func Main() int {
 	ios := System()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	in := &interrupts{cancel: cancel, errOut: ios.ErrOut, exit: os.Exit}
+	in := &interrupts{cancel: cancel, errOut: ios.stderr(), exit: os.Exit}
 	// The handler stays until the process exits: a signal that comes as
 	// fetch ends, its records written, must not kill it.
 	sigs := make(chan os.Signal, 3)
