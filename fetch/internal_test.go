@@ -196,7 +196,7 @@ func benchReadInput(b *testing.B, data []byte, done *DoneSet) {
 	var skipped atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
-	for range b.N / 1000 {
+	for range (b.N + 999) / 1000 {
 		skipped.Store(0)
 		if err := readInput(context.Background(), Input{Name: "urls.txt", R: bytes.NewReader(data)}, Shard{}, done, &skipped, jobs); err != nil {
 			b.Fatal(err)
@@ -252,5 +252,61 @@ func BenchmarkTracker(b *testing.B) {
 		tr.progress()
 		tr.finish()
 		cancel()
+	}
+}
+
+// TestPlainURLShownAsWritten: a line plainURL passes is shown in its
+// record as it is written, so that --resume may look it up by its text;
+// and the lines that are shown otherwise do not pass. Random lines from
+// the characters URLs are made of, with a fixed seed, and a table of the
+// ways a line may differ from its shown form.
+func TestPlainURLShownAsWritten(t *testing.T) {
+	shown := func(s string) string {
+		return parseLine("urls", 1, rawLine{kept: []byte(s)}, false, firstNonSpace([]byte(s))).shown
+	}
+	for _, s := range []string{
+		"HTTP://h/x", "Http://h/x", "http://user@h/x", "http://u:p@h/x", "http://h/a b", "http://h/#",
+		"http://h/a#f", `http://h/a"b`, "http://h/é", "http://h/a{b}", "http://h/a|b", `http://h/a\b`,
+		"http://h/a^b", "http://h/a`b", "http://h/a<b>", "http://h/a[1]", "http://[::1]/", "ftp://h/x", "h/x",
+		"http://h/\x7f", "http://h/\t", "http://h%41/", "http://0%a9/",
+	} {
+		if shown(s) != s && plainURL([]byte(s)) {
+			t.Errorf("plainURL(%q) is true, but the line is shown as %q", s, shown(s))
+		}
+	}
+	for _, s := range []string{
+		"http://h/x", "https://Example.COM:8443/a/./b/../c?q=1&r=%zz;s,t+u", "http://h", "http://h?", "http://h/%41%2F",
+		"http://h:99999/", "http:///x", "http://h:/", "http://h/a!$'()*~", "http://h/%a9",
+	} {
+		if !plainURL([]byte(s)) {
+			t.Errorf("plainURL(%q) is false", s)
+		}
+	}
+	const chars = "aZ09-._~:/?&=%+,;!$'()*@# \"[]{}|\\^`<>é\x7f"
+	rng := rand.New(rand.NewPCG(1, 2))
+	passed := 0
+	for range 200000 {
+		b := []byte("http://")
+		if rng.IntN(2) == 0 {
+			b = []byte("https://")
+		}
+		for range rng.IntN(12) {
+			c := chars[rng.IntN(len(chars))]
+			if c == '%' && rng.IntN(2) == 0 { // a valid escape, often
+				b = append(b, fmt.Sprintf("%%%02X", rng.IntN(256))...)
+				continue
+			}
+			b = append(b, c)
+		}
+		if !plainURL(b) {
+			continue
+		}
+		passed++
+		if s := string(b); shown(s) != s {
+			t.Errorf("plainURL(%q) is true, but the line is shown as %q", s, shown(s))
+		}
+	}
+	if passed < 10000 {
+		t.Errorf("only %d random lines passed plainURL: the test looks at too few", passed)
 	}
 }
