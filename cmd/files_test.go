@@ -422,3 +422,33 @@ func TestRun_resumeCountsThisRunsLines(t *testing.T) {
 		t.Errorf("stderr does not count this run's one skipped line:\n%s", stderr)
 	}
 }
+
+// TestPathID: where files have no inode (Windows), a file is known by its
+// absolute path, compared without case: the names of one file spelt
+// otherwise are one identity, other files are not.
+func TestPathID(t *testing.T) {
+	t.Chdir(t.TempDir())
+	id := func(path, base string) fileID {
+		t.Helper()
+		got, ok := pathID(path, base)
+		if !ok {
+			t.Fatalf("pathID(%q, %q) has no identity", path, base)
+		}
+		return got
+	}
+	for _, tc := range []struct {
+		a, b [2]string // path and base
+		same bool
+	}{
+		{[2]string{"out.jsonl", ""}, [2]string{"./out.jsonl", ""}, true},
+		{[2]string{"out.jsonl", ""}, [2]string{"sub/../OUT.jsonl", ""}, true},
+		{[2]string{".", "new.jsonl"}, [2]string{"sub/..", "NEW.jsonl"}, true},
+		{[2]string{"out.jsonl", ""}, [2]string{"urls.txt", ""}, false},
+		{[2]string{".", "new.jsonl"}, [2]string{"sub", "new.jsonl"}, false},
+		{[2]string{"new.jsonl", ""}, [2]string{".", "new.jsonl"}, false}, // a file made since: checked at different times
+	} {
+		if got := id(tc.a[0], tc.a[1]) == id(tc.b[0], tc.b[1]); got != tc.same {
+			t.Errorf("%q and %q: same %v, want %v", tc.a, tc.b, got, tc.same)
+		}
+	}
+}

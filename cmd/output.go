@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
+	"strings"
 )
 
 // outputFile is a file fetch writes: the results (-o), the report
@@ -101,9 +101,12 @@ type namedFile struct {
 }
 
 // fileID identifies a file whatever its name: its device and inode, or, for
-// a file that does not exist yet, its directory's and its base name.
+// a file that does not exist yet, its directory's and its base name. Where
+// files have no inode (Windows), its absolute path stands for the device
+// and inode: the same file under two names is then not seen as one.
 type fileID struct {
 	dev, ino uint64
+	path     string // where there is no inode
 	base     string // "" for a file that exists
 }
 
@@ -124,7 +127,7 @@ func identify(f namedFile) (fileID, bool) {
 		if !fi.Mode().IsRegular() {
 			return fileID{}, false
 		}
-		return statID(fi, "")
+		return statID(fi, f.path(), "")
 	case f.file != nil:
 		return fileID{}, false
 	case errors.Is(err, fs.ErrNotExist):
@@ -132,17 +135,21 @@ func identify(f namedFile) (fileID, bool) {
 		if err != nil {
 			return fileID{}, false
 		}
-		return statID(dir, filepath.Base(f.name))
+		return statID(dir, filepath.Dir(f.name), filepath.Base(f.name))
 	}
 	return fileID{}, false
 }
 
-func statID(fi os.FileInfo, base string) (fileID, bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
+// pathID is the identity of the file at path, or of base in the directory
+// at path, where files have no inode: the absolute path, in lower case as
+// Windows compares names (so "Out.JSONL" and "./out.jsonl" are one file,
+// but two hard links or a symbolic link and its target are two).
+func pathID(path, base string) (fileID, bool) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
 		return fileID{}, false
 	}
-	return fileID{dev: uint64(st.Dev), ino: st.Ino, base: base}, true
+	return fileID{path: strings.ToLower(abs), base: strings.ToLower(base)}, true
 }
 
 // errSameFile is wrapped by checkFiles' errors.
@@ -183,6 +190,14 @@ func checkFiles(inputs, outputs []namedFile) error {
 		}
 	}
 	return nil
+}
+
+// path is f's name, or its open file's.
+func (f namedFile) path() string {
+	if f.file != nil {
+		return f.file.Name()
+	}
+	return f.name
 }
 
 func show(f namedFile) string {

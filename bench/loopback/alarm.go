@@ -5,7 +5,6 @@ import (
 	"context"
 	"runtime"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -110,8 +109,7 @@ func (a *alarm) run(ctx context.Context) {
 		if left <= fine {
 			// Within reach: a step at a time, so a new earlier due time
 			// waits at most a step.
-			ts := syscall.NsecToTimespec(int64(min(left-spin, step)))
-			syscall.Nanosleep(&ts, nil)
+			sleepStep(min(left-spin, step))
 			continue
 		}
 		timer.Reset(left - fine)
