@@ -65,7 +65,7 @@ func readInput(ctx context.Context, in Input, shard Shard, done *DoneSet, skippe
 		var j *job
 		switch {
 		case first < 0 || first == '#' || !shard.takes(in.Name, n, raw.kept):
-		case !long && plainURL(bytes.TrimSpace(raw.kept)) && done.hasText(in.Name, n, bytes.TrimSpace(raw.kept)):
+		case done.Len() > 0 && !long && done.hasText(in.Name, n, bytes.TrimSpace(raw.kept)):
 			// The line is written as its record shows it, as most lists
 			// are: skipped without parsing it. Parsing every line of a
 			// resumed run of millions filled the heap with garbage while

@@ -345,22 +345,21 @@ func (d *DoneSet) Has(input string, line int, url string) bool {
 	if d == nil {
 		return false
 	}
-	keys := d.byInput[input]
-	_, found := slices.BinarySearch(keys, doneKey(line, url))
-	return found
+	return d.hasKey(input, doneKey(line, url))
 }
 
-// hasText is Has for a line's text as written, without allocating: a line
-// found here is one whose record shows exactly that text (a URL written
-// as fetch shows it, or an invalid line without credentials). A line not
-// found may still be done, written otherwise (upper-case scheme, user
-// information): the caller parses it and asks Has.
+// hasText is Has for a line's text as written, without parsing it or
+// allocating, for a line fetch shows as written (plainURL): its record
+// shows exactly that text. Any other line is not looked up here (false):
+// the caller parses it and asks Has, so that a line whose text is some
+// record's URL but not its own shown URL (a line corrected since the last
+// run) is not taken for done.
 func (d *DoneSet) hasText(input string, line int, text []byte) bool {
-	if d == nil || d.n == 0 {
-		return false
-	}
-	keys := d.byInput[input]
-	_, found := slices.BinarySearch(keys, doneKeyBytes(line, text))
+	return d != nil && plainURL(text) && d.hasKey(input, doneKeyBytes(line, text))
+}
+
+func (d *DoneSet) hasKey(input string, key uint64) bool {
+	_, found := slices.BinarySearch(d.byInput[input], key)
 	return found
 }
 
