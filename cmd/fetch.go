@@ -497,7 +497,7 @@ func runEngine(ctx context.Context, ios *IOStreams, warn *warnings, eng *fetch.E
 		report.Stopped = stoppedOutput
 	}
 	if report != nil && !quiet {
-		writeSummary(ios.ErrOut, report)
+		writeSummary(ios.stderr(), report) // through the lock: an interrupt's message may come meanwhile
 	}
 	return report, err
 }

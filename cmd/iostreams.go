@@ -108,10 +108,7 @@ type lockedWriter struct {
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.barUp {
-		l.barUp = false
-		io.WriteString(l.w, "\r"+eraseLine) //nolint:errcheck // the write below reports a broken stream
-	}
+	l.eraseBar()
 	return l.w.Write(p)
 }
 
@@ -128,9 +125,14 @@ func (l *lockedWriter) drawBar(line []byte) {
 func (l *lockedWriter) clearBar() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.eraseBar()
+}
+
+// eraseBar erases the progress line, if one is drawn; l.mu is held.
+func (l *lockedWriter) eraseBar() {
 	if l.barUp {
 		l.barUp = false
-		io.WriteString(l.w, "\r"+eraseLine) //nolint:errcheck
+		io.WriteString(l.w, "\r"+eraseLine) //nolint:errcheck // a broken stream shows in the next write
 	}
 }
 

@@ -201,10 +201,12 @@ func TestProgressLine(t *testing.T) {
 
 	// The spinner turns one frame a draw.
 	p.max = -1
-	for i, want := range []rune(spinner)[2:5] { // frames so far: 2*rateWindow+2
+	frames := []rune(spinner)
+	f0 := p.frame
+	for i := range len(frames) + 1 { // once round and one more
 		out.Reset()
-		p.frame = 2 + i
 		p.draw(at(time.Duration(101+i)*time.Second), fetch.Stats{Done: done})
+		want := frames[(f0+i)%len(frames)]
 		if got, _ := utf8.DecodeRuneInString(lastLine(out.String())); got != want {
 			t.Errorf("draw %d: spinner %q, want %q", i, got, want)
 		}
