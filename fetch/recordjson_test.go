@@ -193,8 +193,8 @@ func TestScanRecord(t *testing.T) {
 				t.Fatalf("record %d not read: %s", i, line)
 			}
 			wantCancelled := want.Error != nil && want.Error.Kind == KindCancelled
-			if doneKeyBytes(n, url) != doneKey(want.Line, want.URL) {
-				t.Fatalf("record %d: the quick key differs from doneKey's", i)
+			if doneKey(n, url) != doneKey(want.Line, want.URL) {
+				t.Fatalf("record %d: the key of the bytes read differs from the decoded record's", i)
 			}
 			if string(url) != want.URL || string(input) != want.Input || n != want.Line || cancelled != wantCancelled {
 				t.Fatalf("record %d: got %q %q %d %v, want %q %q %d %v\n%s", i, url, input, n, cancelled, want.URL, want.Input, want.Line, wantCancelled, line)

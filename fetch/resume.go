@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"os"
 	"slices"
@@ -155,7 +154,7 @@ type keyReader struct {
 // what the line holds and wraps ErrNotResults.
 func (kr *keyReader) read(line []byte) (input []byte, n int, key uint64, cancelled bool, err error) {
 	if url, input, n, cancelled, ok := scanRecord(line, &kr.scratch); ok {
-		return input, n, doneKeyBytes(n, url), cancelled, nil
+		return input, n, doneKey(n, url), cancelled, nil
 	}
 	rec := &kr.rec
 	rec.URL, rec.Input, rec.Line, rec.Error = "", "", 0, nil
@@ -314,17 +313,13 @@ func hex4(b []byte) (rune, bool) {
 	return r, true
 }
 
-func doneKey(line int, url string) uint64 {
-	h := fnv.New32a()
-	h.Write([]byte(url))
-	return uint64(line)<<32 | uint64(h.Sum32())
-}
-
-// doneKeyBytes is doneKey of a URL in bytes, without allocating.
-func doneKeyBytes(line int, url []byte) uint64 {
-	h := uint32(2166136261) // FNV-1a, 32 bits, as hash/fnv's
-	for _, c := range url {
-		h ^= uint32(c)
+// doneKey is the key of a line's final record in a DoneSet: the line
+// number and the FNV-1a hash (32 bits) of its URL, given as a string or as
+// bytes (a record read, not yet decoded), without allocating.
+func doneKey[URL string | []byte](line int, url URL) uint64 {
+	h := uint32(2166136261)
+	for i := 0; i < len(url); i++ {
+		h ^= uint32(url[i])
 		h *= 16777619
 	}
 	return uint64(line)<<32 | uint64(h)
@@ -355,7 +350,7 @@ func (d *DoneSet) Has(input string, line int, url string) bool {
 // record's URL but not its own shown URL (a line corrected since the last
 // run) is not taken for done.
 func (d *DoneSet) hasText(input string, line int, text []byte) bool {
-	return d != nil && plainURL(text) && d.hasKey(input, doneKeyBytes(line, text))
+	return d != nil && plainURL(text) && d.hasKey(input, doneKey(line, text))
 }
 
 func (d *DoneSet) hasKey(input string, key uint64) bool {
