@@ -85,9 +85,9 @@ type progressLine struct {
 
 	// The bar only narrows while the terminal keeps its width, so that it
 	// does not change width, or come and go, as the rate and the times
-	// change length: barMax is its width at most on barFor-1 columns
-	// (barFor 0: none yet).
-	barFor, barMax int
+	// change length: on barCols columns it is at most barWidth-barCut
+	// wide. The zero value is the full bar on a terminal of unknown width.
+	barCols, barCut int
 
 	frame   int                    // the spinner's
 	samples [rateWindow]rateSample // ring of the last draws, for the rate
@@ -131,12 +131,12 @@ func (p *progressLine) draw(now time.Time, s fetch.Stats) {
 	if p.columns != nil {
 		cols = p.columns()
 	}
-	if cols+1 != p.barFor {
-		p.barFor, p.barMax = cols+1, barWidth
+	if cols != p.barCols {
+		p.barCols, p.barCut = cols, 0
 	}
-	line, bar := progressText(p.max, s, rate, now.Sub(p.start), p.frame, cols, p.barMax)
+	line, bar := progressText(p.max, s, rate, now.Sub(p.start), p.frame, cols, barWidth-p.barCut)
 	if p.max > 0 {
-		p.barMax = bar
+		p.barCut = barWidth - bar
 	}
 	p.frame++
 	b := append(p.buf[:0], '\r')
