@@ -113,9 +113,7 @@ func (opts *CheckOptions) complete() error {
 	cfg.PoolWait = 0
 	cfg.HostMaxFailures = 0 // each proxy is tried --count times, whatever the URL's host does
 	cfg.KeepBody = exitIPBody
-	list, err := proxies.Load(opts.ProxyFiles, opts.ProxyURLs, func(msg string) {
-		fmt.Fprintf(opts.IO.ErrOut, "fetch: warning: %s\n", msg)
-	})
+	list, err := proxies.Load(opts.ProxyFiles, opts.ProxyURLs, newWarnings(opts.IO.stderr(), false).warn)
 	if err != nil {
 		return err
 	}

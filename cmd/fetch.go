@@ -199,12 +199,7 @@ func (opts *FetchOptions) complete(cmd *cobra.Command) error {
 		return err
 	}
 	if len(opts.ProxyFiles) > 0 || len(opts.ProxyURLs) > 0 {
-		warn := func(msg string) {
-			if !opts.Quiet {
-				fmt.Fprintf(opts.IO.ErrOut, "fetch: warning: %s\n", msg)
-			}
-		}
-		list, err := proxies.Load(opts.ProxyFiles, opts.ProxyURLs, warn)
+		list, err := proxies.Load(opts.ProxyFiles, opts.ProxyURLs, newWarnings(opts.IO.stderr(), opts.Quiet).warn)
 		if err != nil {
 			return err
 		}
@@ -422,7 +417,7 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 		if n == 1 {
 			lines = "line"
 		}
-		fmt.Fprintf(ios.ErrOut, "resumed %s: skipped %d %s it had already finished; the counts above are this run's only\n",
+		fmt.Fprintf(ios.stderr(), "resumed %s: skipped %d %s it had already finished; the counts above are this run's only\n",
 			opts.Output, n, lines)
 	}
 	if report != nil && rep != nil {

@@ -124,8 +124,9 @@ func summarizeRun(ctx context.Context, opts *SummarizeOptions) (err error) {
 	case err != nil:
 		return err
 	}
+	warn := newWarnings(ios.stderr(), false)
 	for _, name := range sum.Torn {
-		fmt.Fprintf(ios.ErrOut, "fetch: warning: %s: left out its torn last line\n", name)
+		warn.warn(name + ": left out its torn last line")
 	}
 	if report != nil {
 		if err := report.start(); err != nil {
