@@ -19,6 +19,11 @@
 #                fetch/tool), then a row "goal" per goal: case, the goal,
 #                peer, value, operator, target, -, met|MISSED|skipped
 #
+# Through squid and tinyproxy the table also gives each tool's CPU per URL
+# and the proxy's own CPU per request (from /proc/PID/stat, ticks of
+# CLK_TCK): where the proxy is the bottleneck, they say whether a client
+# costs it more per request than another, or takes the cores it needs.
+#
 # Counts, from the environment (full default / quick default):
 #   BENCH_C=64               concurrency of every tool
 #   BENCH_DIRECT=20000/2000  1 KiB URLs in the direct case
@@ -183,10 +188,14 @@ alias_host=""
 [ "$proxy_host" = 127.0.0.1 ] || alias_host="$proxy_host"
 check_url="http://$proxy_host:${web#http://127.0.0.1:}$(web_path 1024)"
 
+# proxy_pid[PROXY URL]: the proxy's process, whose CPU time the proxy
+# cases read (see proxy_ticks).
+declare -A proxy_pid=()
 squid_url=""
 if have squid && want squid; then
 	if bench_squid "$work/squid" "${ports[1]}" "$check_url"; then
 		squid_url="http://127.0.0.1:${ports[1]}"
+		proxy_pid["$squid_url"]="$BENCH_PID"
 	else
 		echo "suite.sh: squid skipped"
 	fi
@@ -196,6 +205,7 @@ tinyproxy_url=""
 if have tinyproxy && want tinyproxy; then
 	if bench_tinyproxy "$work/tinyproxy" "${ports[2]}" "$check_url"; then
 		tinyproxy_url="http://127.0.0.1:${ports[2]}"
+		proxy_pid["$tinyproxy_url"]="$BENCH_PID"
 	else
 		echo "suite.sh: tinyproxy skipped"
 	fi
@@ -293,6 +303,18 @@ wrk_run() {
 	[[ "$wall" =~ ^[0-9.]+$ ]] && [ "$wall" != 0 ] || wall=1
 }
 
+# proxy_ticks PROXY: the CPU time, in clock ticks, that the proxy's process
+# has used so far, with its threads and the children it has waited for
+# (user, system and both children's fields of /proc/PID/stat); empty when
+# it cannot be read (no /proc, or no process known).
+clk_tck="$(getconf CLK_TCK 2>/dev/null || echo 100)"
+proxy_ticks() {
+	local pid="${proxy_pid["$1"]:-}"
+	[ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || return 0
+	# The command name (field 2) may hold spaces: count from after it.
+	sed 's/.*) //' "/proc/$pid/stat" | awk '{ print $12 + $13 + $14 + $15 }'
+}
+
 # Results: res[CASE|TOOL] is the list of values over the repeats.
 declare -A res=()
 add() { res["$1|$2"]="${res["$1|$2"]:-} $3"; }
@@ -313,9 +335,14 @@ rotated() {
 # rate_case CASE LIST N PROXY TOOLS...: URLs/s over the repeats, tools in turn
 # within each repeat (rotated), wrk last and followed by a pause, since its
 # flood of requests leaves the server and the machine busy for a moment; in
-# the direct case also client CPU per URL.
+# the direct case also client CPU per URL. Through a proxy, also the
+# client's CPU per URL (CASE_cpu) and the proxy's own per request
+# (CASE_px): where the proxy is the bottleneck, these say whether a client
+# costs the proxy more per request than another, and how much of the
+# machine it leaves the proxy, figures that move far less from run to run
+# than the rates on shared cores.
 rate_case() {
-	local cs="$1" name="$2" n="$3" proxy="$4" r tool url others=() last=()
+	local cs="$1" name="$2" n="$3" proxy="$4" r tool url others=() last=() t0 t1
 	shift 4
 	for tool in "$@"; do
 		if [ "$tool" = wrk ]; then last=(wrk); else others+=("$tool"); fi
@@ -327,16 +354,28 @@ rate_case() {
 	run_tool fetch "$name" "$n" "$proxy"
 	for r in $(seq "$repeats"); do
 		for tool in $(rotated "$r" "${others[@]}") "${last[@]}"; do
+			t0="$(proxy_ticks "$proxy")"
 			if [ "$tool" = wrk ]; then
 				wrk_run "$url" "$proxy"
-				sleep 2
 			else
 				run_tool "$tool" "$name" "$n" "$proxy"
 			fi
+			t1="$(proxy_ticks "$proxy")"
+			[ "$tool" = wrk ] && sleep 2
 			if [ "$ok" -le 0 ]; then note "$cs" "$tool" "$r" "no URL done ($(tail -n 1 "$work/err" 2>/dev/null))"; continue; fi
 			add "$cs" "$tool" "$(div "$ok" "$wall")"
-			[ "$cs" = direct ] && add cpu "$tool" "$(div "$cpu * 1000000" "$ok")"
-			note "$cs" "$tool" "$r" "$ok ok in ${wall}s, cpu ${cpu}s"
+			if [ -z "$proxy" ]; then
+				[ "$cs" = direct ] && add cpu "$tool" "$(div "$cpu * 1000000" "$ok")"
+				note "$cs" "$tool" "$r" "$ok ok in ${wall}s, cpu ${cpu}s"
+				continue
+			fi
+			add "${cs}_cpu" "$tool" "$(div "$cpu * 1000000" "$ok")"
+			if [ -n "$t0" ] && [ -n "$t1" ]; then
+				add "${cs}_px" "$tool" "$(div "($t1 - $t0) * 1000000" "($clk_tck * $ok)")"
+				note "$cs" "$tool" "$r" "$ok ok in ${wall}s, cpu ${cpu}s, $cs cpu $(div "($t1 - $t0)" "$clk_tck")s"
+			else
+				note "$cs" "$tool" "$r" "$ok ok in ${wall}s, cpu ${cpu}s"
+			fi
 		done
 	done
 }
@@ -459,7 +498,7 @@ fmt() {
 	case "$1" in
 	slow) printf '%.3f' "$2" ;;
 	rate) printf '%.2f' "$2" ;;
-	cpu) printf '%.1f' "$2" ;;
+	cpu | *_cpu | *_px) printf '%.1f' "$2" ;;
 	*) printf '%.0f' "$2" ;;
 	esac
 }
@@ -477,12 +516,22 @@ declare -A label=(
 	[big]="$BENCH_BIG x 100 KiB, req/s"
 	[squid]="via squid, req/s"
 	[tinyproxy]="via tinyproxy, req/s"
+	[squid_cpu]="client CPU via squid, us/URL"
+	[squid_px]="squid's CPU, us/request"
+	[tinyproxy_cpu]="client CPU via tinyproxy, us/URL"
+	[tinyproxy_px]="tinyproxy's CPU, us/request"
 	[slow]="$BENCH_SLOW x ${BENCH_SLOW_MS}ms, makespan/ideal"
 	[rate]="$BENCH_RATE_N at ${BENCH_RATE}/s, mean rate/s"
 )
 tools=(fetch hey hey-go curl vegeta wrk)
 rows=(direct cpu)
-for cs in $all_cases; do [ "$cs" = direct ] || rows+=("$cs"); done
+for cs in $all_cases; do
+	case "$cs" in
+	direct) ;;
+	squid | tinyproxy) rows+=("$cs" "${cs}_cpu" "${cs}_px") ;;
+	*) rows+=("$cs") ;;
+	esac
+done
 
 echo
 echo "fetch side by side: concurrency $c, $repeats repeat(s), median [min..max]; f/peer = fetch's median / the peer's, same run"
