@@ -309,6 +309,7 @@ wrk_run() {
 # it cannot be read (no /proc, or no process known).
 clk_tck="$(getconf CLK_TCK 2>/dev/null || echo 100)"
 proxy_ticks() {
+	[ -n "$1" ] || return 0
 	local pid="${proxy_pid["$1"]:-}"
 	[ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || return 0
 	# The command name (field 2) may hold spaces: count from after it.
