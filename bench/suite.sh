@@ -340,8 +340,9 @@ rotated() {
 # client's CPU per URL (CASE_cpu) and the proxy's own per request
 # (CASE_px): where the proxy is the bottleneck, these say whether a client
 # costs the proxy more per request than another, and how much of the
-# machine it leaves the proxy, figures that move far less from run to run
-# than the rates on shared cores.
+# machine it leaves the proxy. On shared cores the proxy's figure moves
+# from run to run too (0.90 to 1.15 of wrk's for fetch through squid, in
+# runs minutes apart): read it over runs, as the rates.
 rate_case() {
 	local cs="$1" name="$2" n="$3" proxy="$4" r tool url others=() last=() t0 t1
 	shift 4
