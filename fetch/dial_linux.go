@@ -49,10 +49,10 @@ import (
 // TestDialSocketTriesAgain makes both cases on demand and counts the
 // tries. Where net hands over a socket that met itself a third time,
 // dialSocket reports the refusal such a port means (ECONNREFUSED): a
-// request written to itself would come back as its own answer. No test
-// makes that case: the kernel does not pick a port again while it waits in
-// TIME_WAIT for the same destination, so the second try meets no port
-// free instead.
+// request written to itself would come back as its own answer.
+// TestDialSocketMeetsItselfThrice makes that case (the kernel picks the
+// port again once it may reuse the TIME_WAIT the last try left, a second
+// later).
 //
 // Errors are net's: a *net.OpError "dial" with the connect's errno as
 // os.SyscallError, or ctx's error when ctx ends first (the wait is cut as

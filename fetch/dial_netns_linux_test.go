@@ -10,8 +10,10 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -95,10 +97,8 @@ func loopbackUp() error {
 //     finds none free from the first try (EADDRNOTAVAIL).
 //
 // Both take three tries, as net's dial does, and end in net's own error
-// for the same dial, word for word. (Three self-connects in a row, after
-// which dialSocket reports the refusal such a port means where net hands
-// over the socket, cannot be made: the kernel never picks a port in
-// TIME_WAIT for the same destination.)
+// for the same dial, word for word. (Three self-connects in a row are
+// TestDialSocketMeetsItselfThrice's.)
 func TestDialSocketTriesAgain(t *testing.T) {
 	// A port in the range this process read, so that the self-connect
 	// check runs, with a port below it for the listener.
@@ -155,6 +155,93 @@ func TestDialSocketTriesAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDialSocketMeetsItselfThrice makes a dial meet its own socket at each
+// of its three tries, in a kernel with one local port for connects and a
+// dial to that port, where nobody listens: dialSocket must not hand such a
+// socket over (net's dial does, the third time), and reports the refusal
+// a port with nobody on it means, ECONNREFUSED, as a *net.OpError "dial".
+//
+// The kernel picks the one port again only once it may reuse the
+// TIME_WAIT its last self-connect left for the same destination
+// (tcp_tw_reuse, set here for the namespace): a second after that
+// connection's last timestamp. So the test waits 1.1 s before the second
+// and third tries, and runs about 2.2 s.
+func TestDialSocketMeetsItselfThrice(t *testing.T) {
+	lo, hi := localPortRange()
+	port := max(int(lo), 1025)
+	if port > int(hi) {
+		t.Skipf("ip_local_port_range %d-%d has no port above 1024", lo, hi)
+	}
+	var reused bool
+	err := inNetns(t, [2]int{port, port}, func() error {
+		if err := os.WriteFile("/proc/sys/net/ipv4/tcp_tw_reuse", []byte("1"), 0); err != nil {
+			return fmt.Errorf("tcp_tw_reuse: %w", notPermitted(err))
+		}
+		tries := 0
+		tried := func() {
+			tries++
+			if tries > 1 {
+				time.Sleep(1100 * time.Millisecond)
+			}
+		}
+		self := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
+		c, ok, err := dialSocketTries(context.Background(), "tcp", self, tried)
+		if !ok {
+			return errors.New("dialSocket did not take 127.0.0.1")
+		}
+		if err == nil {
+			defer c.Close()
+			return fmt.Errorf("a dial that met itself three times returned a connection %v -> %v", c.LocalAddr(), c.RemoteAddr())
+		}
+		if errors.Is(err, syscall.EADDRNOTAVAIL) {
+			return nil // this kernel did not reuse the port: reused stays false
+		}
+		reused = true
+		var oe *net.OpError
+		if !errors.As(err, &oe) || oe.Op != "dial" || !errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("a dial that met itself three times: %v, want a *net.OpError dial with ECONNREFUSED", err)
+		}
+		if want := fmt.Sprintf("dial tcp %v: connect: connection refused", self); err.Error() != want {
+			return fmt.Errorf("a dial that met itself three times:\n got %v\nwant %v", err, want)
+		}
+		if tries != 3 {
+			return fmt.Errorf("a dial that met itself: %d tries, want 3", tries)
+		}
+		// The refusal is dialSocket's own, not the kernel's: the third
+		// socket was connected (to itself) and closed, which leaves the
+		// connection from the port to itself in TIME_WAIT, where a SYN
+		// refused by the kernel leaves nothing.
+		if n, err := timeWait(port); err != nil || n != 1 {
+			return fmt.Errorf("connections %d -> %d in TIME_WAIT: %d (%v), want 1", port, port, n, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reused {
+		t.Skip("this kernel did not pick the port again from its TIME_WAIT (tcp_tw_reuse): no second self-connect to make")
+	}
+}
+
+// timeWait counts the IPv4 connections from 127.0.0.1:port to itself in
+// TIME_WAIT in the calling thread's network namespace.
+func timeWait(port int) (int, error) {
+	b, err := os.ReadFile("/proc/thread-self/net/tcp")
+	if err != nil {
+		return 0, err
+	}
+	self := fmt.Sprintf("0100007F:%04X", port)
+	n := 0
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 3 && f[1] == self && f[2] == self && f[3] == "06" {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // sameAsNet checks that err, dialSocket's for a dial to ap, says no local
