@@ -31,7 +31,7 @@
 # geometric mean of the pairs' ratios, printed with its 95% interval. On a
 # shared VM a proxy-bound rate moves 15% and more between two runs a few
 # seconds apart, whichever the client: 40 such pairs through squid gave
-# fetch/wrk 1.016 [0.962..1.071], and a median of 3 runs each fell under
+# fetch/wrk 1.016 [0.960..1.074], and a median of 3 runs each fell under
 # 0.95 in a quarter of resamplings of those runs. The table's f/wrk is
 # still the median's ratio.
 #
@@ -667,13 +667,14 @@ goal_pairs() {
 		goal "$cs" wrk '>=' "$want" "$text"
 		return
 	fi
+	m="$(printf '%.3f' "$m")" # decided as printed
 	verdict=MISSED
 	[ "$(echo "$m >= $want" | bc -l)" = 1 ] && verdict=met
-	printf '  %-52s %8s  %s (geometric mean of %d pairs, 95%% interval %.3f..%.3f)\n' "$text" "$(printf '%.3f' "$m")" "$verdict" "$n" "$lo" "$hi"
+	printf '  %-52s %8s  %s (geometric mean of %d pairs, 95%% interval %.3f..%.3f)\n' "$text" "$m" "$verdict" "$n" "$lo" "$hi"
 	# shellcheck disable=SC2086 # one value a word
 	printf 'pairs\t%s\tfetch req/s / wrk req/s, geometric mean, 95%% interval\twrk\t%s\t%s\t%s\t%s\t-\n' "$cs" "$m" "$lo" "$hi" \
 		"$(echo ${res["${cs}_pair|wrk"]} | tr ' ' ,)" >>"$tsv"
-	printf 'goal\t%s\t%s\twrk\t%s\t>=\t%s\t-\t%s\n' "$cs" "$text" "$(printf '%.3f' "$m")" "$want" "$verdict" >>"$tsv"
+	printf 'goal\t%s\t%s\twrk\t%s\t>=\t%s\t-\t%s\n' "$cs" "$text" "$m" "$want" "$verdict" >>"$tsv"
 }
 echo
 echo "goals (ratios from this run):"
