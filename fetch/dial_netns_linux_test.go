@@ -211,9 +211,16 @@ func TestDialSocketMeetsItselfThrice(t *testing.T) {
 		}
 		// The refusal is dialSocket's own, not the kernel's: the third
 		// socket was connected (to itself) and closed, which leaves the
-		// connection from the port to itself in TIME_WAIT, where a SYN
-		// refused by the kernel leaves nothing.
-		if n, err := timeWait(port); err != nil || n != 1 {
+		// connection from the port to itself in TIME_WAIT (once its own
+		// FIN has come back to it: a moment, on a busy machine), where a
+		// SYN refused by the kernel leaves nothing.
+		n, err := 0, error(nil)
+		for wait := time.Now().Add(2 * time.Second); n == 0 && err == nil && time.Now().Before(wait); {
+			if n, err = timeWait(port); n == 0 {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if err != nil || n != 1 {
 			return fmt.Errorf("connections %d -> %d in TIME_WAIT: %d (%v), want 1", port, port, n, err)
 		}
 		return nil
