@@ -4,6 +4,7 @@ package fetch
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -240,7 +241,9 @@ func timeWait(port int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	self := fmt.Sprintf("0100007F:%04X", port)
+	// The kernel writes an address as its 4 bytes read as a number in the
+	// machine's byte order.
+	self := fmt.Sprintf("%08X:%04X", binary.NativeEndian.Uint32([]byte{127, 0, 0, 1}), port)
 	n := 0
 	for _, line := range strings.Split(string(b), "\n")[1:] {
 		f := strings.Fields(line)
