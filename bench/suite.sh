@@ -332,6 +332,16 @@ proxy_ticks() {
 	sed 's/.*) //' "/proc/$pid/stat" | awk '{ print $12 + $13 + $14 + $15 }'
 }
 
+# run_once TOOL LIST N PROXY URL: one run of TOOL on LIST (wrk on URL, by
+# time); sets ok, wall and cpu. The caller makes wrk's pause.
+run_once() {
+	if [ "$1" = wrk ]; then
+		wrk_run "$5" "$4"
+	else
+		run_tool "$1" "$2" "$3" "$4"
+	fi
+}
+
 # Results: res[CASE|TOOL] is the list of values over the repeats.
 declare -A res=()
 add() { res["$1|$2"]="${res["$1|$2"]:-} $3"; }
@@ -373,11 +383,7 @@ rate_case() {
 	for r in $(seq "$repeats"); do
 		for tool in $(rotated "$r" "${others[@]}") "${last[@]}"; do
 			t0="$(proxy_ticks "$proxy")"
-			if [ "$tool" = wrk ]; then
-				wrk_run "$url" "$proxy"
-			else
-				run_tool "$tool" "$name" "$n" "$proxy"
-			fi
+			run_once "$tool" "$name" "$n" "$proxy" "$url"
 			t1="$(proxy_ticks "$proxy")"
 			[ "$tool" = wrk ] && sleep 2
 			if [ "$ok" -le 0 ]; then note "$cs" "$tool" "$r" "no URL done ($(tail -n 1 "$work/err" 2>/dev/null))"; continue; fi
@@ -411,14 +417,10 @@ pairs() {
 		f="" w="" order="fetch wrk"
 		[ $((i % 2)) = 1 ] || order="wrk fetch"
 		for tool in $order; do
-			if [ "$tool" = wrk ]; then
-				wrk_run "$url" "$proxy"
-				sleep 2
-				[ "$ok" -le 0 ] || w="$(div "$ok" "$wall")"
-			else
-				run_tool fetch "$name" "$n" "$proxy"
-				[ "$ok" -le 0 ] || f="$(div "$ok" "$wall")"
-			fi
+			run_once "$tool" "$name" "$n" "$proxy" "$url"
+			[ "$tool" = wrk ] && sleep 2
+			[ "$ok" -gt 0 ] || continue
+			if [ "$tool" = wrk ]; then w="$(div "$ok" "$wall")"; else f="$(div "$ok" "$wall")"; fi
 		done
 		if [ -z "$f" ] || [ -z "$w" ]; then note "$cs" pair "$i" "a run did no URL: no ratio"; continue; fi
 		add "${cs}_pair" wrk "$(div "$f" "$w")"

@@ -101,13 +101,7 @@ func loopbackUp() error {
 // for the same dial, word for word. (Three self-connects in a row are
 // TestDialSocketMeetsItselfThrice's.)
 func TestDialSocketTriesAgain(t *testing.T) {
-	// A port in the range this process read, so that the self-connect
-	// check runs, with a port below it for the listener.
-	lo, hi := localPortRange()
-	port := max(int(lo), 1025)
-	if port > int(hi) {
-		t.Skipf("ip_local_port_range %d-%d has no port above 1024", lo, hi)
-	}
+	port := selfPort(t)
 	err := inNetns(t, [2]int{port, port}, func() error {
 		ctx := context.Background()
 		tries := 0
@@ -170,11 +164,7 @@ func TestDialSocketTriesAgain(t *testing.T) {
 // connection's last timestamp. So the test waits 1.1 s before the second
 // and third tries, and runs about 2.2 s.
 func TestDialSocketMeetsItselfThrice(t *testing.T) {
-	lo, hi := localPortRange()
-	port := max(int(lo), 1025)
-	if port > int(hi) {
-		t.Skipf("ip_local_port_range %d-%d has no port above 1024", lo, hi)
-	}
+	port := selfPort(t)
 	var reused bool
 	err := inNetns(t, [2]int{port, port}, func() error {
 		if err := os.WriteFile("/proc/sys/net/ipv4/tcp_tw_reuse", []byte("1"), 0); err != nil {
@@ -232,6 +222,20 @@ func TestDialSocketMeetsItselfThrice(t *testing.T) {
 	if !reused {
 		t.Skip("this kernel did not pick the port again from its TIME_WAIT (tcp_tw_reuse): no second self-connect to make")
 	}
+}
+
+// selfPort returns the port the tests in a namespace make its one local
+// port for connects: one in the range this process read, so that
+// dialSocket's self-connect check runs, with a port below it free for a
+// listener. It skips the test when the range has none above 1024.
+func selfPort(t *testing.T) int {
+	t.Helper()
+	lo, hi := localPortRange()
+	port := max(int(lo), 1025)
+	if port > int(hi) {
+		t.Skipf("ip_local_port_range %d-%d has no port above 1024", lo, hi)
+	}
+	return port
 }
 
 // timeWait counts the IPv4 connections from 127.0.0.1:port to itself in
