@@ -393,6 +393,51 @@ func TestPhaseTimeouts(t *testing.T) {
 	}
 }
 
+// TestBodyApartFromHead: a body with its Content-Length that comes apart
+// from its head (squid writes the two apart; the test's HTTP proxy too)
+// is waited for in the body phase, under --idle-timeout and not
+// --header-timeout, however the client reads it (h1 waits on for it in the
+// read of the head): a gap longer than the header limit succeeds and is
+// recorded in body; pieces that come within the idle limit, but take longer
+// than it in all, succeed; a gap longer than the idle limit fails in body.
+// Direct and through an absolute-form HTTP proxy. Tolerance: every gap is
+// at least 100 ms from the limit it is measured against; phases are
+// asserted against those limits, not the gaps.
+func TestBodyApartFromHead(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	px := startProxy(t, "http", fetchtest.ProxyOptions{})
+	const header, idle = 100 * time.Millisecond, 300 * time.Millisecond
+	for _, via := range []string{"direct", "proxy"} {
+		t.Run(via, func(t *testing.T) {
+			cfg := fetch.DefaultConfig()
+			cfg.HeaderTimeout, cfg.IdleTimeout = header, idle
+			cfg.Retries = 0
+			if via == "proxy" {
+				cfg.Proxies = []proxies.Proxy{proxyOf(t, px.URL, nil)}
+			}
+			recs, _ := run(t, cfg,
+				tg.URL+"/gap?size=100&chunks=1&drip=200ms&length=1",   // over the header limit
+				tg.URL+"/drip?size=100&chunks=5&drip=100ms&length=1",  // 500 ms in pieces, each within the idle limit
+				tg.URL+"/stall?size=100&chunks=1&drip=900ms&length=1", // over the idle limit
+			)
+			for line := 1; line <= 2; line++ {
+				r := recs[line]
+				if !r.OK || r.Bytes != 100 {
+					t.Errorf("line %d: ok %v, %d bytes, error %+v; want 100 bytes", line, r.OK, r.Bytes, r.Error)
+					continue
+				}
+				if r.Phases["headers"] >= float64(header.Milliseconds()) || r.Phases["body"] < float64(header.Milliseconds()) {
+					t.Errorf("line %d: phases %v: the wait for the body is not the body's", line, r.Phases)
+				}
+			}
+			r := recs[3]
+			if r.Error == nil || r.Error.Phase != "body" || r.Error.Kind != fetch.KindTimeout || !strings.Contains(r.Error.Message, "--idle-timeout") {
+				t.Errorf("line 3: error %+v, want body/timeout by --idle-timeout", r.Error)
+			}
+		})
+	}
+}
+
 func TestRetryGoesToAnotherProxy(t *testing.T) {
 	tg := startTarget(t, fetchtest.TargetOptions{})
 	cfg := fetch.DefaultConfig()

@@ -102,9 +102,13 @@ type h1Conn struct {
 	out   []byte  // a request held by Write: bw's own buffer, untouched until out is sent
 	werr  error   // the error of the write of out, from the Read that sent it
 	get   bool    // the request is a GET: its answer is judged while it comes (see owed)
-	since time.Time
-	prev  *h1Conn
-	next  *h1Conn
+	// more is owedAnswer, made once for the connection; waiter is told
+	// when the first read of an answer waits on for its body (nil: no one).
+	more   func([]byte) bool
+	waiter bodyWaiter
+	since  time.Time
+	prev   *h1Conn
+	next   *h1Conn
 	sock
 }
 
@@ -160,7 +164,10 @@ func (pc *h1Conn) send(p []byte) (int, error) {
 	pc.out = nil
 	var more func([]byte) bool
 	if pc.get {
-		more = owed
+		more = pc.more
+		if more == nil {
+			more = owed
+		}
 	}
 	n, rest, werr, err := pc.sendThenRead(pc.c, out, p, more)
 	if werr == nil && err == nil && len(rest) > 0 {
@@ -175,6 +182,32 @@ func (pc *h1Conn) send(p []byte) (int, error) {
 		return 0, werr
 	}
 	return n, err
+}
+
+// bodyWaiter is told, by the first read of an answer, that the answer's
+// head has come whole and that the read waits on for the body its
+// Content-Length gives (see owedAnswer), and again after each read of it.
+type bodyWaiter interface{ bodyBytes() }
+
+// owedAnswer is owed for the answer to a GET on pc, and goes on past the
+// head: when the head has come whole and the body that its Content-Length
+// gives has not (squid writes the two apart), the read waits on for the
+// body in the same call, and tells pc.waiter that the wait is the body's
+// from then. The read of the body after it would try the socket before it
+// waited (see sock.sendThenRead): one system call that finds nothing, an
+// answer.
+func (pc *h1Conn) owedAnswer(buf []byte) bool {
+	end := headEnd(buf, 0)
+	if end < 0 {
+		return headSoFar(buf, 0) >= 0
+	}
+	if bodyOwed(buf, end) == 0 {
+		return false
+	}
+	if pc.waiter != nil {
+		pc.waiter.bodyBytes()
+	}
+	return true
 }
 
 // replayError has the next Read return the last read's error again, once:
@@ -240,7 +273,12 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 		t.put(pc) // as good as it was
 		return nil, ctx.Err(), false
 	}
-	w := watchConn(ctx, pc.c)
+	h, _ := ctx.Value(trackerKey{}).(*hooked)
+	w := watchAttempt(ctx, h, pc.c)
+	pc.waiter = nil
+	if h != nil {
+		pc.waiter = h
+	}
 	fail := func(e error, nothing bool) (*http.Response, error, bool) {
 		w.unwatch(pc.c)
 		t.close(pc)
@@ -307,7 +345,13 @@ type connWatch interface {
 // watchConn has c cut when ctx ends. An attempt's context has its tracker
 // do it (see tracker.watch); any other, context.AfterFunc.
 func watchConn(ctx context.Context, c net.Conn) connWatch {
-	if h, ok := ctx.Value(trackerKey{}).(*hooked); ok && h.t.watch(h.gen, c) {
+	h, _ := ctx.Value(trackerKey{}).(*hooked)
+	return watchAttempt(ctx, h, c)
+}
+
+// watchAttempt is watchConn for ctx, whose attempt, if it is one, is h.
+func watchAttempt(ctx context.Context, h *hooked, c net.Conn) connWatch {
+	if h != nil && h.t.watch(h.gen, c) {
 		return h.t
 	}
 	return afterFuncWatch(context.AfterFunc(ctx, func() { c.SetDeadline(aLongTimeAgo) }))
@@ -358,6 +402,7 @@ func (t *h1) conn(ctx context.Context, key string, proxied bool) (*h1Conn, bool,
 		return nil, false, err
 	}
 	pc := &h1Conn{key: key, c: c, limit: unlimited}
+	pc.more = pc.owedAnswer
 	pc.sock.init(c)
 	b, ok := t.bufs.Get().(*h1Bufs)
 	if ok {

@@ -184,6 +184,40 @@ func owed(buf []byte) bool {
 	return headEnd(buf, 0) < 0 && headSoFar(buf, 0) >= 0
 }
 
+// bodyOwed returns how many bytes of its body the answer to a GET that
+// starts buf, whose head ends at end (see headEnd), still owes: what its
+// one Content-Length gives less what of the body buf holds; 0 when the
+// body is all there, or when the head does not give its length that way
+// (a status without a body, a Transfer-Encoding, no Content-Length or more
+// than one, a line readPlainResponse does not take). Every byte it counts
+// is one the response's body reads, whoever parses the head.
+func bodyOwed(buf []byte, end int) int64 {
+	if !bytes.HasPrefix(buf, []byte(http11)) {
+		return 0
+	}
+	line, rest := cutLine(buf[:end+2])
+	if _, _, ok := statusLine(line); !ok {
+		return 0
+	}
+	length := int64(-1)
+	for len(rest) > 0 {
+		line, rest = cutLine(rest)
+		key, value, ok := headerLine(line)
+		switch {
+		case !ok, asciiEqualFold(key, "Transfer-Encoding"):
+			return 0
+		case asciiEqualFold(key, "Content-Length"):
+			if length >= 0 {
+				return 0
+			}
+			if length = parseLength(value); length < 0 {
+				return 0
+			}
+		}
+	}
+	return max(0, length-int64(len(buf)-(end+4)))
+}
+
 // headSoFar looks at buf, a head not yet all read whose first seen bytes
 // are lines looked at before, and returns how much of it is whole lines
 // that readPlainResponse takes: HTTP/1.1 (or the start of it), a status
@@ -360,8 +394,8 @@ func canonicalKey(key string) bool {
 
 // parseLength parses a Content-Length as net/http does, or returns -1
 // where it would fail (or take it another way).
-func parseLength(v string) int64 {
-	if v == "" || len(v) > 18 {
+func parseLength[T text](v T) int64 {
+	if len(v) == 0 || len(v) > 18 {
 		return -1
 	}
 	var n int64
@@ -376,7 +410,7 @@ func parseLength(v string) int64 {
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
-func asciiEqualFold(s, t string) bool {
+func asciiEqualFold[T text](s T, t string) bool {
 	if len(s) != len(t) {
 		return false
 	}

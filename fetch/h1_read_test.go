@@ -326,41 +326,72 @@ func TestHeadBytes(t *testing.T) {
 	}
 }
 
-// TestOwed: the start of an answer is owed more exactly while the head is
-// not ended and readResponse waits on it; never for its body (the body
-// phase's wait), nor for an answer h1 does not read itself.
+// TestOwed: the start of an answer is owed more (owed) exactly while the
+// head is not ended and readResponse waits on it, and never for an answer
+// h1 does not read itself. The first read of an answer to a GET goes on
+// past the head (owedAnswer) exactly while the body its one Content-Length
+// gives is not all in, and tells its waiter so, once a read: the wait is
+// the body phase's from then.
 func TestOwed(t *testing.T) {
 	const head = "HTTP/1.1 200 OK\r\nServer: squid\r\nContent-Length: 4\r\n\r\n"
 	for _, tc := range []struct {
-		name, buf string
-		want      bool
+		name, buf    string
+		head, answer bool // owed, owedAnswer
 	}{
-		{"status line cut", "HTTP/1.1 20", true},
-		{"head cut after a line (tinyproxy)", "HTTP/1.1 200 OK\r\nServer: tiny\r\n", true},
-		{"head cut in a line", "HTTP/1.1 200 OK\r\nServ", true},
-		{"head without its body (squid)", head, false},
-		{"body cut", head + "ab", false},
-		{"whole", head + "abcd", false},
-		{"more than the body", head + "abcdHTTP", false},
-		{"empty body", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false},
-		{"no length", "HTTP/1.1 200 OK\r\nServer: x\r\n\r\n", false},
-		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n", false},
-		{"two lengths", "HTTP/1.1 200 OK\r\nContent-Length: 4\r\ncontent-length: 4\r\n\r\n", false},
-		{"bad length", "HTTP/1.1 200 OK\r\nContent-Length: 4x\r\n\r\n", false},
-		{"lower-case length", "HTTP/1.1 200 OK\r\ncontent-LENGTH: 4\r\n\r\nab", false},
-		{"204", "HTTP/1.1 204 No Content\r\nContent-Length: 4\r\n\r\n", false},
-		{"304", "HTTP/1.1 304 Not Modified\r\nContent-Length: 4\r\n\r\n", false},
-		{"100 continue", "HTTP/1.1 100 Continue\r\n", false},
-		{"HTTP/1.0", "HTTP/1.0 200 OK\r\nContent-Length: 4\r\n\r\n", false},
-		{"not HTTP", "SSH-2.0-OpenSSH\r\n", false},
-		{"bare LF", "HTTP/1.1 200 OK\nContent-Length: 4\n", false},
-		{"bare LF ended", "HTTP/1.1 200 OK\nContent-Length: 4\n\n", false},
-		{"folded line", "HTTP/1.1 200 OK\r\nX: a\r\n b\r\n", false},
+		{"status line cut", "HTTP/1.1 20", true, true},
+		{"head cut after a line (tinyproxy)", "HTTP/1.1 200 OK\r\nServer: tiny\r\n", true, true},
+		{"head cut in a line", "HTTP/1.1 200 OK\r\nServ", true, true},
+		{"head without its body (squid)", head, false, true},
+		{"body cut", head + "ab", false, true},
+		{"whole", head + "abcd", false, false},
+		{"more than the body", head + "abcdHTTP", false, false},
+		{"empty body", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false, false},
+		{"no length", "HTTP/1.1 200 OK\r\nServer: x\r\n\r\n", false, false},
+		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n", false, false},
+		{"chunked after the length", "HTTP/1.1 200 OK\r\nContent-Length: 4\r\ntransfer-encoding: chunked\r\n\r\n", false, false},
+		{"two lengths", "HTTP/1.1 200 OK\r\nContent-Length: 4\r\ncontent-length: 4\r\n\r\n", false, false},
+		{"bad length", "HTTP/1.1 200 OK\r\nContent-Length: 4x\r\n\r\n", false, false},
+		{"length too long", "HTTP/1.1 200 OK\r\nContent-Length: 1234567890123456789\r\n\r\n", false, false},
+		{"lower-case length", "HTTP/1.1 200 OK\r\ncontent-LENGTH: 4\r\n\r\nab", false, true},
+		{"connection close", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 4\r\n\r\n", false, true},
+		{"404 with a body", "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nnot", false, true},
+		{"204", "HTTP/1.1 204 No Content\r\nContent-Length: 4\r\n\r\n", false, false},
+		{"304", "HTTP/1.1 304 Not Modified\r\nContent-Length: 4\r\n\r\n", false, false},
+		{"100 continue", "HTTP/1.1 100 Continue\r\n", false, false},
+		{"100 continue ended", "HTTP/1.1 100 Continue\r\nContent-Length: 4\r\n\r\n", false, false},
+		{"HTTP/1.0", "HTTP/1.0 200 OK\r\nContent-Length: 4\r\n\r\n", false, false},
+		{"not HTTP", "SSH-2.0-OpenSSH\r\n", false, false},
+		{"bare LF", "HTTP/1.1 200 OK\nContent-Length: 4\n", false, false},
+		{"bare LF ended", "HTTP/1.1 200 OK\nContent-Length: 4\n\n", false, false},
+		{"folded line", "HTTP/1.1 200 OK\r\nX: a\r\n b\r\n", false, false},
+		{"folded line ended", "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nX: a\r\n b\r\n\r\n", false, false},
 	} {
-		if got := owed([]byte(tc.buf)); got != tc.want {
-			t.Errorf("%s: owed(%q) = %v, want %v", tc.name, tc.buf, got, tc.want)
+		if got := owed([]byte(tc.buf)); got != tc.head {
+			t.Errorf("%s: owed(%q) = %v, want %v", tc.name, tc.buf, got, tc.head)
+		}
+		var w countWaiter
+		pc := &h1Conn{waiter: &w}
+		got := pc.owedAnswer([]byte(tc.buf))
+		if got != tc.answer {
+			t.Errorf("%s: owedAnswer(%q) = %v, want %v", tc.name, tc.buf, got, tc.answer)
+		}
+		// The waiter hears of a wait for the body, and of nothing else.
+		if wantWaits := got && !tc.head; int(w) != b2i(wantWaits) {
+			t.Errorf("%s: the waiter was told %d times, want %d", tc.name, w, b2i(wantWaits))
 		}
 	}
+}
+
+// countWaiter counts what it is told.
+type countWaiter int
+
+func (w *countWaiter) bodyBytes() { *w++ }
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // moreReader stands for a server that has sent nothing more yet: a read
@@ -391,10 +422,11 @@ func asksMore(start string) (asked bool, err error) {
 	return false, err
 }
 
-// FuzzOwed: whenever owed says the start of an answer must go on, net/http,
-// reading that start of a GET's answer (head and body to its end), would
-// wait for more: so that h1 waiting for more, where it would have returned
-// the bytes to the reader, waits no longer than net/http would.
+// FuzzOwed: whenever owed or owedAnswer says the start of an answer must
+// go on, net/http, reading that start of a GET's answer (head and body to
+// its end), would wait for more: so that h1 waiting for more, where it
+// would have returned the bytes to the reader, waits no longer than
+// net/http would.
 func FuzzOwed(f *testing.F) {
 	f.Add("HTTP/1.1 200 OK\r\nServer: squid\r\nContent-Length: 4\r\n\r\nabcd")
 	f.Add("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\n")
@@ -403,11 +435,16 @@ func FuzzOwed(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string) {
 		for k := 1; k <= len(raw); k++ {
 			start := raw[:k]
-			if !owed([]byte(start)) {
+			pc := &h1Conn{}
+			head, answer := owed([]byte(start)), pc.owedAnswer([]byte(start))
+			if head && !answer {
+				t.Fatalf("owed(%q) but not owedAnswer: the head is waited for either way", start)
+			}
+			if !answer {
 				continue
 			}
 			if asked, err := asksMore(start); !asked {
-				t.Fatalf("owed(%q), but net/http read it without more: %v", start, err)
+				t.Fatalf("owed(%q) = %v, owedAnswer = true, but net/http read it without more: %v", start, head, err)
 			}
 		}
 	})

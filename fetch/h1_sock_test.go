@@ -139,3 +139,62 @@ func TestH1SendFails(t *testing.T) {
 		t.Errorf("%d dials, want 1", dials)
 	}
 }
+
+// TestH1ReadsBodyInHeadsRead: when an answer's head and body come apart,
+// as squid writes them, the read that sends the request and waits for the
+// head waits on for the body its Content-Length gives, in the same call:
+// one Read returns both, where a new read would first have tried the
+// socket and found nothing. Its waiter hears that the wait is the body's.
+// A head whose length says no body follows (a 304's) is returned at once.
+// Tolerance: the gap is 50 ms; the 5 s deadline only keeps a wrong version
+// from hanging.
+func TestH1ReadsBodyInHeadsRead(t *testing.T) {
+	const req = "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+	for _, tc := range []struct {
+		name, head, body string
+		whole            bool // the one Read returns head and body
+	}{
+		{name: "200", head: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", body: "hello", whole: true},
+		{name: "200, part of the body with the head", head: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhe", body: "llo", whole: true},
+		{name: "304", head: "HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n", body: "HTTP/"},
+		{name: "chunked", head: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", body: "5\r\nhello\r\n0\r\n\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startRawServer(t, func(c net.Conn, next func() *http.Request) {
+				if next() == nil {
+					return
+				}
+				io.WriteString(c, tc.head)
+				time.Sleep(50 * time.Millisecond)
+				io.WriteString(c, tc.body)
+				io.Copy(io.Discard, c) // until the client closes
+			})
+			c, err := net.Dial("tcp", srv.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			var w countWaiter
+			pc := &h1Conn{c: c, limit: unlimited, get: true, waiter: &w}
+			pc.more = pc.owedAnswer
+			pc.sock.init(c)
+			pc.out = []byte(req)
+			p := make([]byte, 4096)
+			n, err := pc.Read(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tc.head
+			if tc.whole {
+				want += tc.body
+			}
+			if string(p[:n]) != want {
+				t.Fatalf("the first Read returned %q, want %q", p[:n], want)
+			}
+			if tc.whole != (w > 0) {
+				t.Errorf("the waiter was told %d times", w)
+			}
+		})
+	}
+}

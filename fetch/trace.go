@@ -404,12 +404,38 @@ func (t *tracker) progress() {
 	}
 }
 
-// gotHeaders marks the start of the body phase.
+// gotHeaders marks the start of the body phase, unless the first read of
+// the answer marked it already (see bodyBytes): its idle clock runs from
+// the last bytes that read took.
 func (t *tracker) gotHeaders() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.phase == pBody {
+		return
+	}
 	t.enter(pBody)
 	t.arm(t.idleLimit, idleFlag)
+}
+
+// bodyBytes is the word of the first read of an answer in attempt gen
+// that the head has come whole and the read waits on for the body (see
+// h1Conn.owedAnswer), and again after each read of the body: the attempt
+// is in the body phase from the first, under --idle-timeout, and each
+// later one is progress.
+func (t *tracker) bodyBytes(gen uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if gen != t.gen || t.done {
+		return
+	}
+	if t.phase != pBody {
+		t.enter(pBody)
+		t.arm(t.idleLimit, idleFlag)
+		return
+	}
+	if t.timerOn && t.flag == idleFlag {
+		t.armed = t.clock.now()
+	}
 }
 
 // trackerKey is the context key under which a request carries its attempt
@@ -445,6 +471,9 @@ func (h *hooked) Err() error {
 	}
 	return err
 }
+
+// bodyBytes tells h's tracker (see tracker.bodyBytes).
+func (h *hooked) bodyBytes() { h.t.bodyBytes(h.gen) }
 
 func (h *hooked) Value(key any) any {
 	if key == (trackerKey{}) {

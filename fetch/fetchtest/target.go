@@ -21,7 +21,7 @@ type TargetOptions struct {
 }
 
 // Target is an HTTP or HTTPS server on loopback whose behaviour is chosen by
-// the URL query: a loopback.Target (size, status, delay, chunks&drip,
+// the URL query: a loopback.Target (size, status, delay, chunks&drip, length,
 // fail&failstatus, retry-after; see there) that also counts what it serves
 // and understands:
 //

@@ -138,6 +138,30 @@ func TestTarget(t *testing.T) {
 		})
 	}
 
+	// length=1: a dripped body keeps its Content-Length, and is not
+	// chunked; without it, it is.
+	for _, tt := range []struct {
+		uri     string
+		length  int64
+		chunked bool
+	}{
+		{"/x?size=100&chunks=2&drip=5ms&length=1", 100, false},
+		{"/x?size=100&chunks=2&drip=5ms", -1, true},
+	} {
+		resp, err := c.Get(tg.URL + tt.uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || !bytes.Equal(b, loopback.Body(100)) {
+			t.Errorf("%s: body %q, %v", tt.uri, b, err)
+		}
+		if chunked := len(resp.TransferEncoding) > 0; resp.ContentLength != tt.length || chunked != tt.chunked {
+			t.Errorf("%s: Content-Length %d, chunked %v; want %d, %v", tt.uri, resp.ContentLength, chunked, tt.length, tt.chunked)
+		}
+	}
+
 	// fail=K fails the first K requests for the URI, and again after
 	// ResetFailures.
 	for i, want := range []int{503, 503, 200} {

@@ -35,6 +35,9 @@ type TargetOptions struct {
 //	delay=DURATION         sleep before writing the headers of any response
 //	chunks=K&drip=DURATION send the headers at once (flushed), then the body in K
 //	                       chunks, each after a pause of drip (a body takes about K*drip)
+//	length=1               with chunks or drip, the body's Content-Length too, so
+//	                       that it is not chunked: a head and a body with its
+//	                       length that come apart, as squid sends them
 //	fail=K&failstatus=S    the first K requests received for this exact request URI
 //	                       answer S (default 503) with a short body; later ones
 //	                       behave normally
@@ -102,7 +105,8 @@ type targetParams struct {
 	delay      time.Duration
 	chunks     int
 	drip       time.Duration
-	chunked    bool
+	chunked    bool // the body comes in chunks, after drip each
+	length     bool // with chunked, the Content-Length is sent all the same
 	fail       int
 	failStatus int
 	retryAfter string
@@ -143,6 +147,7 @@ func parseTargetParams(q url.Values) (targetParams, error) {
 		}
 	}
 	p.chunked = q.Has("chunks") || q.Has("drip")
+	p.length = q.Get("length") == "1"
 	if v := q.Get("fail"); v != "" {
 		if p.fail, err = strconv.Atoi(v); err != nil || p.fail < 0 {
 			return p, fmt.Errorf("bad fail %q", v)
@@ -209,6 +214,9 @@ func (t *Target) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		_ = rc.Flush()
 		return
+	}
+	if p.length {
+		w.Header().Set("Content-Length", strconv.FormatInt(p.size, 10))
 	}
 	w.WriteHeader(p.status)
 	if rc.Flush() != nil {
