@@ -438,6 +438,35 @@ func TestBodyApartFromHead(t *testing.T) {
 	}
 }
 
+// TestHandshakeDeadlineLifted: the deadline a dial with a proxy handshake
+// (here CONNECT, for an https target through an HTTP proxy) puts on its
+// connection, --connect-timeout from the dial, is lifted once the
+// connection is in use: a body that takes longer than that after the dial
+// is read whole, and so is the next URL's, on the same connection, long
+// after. Tolerance: each body takes 400 ms against a 150 ms limit.
+func TestHandshakeDeadlineLifted(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{TLS: true})
+	px := startProxy(t, "http", fetchtest.ProxyOptions{})
+	cfg := fetch.DefaultConfig()
+	cfg.ConnectTimeout = 150 * time.Millisecond
+	cfg.Concurrency = 1
+	cfg.Retries = 0
+	cfg.RootCAs = tg.CertPool
+	cfg.Proxies = []proxies.Proxy{proxyOf(t, px.URL, nil)}
+	recs, _ := run(t, cfg, tg.URL+"/1?size=100&chunks=2&drip=200ms", tg.URL+"/2?size=100&chunks=2&drip=200ms")
+	for line := 1; line <= 2; line++ {
+		if r := recs[line]; !r.OK || r.Bytes != 100 {
+			t.Errorf("line %d: ok %v, %d bytes, error %+v", line, r.OK, r.Bytes, r.Error)
+		}
+	}
+	if _, ok := recs[2].Phases["proxy"]; ok {
+		t.Errorf("line 2 has a proxy handshake: it was meant to reuse line 1's connection: %v", recs[2].Phases)
+	}
+	if st := px.Stats(); st.Connects != 1 {
+		t.Errorf("%d CONNECTs, want 1", st.Connects)
+	}
+}
+
 func TestRetryGoesToAnotherProxy(t *testing.T) {
 	tg := startTarget(t, fetchtest.TargetOptions{})
 	cfg := fetch.DefaultConfig()

@@ -595,8 +595,10 @@ func (t *tracker) gotConn(info httptrace.GotConnInfo) {
 	// The connection is set up: lift the deadline handshakeDeadline put on
 	// it, or it would cut the body (and the connection's later reuse) at
 	// --connect-timeout after the dial. From here the idle, header and
-	// total timers bound the attempt.
-	if info.Conn != nil {
+	// total timers bound the attempt. A reused connection had it lifted at
+	// its first use, and a connection whose deadline was set since (an
+	// attempt's cut) is closed, never reused.
+	if info.Conn != nil && !info.Reused {
 		info.Conn.SetDeadline(time.Time{})
 	}
 	t.mu.Lock()
