@@ -103,9 +103,12 @@ type h1Conn struct {
 	werr  error   // the error of the write of out, from the Read that sent it
 	get   bool    // the request is a GET: its answer is judged while it comes (see owed)
 	// more is owedAnswer, made once for the connection; waiter is told
-	// when the first read of an answer waits on for its body (nil: no one).
+	// when the first read of an answer waits on for its body (nil: no one);
+	// ends is where that answer ends in the read's buffer, once its head
+	// has come: 0 before, -1 when its length does not say (see bodyOwed).
 	more   func([]byte) bool
 	waiter bodyWaiter
+	ends   int
 	since  time.Time
 	prev   *h1Conn
 	next   *h1Conn
@@ -197,11 +200,17 @@ type bodyWaiter interface{ bodyBytes() }
 // waited (see sock.sendThenRead): one system call that finds nothing, an
 // answer.
 func (pc *h1Conn) owedAnswer(buf []byte) bool {
-	end := headEnd(buf, 0)
-	if end < 0 {
-		return headSoFar(buf, 0) >= 0
+	if pc.ends == 0 { // the head is read once
+		end := headEnd(buf, 0)
+		if end < 0 {
+			return headSoFar(buf, 0) >= 0
+		}
+		pc.ends = -1
+		if n := bodyOwed(buf, end); n > 0 {
+			pc.ends = len(buf) + int(n)
+		}
 	}
-	if bodyOwed(buf, end) == 0 {
+	if pc.ends < 0 || len(buf) >= pc.ends {
 		return false
 	}
 	if pc.waiter != nil {
@@ -301,6 +310,7 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 		// (see sock.sendThenRead): one system call less a request.
 		pc.hold = pc.canSend()
 		pc.get = req.Method == "" || req.Method == http.MethodGet
+		pc.ends = 0
 		err = pc.bw.Flush()
 		pc.hold = false
 	}

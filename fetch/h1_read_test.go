@@ -382,6 +382,30 @@ func TestOwed(t *testing.T) {
 	}
 }
 
+// TestOwedAnswerAsItComes: one answer as one read takes it in, piece by
+// piece: its head is read once (owedAnswer keeps where the answer ends),
+// and it is owed more until its body is all in.
+func TestOwedAnswerAsItComes(t *testing.T) {
+	const answer = "HTTP/1.1 200 OK\r\nServer: squid\r\nContent-Length: 4\r\n\r\nabcd"
+	var w countWaiter
+	pc := &h1Conn{waiter: &w}
+	for _, step := range []struct {
+		n     int // bytes in so far
+		owed  bool
+		waits countWaiter
+	}{
+		{10, true, 0},               // status line cut
+		{len(answer) - 4, true, 1},  // the head
+		{len(answer) - 2, true, 2},  // part of the body
+		{len(answer), false, 2},     // all of it
+		{len(answer) + 3, false, 2}, // and more (not this answer's)
+	} {
+		if got := pc.owedAnswer([]byte(answer + "HTT")[:step.n]); got != step.owed || w != step.waits {
+			t.Errorf("%d bytes in: owed %v, waiter told %d times; want %v, %d", step.n, got, w, step.owed, step.waits)
+		}
+	}
+}
+
 // countWaiter counts what it is told.
 type countWaiter int
 
