@@ -193,9 +193,9 @@ func (pc *h1Conn) send(p []byte) (int, error) {
 type bodyWaiter interface{ bodyBytes() }
 
 // owedAnswer is owed for the answer to a GET on pc, and goes on past the
-// head: when the head has come whole and the body that its Content-Length
-// gives has not (squid writes the two apart), the read waits on for the
-// body in the same call, and tells pc.waiter that the wait is the body's
+// head: when the head has come alone and the body that its Content-Length
+// gives is to follow (squid writes the two apart), the read waits on for
+// the body in the same call, and tells pc.waiter that the wait is the body's
 // from then. The read of the body after it would try the socket before it
 // waited (see sock.sendThenRead): one system call that finds nothing, an
 // answer.
@@ -206,8 +206,14 @@ func (pc *h1Conn) owedAnswer(buf []byte) bool {
 			return headSoFar(buf, 0) >= 0
 		}
 		pc.ends = -1
-		if n := bodyOwed(buf, end); n > 0 {
-			pc.ends = len(buf) + int(n)
+		// Only a head that came alone is read for its length: a body
+		// that came with its head (as nginx and Go servers send small
+		// answers) has most often come whole, and a look at the head
+		// would cost every such answer what it saves the few.
+		if end+4 == len(buf) {
+			if n := bodyOwed(buf, end); n > 0 {
+				pc.ends = len(buf) + int(n)
+			}
 		}
 	}
 	if pc.ends < 0 || len(buf) >= pc.ends {

@@ -145,7 +145,8 @@ func TestH1SendFails(t *testing.T) {
 // head waits on for the body its Content-Length gives, in the same call:
 // one Read returns both, where a new read would first have tried the
 // socket and found nothing. Its waiter hears that the wait is the body's.
-// A head whose length says no body follows (a 304's) is returned at once.
+// A head whose length says no body follows (a 304's), or that came with
+// part of its body, is returned at once.
 // Tolerance: the gap is 50 ms; the 5 s deadline only keeps a wrong version
 // from hanging.
 func TestH1ReadsBodyInHeadsRead(t *testing.T) {
@@ -155,7 +156,7 @@ func TestH1ReadsBodyInHeadsRead(t *testing.T) {
 		whole            bool // the one Read returns head and body
 	}{
 		{name: "200", head: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", body: "hello", whole: true},
-		{name: "200, part of the body with the head", head: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhe", body: "llo", whole: true},
+		{name: "200, part of the body with the head", head: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhe", body: "llo"},
 		{name: "304", head: "HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n", body: "HTTP/"},
 		{name: "chunked", head: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", body: "5\r\nhello\r\n0\r\n\r\n"},
 	} {
