@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -401,12 +402,12 @@ func TestPhaseTimeouts(t *testing.T) {
 // recorded in body; pieces that come within the idle limit, but take longer
 // than it in all, succeed; a gap longer than the idle limit fails in body.
 // Direct and through an absolute-form HTTP proxy. Tolerance: every gap is
-// at least 100 ms from the limit it is measured against; phases are
+// at least 300 ms from the limit it is measured against; phases are
 // asserted against those limits, not the gaps.
 func TestBodyApartFromHead(t *testing.T) {
 	tg := startTarget(t, fetchtest.TargetOptions{})
 	px := startProxy(t, "http", fetchtest.ProxyOptions{})
-	const header, idle = 100 * time.Millisecond, 300 * time.Millisecond
+	const header, idle = 300 * time.Millisecond, 900 * time.Millisecond
 	for _, via := range []string{"direct", "proxy"} {
 		t.Run(via, func(t *testing.T) {
 			cfg := fetch.DefaultConfig()
@@ -416,9 +417,9 @@ func TestBodyApartFromHead(t *testing.T) {
 				cfg.Proxies = []proxies.Proxy{proxyOf(t, px.URL, nil)}
 			}
 			recs, _ := run(t, cfg,
-				tg.URL+"/gap?size=100&chunks=1&drip=200ms&length=1",   // over the header limit
-				tg.URL+"/drip?size=100&chunks=5&drip=100ms&length=1",  // 500 ms in pieces, each within the idle limit
-				tg.URL+"/stall?size=100&chunks=1&drip=900ms&length=1", // over the idle limit
+				tg.URL+"/gap?size=100&chunks=1&drip=600ms&length=1",  // over the header limit
+				tg.URL+"/drip?size=100&chunks=5&drip=300ms&length=1", // 1.5 s in pieces, each within the idle limit
+				tg.URL+"/stall?size=100&chunks=1&drip=3s&length=1",   // over the idle limit
 			)
 			for line := 1; line <= 2; line++ {
 				r := recs[line]
@@ -443,17 +444,17 @@ func TestBodyApartFromHead(t *testing.T) {
 // connection, --connect-timeout from the dial, is lifted once the
 // connection is in use: a body that takes longer than that after the dial
 // is read whole, and so is the next URL's, on the same connection, long
-// after. Tolerance: each body takes 400 ms against a 150 ms limit.
+// after. Tolerance: each body takes 1.2 s against a 500 ms limit.
 func TestHandshakeDeadlineLifted(t *testing.T) {
 	tg := startTarget(t, fetchtest.TargetOptions{TLS: true})
 	px := startProxy(t, "http", fetchtest.ProxyOptions{})
 	cfg := fetch.DefaultConfig()
-	cfg.ConnectTimeout = 150 * time.Millisecond
+	cfg.ConnectTimeout = 500 * time.Millisecond
 	cfg.Concurrency = 1
 	cfg.Retries = 0
 	cfg.RootCAs = tg.CertPool
 	cfg.Proxies = []proxies.Proxy{proxyOf(t, px.URL, nil)}
-	recs, _ := run(t, cfg, tg.URL+"/1?size=100&chunks=2&drip=200ms", tg.URL+"/2?size=100&chunks=2&drip=200ms")
+	recs, _ := run(t, cfg, tg.URL+"/1?size=100&chunks=2&drip=600ms", tg.URL+"/2?size=100&chunks=2&drip=600ms")
 	for line := 1; line <= 2; line++ {
 		if r := recs[line]; !r.OK || r.Bytes != 100 {
 			t.Errorf("line %d: ok %v, %d bytes, error %+v", line, r.OK, r.Bytes, r.Error)
@@ -464,6 +465,47 @@ func TestHandshakeDeadlineLifted(t *testing.T) {
 	}
 	if st := px.Stats(); st.Connects != 1 {
 		t.Errorf("%d CONNECTs, want 1", st.Connects)
+	}
+}
+
+// TestHeadDecidesWithoutTheBody: an answer the engine decides on its head
+// alone (a --ban-status, a --ban-match in the headers, a Content-Length
+// over --max-body) is decided when the head comes, though its body, with
+// that length, comes 3 s later: the first read does not wait for a body
+// that will not be read. Direct and through an absolute-form HTTP proxy.
+// Tolerance: 1.5 s for what takes milliseconds; a wait for the body would
+// take the 2 s idle limit.
+func TestHeadDecidesWithoutTheBody(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	px := startProxy(t, "http", fetchtest.ProxyOptions{})
+	for _, tc := range []struct {
+		name        string
+		set         func(*fetch.Config)
+		phase, kind string
+	}{
+		{"--ban-status", func(c *fetch.Config) { c.BanStatus = []int{200} }, "headers", fetch.KindBanned},
+		{"--ban-match", func(c *fetch.Config) { c.BanMatch = regexp.MustCompile("text/plain") }, "headers", fetch.KindBanned},
+		{"--max-body", func(c *fetch.Config) { c.MaxBody = 50 }, "body", fetch.KindTooLarge},
+	} {
+		for _, via := range []string{"direct", "proxy"} {
+			t.Run(tc.name+"/"+via, func(t *testing.T) {
+				cfg := fetch.DefaultConfig()
+				cfg.IdleTimeout = 2 * time.Second
+				cfg.Retries = 0
+				tc.set(&cfg)
+				if via == "proxy" {
+					cfg.Proxies = []proxies.Proxy{proxyOf(t, px.URL, nil)}
+				}
+				recs, _ := run(t, cfg, tg.URL+"/x?size=100&chunks=1&drip=3s&length=1")
+				r := recs[1]
+				if r.Error == nil || r.Error.Phase != tc.phase || r.Error.Kind != tc.kind {
+					t.Fatalf("error %+v, want %s/%s", r.Error, tc.phase, tc.kind)
+				}
+				if r.ElapsedMS > 1500 {
+					t.Errorf("decided after %.0f ms: it waited for the body", r.ElapsedMS)
+				}
+			})
+		}
 	}
 }
 

@@ -101,11 +101,13 @@ type h1Conn struct {
 	hold  bool    // Write keeps what bw flushes in out, for the next Read to send (see exchange)
 	out   []byte  // a request held by Write: bw's own buffer, untouched until out is sent
 	werr  error   // the error of the write of out, from the Read that sent it
-	get   bool    // the request is a GET: its answer is judged while it comes (see owed)
-	// more is owedAnswer, made once for the connection; waiter is told
-	// when the first read of an answer waits on for its body (nil: no one);
-	// ends is where that answer ends in the read's buffer, once its head
-	// has come: 0 before, -1 when its length does not say (see bodyOwed).
+	get   bool    // the request is a GET: its answer is judged while it comes (see owedAnswer)
+	// more is owedAnswer, made once for the connection. waiter is the
+	// request's, asked and told of a wait for the body in the first read
+	// of its answer (nil: none, and a body is always waited for); it is
+	// dropped once that read is over. ends is where the answer ends in
+	// that read's buffer, once its head has come: 0 before, -1 when the
+	// read does not wait for its body.
 	more   func([]byte) bool
 	waiter bodyWaiter
 	ends   int
@@ -187,18 +189,27 @@ func (pc *h1Conn) send(p []byte) (int, error) {
 	return n, err
 }
 
-// bodyWaiter is told, by the first read of an answer, that the answer's
-// head has come whole and that the read waits on for the body its
-// Content-Length gives (see owedAnswer), and again after each read of it.
-type bodyWaiter interface{ bodyBytes() }
+// bodyWaiter is the request whose answer's first read may wait on for
+// the body (see owedAnswer): bodyWanted says whether its reader reads a
+// body of length with status code to its end, rather than deciding on the
+// head alone (a ban, a body over --max-body); bodyBytes is told when the
+// read begins to wait for the body, and after each read of it that leaves
+// more to wait for.
+type bodyWaiter interface {
+	bodyWanted(code int, length int64) bool
+	bodyBytes()
+}
 
 // owedAnswer is owed for the answer to a GET on pc, and goes on past the
-// head: when the head has come alone and the body that its Content-Length
-// gives is to follow (squid writes the two apart), the read waits on for
-// the body in the same call, and tells pc.waiter that the wait is the body's
-// from then. The read of the body after it would try the socket before it
-// waited (see sock.sendThenRead): one system call that finds nothing, an
-// answer.
+// head: when the head has come alone, with a 2xx status and a
+// Content-Length whose body fits the read's room (buf's capacity) and is
+// wanted (pc.waiter), the read waits on for the body in the same call, and
+// tells pc.waiter that the wait is the body's from then. squid writes an
+// answer's head and body apart; the read of the body after the head would
+// try the socket before it waited (see sock.sendThenRead): one system call
+// that finds nothing, an answer. A body that came with its head (as nginx
+// and Go servers send small answers) has most often come whole: a look at
+// the head would cost every such answer what it saves the few.
 func (pc *h1Conn) owedAnswer(buf []byte) bool {
 	if pc.ends == 0 { // the head is read once
 		end := headEnd(buf, 0)
@@ -206,13 +217,11 @@ func (pc *h1Conn) owedAnswer(buf []byte) bool {
 			return headSoFar(buf, 0) >= 0
 		}
 		pc.ends = -1
-		// Only a head that came alone is read for its length: a body
-		// that came with its head (as nginx and Go servers send small
-		// answers) has most often come whole, and a look at the head
-		// would cost every such answer what it saves the few.
 		if end+4 == len(buf) {
-			if n := bodyOwed(buf, end); n > 0 {
-				pc.ends = len(buf) + int(n)
+			code, length := plainLength(buf, end)
+			if code/100 == 2 && length > 0 && length <= int64(cap(buf)-len(buf)) &&
+				(pc.waiter == nil || pc.waiter.bodyWanted(code, length)) {
+				pc.ends = len(buf) + int(length)
 			}
 		}
 	}
@@ -324,7 +333,9 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 		return fail(err, true)
 	}
 	pc.limit = t.maxHeader
-	if _, err := pc.br.Peek(1); err != nil {
+	_, err = pc.br.Peek(1)
+	pc.waiter = nil // its attempt is not kept alive by an idle connection
+	if err != nil {
 		if werr := pc.werr; werr != nil {
 			pc.werr = nil
 			return fail(werr, true) // as a failed Flush

@@ -176,46 +176,48 @@ func valuesOf(lines, key string) []string {
 // owed reports whether buf, the start of an answer to a GET, must be
 // followed by more bytes before readResponse has its head whole: a head not
 // yet ended that readResponse waits on (every line so far one it takes, see
-// headSoFar). Once the head has ended nothing more is owed, body or not:
-// the wait for a body is the body phase's, under --idle-timeout, and begins
-// when the head is handed on, where a wait here would be bounded by
-// --header-timeout and named so.
+// headSoFar). Once the head has ended nothing more is owed of the head; a
+// body that is to follow is h1Conn.owedAnswer's, which names the wait for
+// it the body phase's.
 func owed(buf []byte) bool {
 	return headEnd(buf, 0) < 0 && headSoFar(buf, 0) >= 0
 }
 
-// bodyOwed returns how many bytes of its body the answer to a GET that
-// starts buf, whose head ends at end (see headEnd), still owes: what its
-// one Content-Length gives less what of the body buf holds; 0 when the
-// body is all there, or when the head does not give its length that way
-// (a status without a body, a Transfer-Encoding, no Content-Length or more
-// than one, a line readPlainResponse does not take). Every byte it counts
-// is one the response's body reads, whoever parses the head.
-func bodyOwed(buf []byte, end int) int64 {
+// plainLength returns the status code and the body's length of the head
+// of an answer to a GET, buf[:end+4] (see headEnd), when that length is
+// its one Content-Length: every byte of it is one the response's body
+// reads, whoever parses the head. The length is -1 when the head does not
+// give it so: a status without a body (1xx, 204, 304), a
+// Transfer-Encoding, no Content-Length or more than one, a line that
+// statusLine or headerLine does not take. Other lines readPlainResponse
+// leaves to net/http (Connection: close, Trailer, Pragma) frame a body
+// the same way, and are taken.
+func plainLength(buf []byte, end int) (code int, length int64) {
 	if !bytes.HasPrefix(buf, []byte(http11)) {
-		return 0
+		return 0, -1
 	}
 	line, rest := cutLine(buf[:end+2])
-	if _, _, ok := statusLine(line); !ok {
-		return 0
+	_, code, ok := statusLine(line)
+	if !ok {
+		return 0, -1
 	}
-	length := int64(-1)
+	length = -1
 	for len(rest) > 0 {
 		line, rest = cutLine(rest)
 		key, value, ok := headerLine(line)
 		switch {
 		case !ok, asciiEqualFold(key, "Transfer-Encoding"):
-			return 0
+			return code, -1
 		case asciiEqualFold(key, "Content-Length"):
 			if length >= 0 {
-				return 0
+				return code, -1
 			}
 			if length = parseLength(value); length < 0 {
-				return 0
+				return code, -1
 			}
 		}
 	}
-	return max(0, length-int64(len(buf)-(end+4)))
+	return code, length
 }
 
 // headSoFar looks at buf, a head not yet all read whose first seen bytes

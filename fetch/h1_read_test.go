@@ -331,8 +331,9 @@ func TestHeadBytes(t *testing.T) {
 // h1 does not read itself. The first read of an answer to a GET goes on
 // past the head (owedAnswer) exactly while the body its one Content-Length
 // gives is not all in, and tells its waiter so, once a read: the wait is
-// the body phase's from then. Only a head that came alone is looked at
-// for its length.
+// the body phase's from then. Only a head that came alone, with a 2xx
+// status, is looked at for its length, and only a body that fits the
+// read's room (4 KiB here) and that the waiter wants is waited for.
 func TestOwed(t *testing.T) {
 	const head = "HTTP/1.1 200 OK\r\nServer: squid\r\nContent-Length: 4\r\n\r\n"
 	for _, tc := range []struct {
@@ -355,7 +356,9 @@ func TestOwed(t *testing.T) {
 		{"length too long", "HTTP/1.1 200 OK\r\nContent-Length: 1234567890123456789\r\n\r\n", false, false},
 		{"lower-case length", "HTTP/1.1 200 OK\r\ncontent-LENGTH: 4\r\n\r\n", false, true},
 		{"connection close", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 4\r\n\r\n", false, true},
-		{"404 with a body", "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\n", false, true},
+		{"404 with a body", "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\n", false, false},
+		{"206", "HTTP/1.1 206 Partial Content\r\nContent-Length: 9\r\n\r\n", false, true},
+		{"body over the room", "HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n", false, false},
 		{"204", "HTTP/1.1 204 No Content\r\nContent-Length: 4\r\n\r\n", false, false},
 		{"304", "HTTP/1.1 304 Not Modified\r\nContent-Length: 4\r\n\r\n", false, false},
 		{"100 continue", "HTTP/1.1 100 Continue\r\n", false, false},
@@ -372,14 +375,20 @@ func TestOwed(t *testing.T) {
 		}
 		var w countWaiter
 		pc := &h1Conn{waiter: &w}
-		got := pc.owedAnswer([]byte(tc.buf))
+		got := pc.owedAnswer(roomy(tc.buf))
 		if got != tc.answer {
 			t.Errorf("%s: owedAnswer(%q) = %v, want %v", tc.name, tc.buf, got, tc.answer)
 		}
 		// The waiter hears of a wait for the body, and of nothing else.
-		if wantWaits := got && !tc.head; int(w) != b2i(wantWaits) {
-			t.Errorf("%s: the waiter was told %d times, want %d", tc.name, w, b2i(wantWaits))
+		if wantWaits := got && !tc.head; w.told != b2i(wantWaits) {
+			t.Errorf("%s: the waiter was told %d times, want %d", tc.name, w.told, b2i(wantWaits))
 		}
+	}
+	// A body the waiter does not want (the head decides) is not waited for.
+	w := countWaiter{refuse: true}
+	pc := &h1Conn{waiter: &w}
+	if pc.owedAnswer(roomy(head)) || w.told != 0 {
+		t.Errorf("a body the waiter does not want is waited for (told %d times)", w.told)
 	}
 }
 
@@ -393,7 +402,7 @@ func TestOwedAnswerAsItComes(t *testing.T) {
 	for _, step := range []struct {
 		n     int // bytes in so far
 		owed  bool
-		waits countWaiter
+		waits int
 	}{
 		{10, true, 0},               // status line cut
 		{len(answer) - 4, true, 1},  // the head
@@ -401,16 +410,28 @@ func TestOwedAnswerAsItComes(t *testing.T) {
 		{len(answer), false, 2},     // all of it
 		{len(answer) + 3, false, 2}, // and more (not this answer's)
 	} {
-		if got := pc.owedAnswer([]byte(answer + "HTT")[:step.n]); got != step.owed || w != step.waits {
-			t.Errorf("%d bytes in: owed %v, waiter told %d times; want %v, %d", step.n, got, w, step.owed, step.waits)
+		if got := pc.owedAnswer(roomy(answer + "HTT")[:step.n]); got != step.owed || w.told != step.waits {
+			t.Errorf("%d bytes in: owed %v, waiter told %d times; want %v, %d", step.n, got, w.told, step.owed, step.waits)
 		}
 	}
 }
 
-// countWaiter counts what it is told.
-type countWaiter int
+// roomy returns s as the start of a read's buffer of 4 KiB more (see
+// owedAnswer: the room is its capacity).
+func roomy(s string) []byte {
+	return append(make([]byte, 0, len(s)+4096), s...)
+}
 
-func (w *countWaiter) bodyBytes() { *w++ }
+// countWaiter wants every body, unless told to refuse, and counts what it
+// is told.
+type countWaiter struct {
+	refuse bool
+	told   int
+}
+
+func (w *countWaiter) bodyWanted(int, int64) bool { return !w.refuse }
+
+func (w *countWaiter) bodyBytes() { w.told++ }
 
 func b2i(b bool) int {
 	if b {
@@ -451,7 +472,8 @@ func asksMore(start string) (asked bool, err error) {
 // go on, net/http, reading that start of a GET's answer (head and body to
 // its end), would wait for more: so that h1 waiting for more, where it
 // would have returned the bytes to the reader, waits no longer than
-// net/http would.
+// net/http would. (A reader that decides on the head alone, not reading
+// the body, says so to owedAnswer through its waiter: see bodyWanted.)
 func FuzzOwed(f *testing.F) {
 	f.Add("HTTP/1.1 200 OK\r\nServer: squid\r\nContent-Length: 4\r\n\r\nabcd")
 	f.Add("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\n")
@@ -461,7 +483,7 @@ func FuzzOwed(f *testing.F) {
 		for k := 1; k <= len(raw); k++ {
 			start := raw[:k]
 			pc := &h1Conn{}
-			head, answer := owed([]byte(start)), pc.owedAnswer([]byte(start))
+			head, answer := owed([]byte(start)), pc.owedAnswer(roomy(start))
 			if head && !answer {
 				t.Fatalf("owed(%q) but not owedAnswer: the head is waited for either way", start)
 			}

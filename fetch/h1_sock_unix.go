@@ -86,7 +86,9 @@ func (s *sock) canSend() bool { return s.raw != nil }
 
 // sendThenRead writes out and reads the start of its answer into p,
 // reading on while owed, when not nil, says that the bytes read so far of
-// the answer must be followed by more (a head not ended).
+// the answer must be followed by more (a head not ended, or the body of a
+// head that came alone: see h1Conn.owedAnswer). owed is given them with
+// the room of p as their capacity.
 //
 // Why: net.Conn's Read tries the socket before it waits, and right after a
 // request the answer is never there yet: one system call per request that
@@ -182,6 +184,6 @@ func (s *sock) transfer(fd uintptr) bool {
 		s.n += n
 		// A read that did not fill the buffer emptied the socket: what
 		// comes next wakes the wait.
-		return s.n == len(s.in) || s.owed == nil || !s.owed(s.in[:s.n])
+		return s.n == len(s.in) || s.owed == nil || !s.owed(s.in[:s.n:len(s.in)])
 	}
 }

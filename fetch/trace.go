@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http/httptrace"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,6 +72,12 @@ type tracker struct {
 	connected bool
 
 	connectLimit, headerLimit, idleLimit time.Duration
+
+	// What decides an answer on its head alone, for bodyWanted: set by
+	// newTracker, never changed.
+	banStatus []int
+	banMatch  bool
+	maxBody   int64
 	// The per-phase limit in force, if timerOn: limit, set by flag, counts
 	// from armed. The connect, header and idle limits follow one another,
 	// never two at once, so one timer serves them all, and lazily: it is
@@ -103,6 +110,9 @@ func newTracker(cfg *Config, parent context.Context) *tracker {
 		connectLimit: cfg.ConnectTimeout,
 		headerLimit:  cfg.HeaderTimeout,
 		idleLimit:    cfg.IdleTimeout,
+		banStatus:    cfg.BanStatus,
+		banMatch:     cfg.BanMatch != nil,
+		maxBody:      cfg.MaxBody,
 	}
 	t.body.t = t
 	t.trace = httptrace.ClientTrace{
@@ -417,15 +427,23 @@ func (t *tracker) gotHeaders() {
 	t.arm(t.idleLimit, idleFlag)
 }
 
+// bodyWanted reports whether an attempt reads the body of an answer with
+// status code and a body of length to its end, rather than deciding on
+// the head alone: a status in --ban-status, a --ban-match (which may match
+// the headers), a body over --max-body (see Engine.respond).
+func (t *tracker) bodyWanted(code int, length int64) bool {
+	return !t.banMatch && !slices.Contains(t.banStatus, code) && (t.maxBody <= 0 || length <= t.maxBody)
+}
+
 // bodyBytes is the word of the first read of an answer in attempt gen
 // that the head has come whole and the read waits on for the body (see
-// h1Conn.owedAnswer), and again after each read of the body: the attempt
-// is in the body phase from the first, under --idle-timeout, and each
-// later one is progress.
+// h1Conn.owedAnswer), and again after each read of the body that leaves
+// more to wait for: the attempt is in the body phase from the first, under
+// --idle-timeout, and each later one is progress.
 func (t *tracker) bodyBytes(gen uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if gen != t.gen || t.done {
+	if gen != t.gen || t.done || t.why != nil { // over, or being stopped in the phase it is in
 		return
 	}
 	if t.phase != pBody {
@@ -472,7 +490,10 @@ func (h *hooked) Err() error {
 	return err
 }
 
-// bodyBytes tells h's tracker (see tracker.bodyBytes).
+// bodyWanted and bodyBytes ask and tell h's tracker (see
+// tracker.bodyWanted and tracker.bodyBytes).
+func (h *hooked) bodyWanted(code int, length int64) bool { return h.t.bodyWanted(code, length) }
+
 func (h *hooked) bodyBytes() { h.t.bodyBytes(h.gen) }
 
 func (h *hooked) Value(key any) any {
@@ -595,10 +616,11 @@ func (t *tracker) gotConn(info httptrace.GotConnInfo) {
 	// The connection is set up: lift the deadline handshakeDeadline put on
 	// it, or it would cut the body (and the connection's later reuse) at
 	// --connect-timeout after the dial. From here the idle, header and
-	// total timers bound the attempt. A reused connection had it lifted at
-	// its first use, and a connection whose deadline was set since (an
-	// attempt's cut) is closed, never reused.
-	if info.Conn != nil && !info.Reused {
+	// total timers bound the attempt. Every time, a reused connection's
+	// too: net/http pools a connection whose dial went on in the
+	// background, after its request took another, as one reused, though
+	// no request has had it yet.
+	if info.Conn != nil {
 		info.Conn.SetDeadline(time.Time{})
 	}
 	t.mu.Lock()

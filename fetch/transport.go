@@ -399,7 +399,7 @@ type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 // background). The GotConn trace hook clears it once the connection is in use.
 // A dial for a plain http request with no proxy handshake needs none (a TLS
 // handshake with a target has the transport's own timeout), and is spared
-// setting it and clearing it.
+// setting it.
 func handshakeDeadline(dial dialFunc, limit time.Duration) dialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		start := time.Now()
