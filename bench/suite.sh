@@ -33,9 +33,10 @@
 # and, when the interval holds the target, the words that this run cannot
 # tell. On a shared VM a proxy-bound rate moves 15% and more between two
 # runs a few seconds apart, whichever the client (through squid the pairs'
-# logarithms have a spread of 0.18): 76 such pairs gave fetch/wrk 0.985
-# [0.946..1.025], and 12 pairs put an interval of about +-11% around it.
-# The table's f/wrk is still the medians' ratio.
+# logarithms have a spread of 0.15 to 0.18): 76 such pairs of the code
+# before 13ea1df gave fetch/wrk 0.985 [0.946..1.025] on one machine, 140 of
+# the code after it 0.946 [0.921..0.972] on another, and 12 pairs put an
+# interval of about +-11% around a run's figure. The table's f/wrk is still the medians' ratio.
 #
 # Counts, from the environment (full default / quick default):
 #   BENCH_C=64               concurrency of every tool
