@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"net/http"
-	"slices"
 )
 
 // ban is a response found to be a ban: where it was seen and why.
@@ -19,7 +18,7 @@ type ban struct {
 // body. It returns the start of the body it read to find out (to be read
 // again before the rest of body), and the error of that read, if any.
 func (e *Engine) checkBan(resp *http.Response, body io.Reader) (*ban, []byte, error) {
-	if slices.Contains(e.cfg.BanStatus, resp.StatusCode) {
+	if e.cfg.bannedStatus(resp.StatusCode) {
 		return &ban{PhaseHeaders, resp.Status + ": banned (--ban-status)"}, nil, nil
 	}
 	re := e.cfg.BanMatch

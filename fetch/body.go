@@ -74,8 +74,8 @@ func (h *headWriter) Write(p []byte) (int, error) {
 // it is set, to head when it is not nil. Saving is a function of its own
 // so that each has few enough returns for its defers to be open-coded.
 func (e *Engine) copyBody(j *job, resp *http.Response, body io.Reader, head *headWriter) (int64, string, error) {
-	if limit := e.cfg.MaxBody; limit > 0 && resp.ContentLength > limit {
-		return 0, "", fmt.Errorf("%w: Content-Length %d > %d", errTooLarge, resp.ContentLength, limit)
+	if e.cfg.tooLarge(resp.ContentLength) {
+		return 0, "", fmt.Errorf("%w: Content-Length %d > %d", errTooLarge, resp.ContentLength, e.cfg.MaxBody)
 	}
 	bp := e.buffers.get()
 	defer e.buffers.put(bp)

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"net/http"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/fetch-dev/fetch/limits"
@@ -47,6 +48,21 @@ func (c *Config) maxHeader() int64 {
 		return DefaultMaxHeader
 	}
 	return c.MaxHeader
+}
+
+// bannedStatus reports whether a response with status code is a ban by
+// --ban-status.
+func (c *Config) bannedStatus(code int) bool { return slices.Contains(c.BanStatus, code) }
+
+// tooLarge reports whether a body of length bytes is over --max-body.
+func (c *Config) tooLarge(length int64) bool { return c.MaxBody > 0 && length > c.MaxBody }
+
+// decidesOnHead reports whether an answer with status code and a body of
+// length is decided on its head, with none of its body read: a ban by
+// --ban-status, or possibly by --ban-match in its headers, or a body over
+// --max-body (see Engine.respond).
+func (c *Config) decidesOnHead(code int, length int64) bool {
+	return c.bannedStatus(code) || c.BanMatch != nil || c.tooLarge(length)
 }
 
 // Config is everything a run needs. The zero value is not usable: start from

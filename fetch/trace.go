@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http/httptrace"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,11 +72,8 @@ type tracker struct {
 
 	connectLimit, headerLimit, idleLimit time.Duration
 
-	// What decides an answer on its head alone, for bodyWanted: set by
-	// newTracker, never changed.
-	banStatus []int
-	banMatch  bool
-	maxBody   int64
+	cfg *Config // the run's, never changed: what decides an answer on its head (see bodyWanted)
+
 	// The per-phase limit in force, if timerOn: limit, set by flag, counts
 	// from armed. The connect, header and idle limits follow one another,
 	// never two at once, so one timer serves them all, and lazily: it is
@@ -110,9 +106,7 @@ func newTracker(cfg *Config, parent context.Context) *tracker {
 		connectLimit: cfg.ConnectTimeout,
 		headerLimit:  cfg.HeaderTimeout,
 		idleLimit:    cfg.IdleTimeout,
-		banStatus:    cfg.BanStatus,
-		banMatch:     cfg.BanMatch != nil,
-		maxBody:      cfg.MaxBody,
+		cfg:          cfg,
 	}
 	t.body.t = t
 	t.trace = httptrace.ClientTrace{
@@ -428,11 +422,10 @@ func (t *tracker) gotHeaders() {
 }
 
 // bodyWanted reports whether an attempt reads the body of an answer with
-// status code and a body of length to its end, rather than deciding on
-// the head alone: a status in --ban-status, a --ban-match (which may match
-// the headers), a body over --max-body (see Engine.respond).
+// status code and a body of length, rather than deciding on its head
+// alone (see Config.decidesOnHead).
 func (t *tracker) bodyWanted(code int, length int64) bool {
-	return !t.banMatch && !slices.Contains(t.banStatus, code) && (t.maxBody <= 0 || length <= t.maxBody)
+	return !t.cfg.decidesOnHead(code, length)
 }
 
 // bodyBytes is the word of the first read of an answer in attempt gen
