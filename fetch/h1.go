@@ -102,13 +102,11 @@ type h1Conn struct {
 	out   []byte  // a request held by Write: bw's own buffer, untouched until out is sent
 	werr  error   // the error of the write of out, from the Read that sent it
 	get   bool    // the request is a GET: its answer is judged while it comes (see owedAnswer)
-	// more is owedAnswer, made once for the connection. waiter is the
-	// request's, asked and told of a wait for the body in the first read
-	// of its answer (nil: none, and a body is always waited for); it is
-	// dropped once that read is over. ends is where the answer ends in
-	// that read's buffer, once its head has come: 0 before, -1 when the
-	// read does not wait for its body.
-	more   func([]byte) bool
+	// waiter is the request's, asked and told of a wait for the body in
+	// the first read of its answer (nil: none, and a body is always
+	// waited for); it is dropped once that read is over. ends is where the
+	// answer ends in that read's buffer, once its head has come: 0 before,
+	// -1 when the read does not wait for its body.
 	waiter bodyWaiter
 	ends   int
 	since  time.Time
@@ -167,12 +165,9 @@ func (pc *h1Conn) Read(p []byte) (int, error) {
 func (pc *h1Conn) send(p []byte) (int, error) {
 	out := pc.out
 	pc.out = nil
-	var more func([]byte) bool
+	var more owing
 	if pc.get {
-		more = pc.more
-		if more == nil {
-			more = owed
-		}
+		more = pc
 	}
 	n, rest, werr, err := pc.sendThenRead(pc.c, out, p, more)
 	if werr == nil && err == nil && len(rest) > 0 {
@@ -189,6 +184,11 @@ func (pc *h1Conn) send(p []byte) (int, error) {
 	return n, err
 }
 
+// owing is what the first read of an answer asks whether the bytes read
+// so far must be followed by more, before it returns them (see
+// sock.sendThenRead): an *h1Conn, for the answer to a GET on it.
+type owing interface{ owedAnswer(buf []byte) bool }
+
 // bodyWaiter is the request whose answer's first read may wait on for
 // the body (see owedAnswer): bodyWanted says whether its reader reads a
 // body of length with status code to its end, rather than deciding on the
@@ -200,11 +200,14 @@ type bodyWaiter interface {
 	bodyBytes()
 }
 
-// owedAnswer is owed for the answer to a GET on pc, and goes on past the
-// head: when the head has come alone, with a 2xx status and a
-// Content-Length whose body fits the read's room (buf's capacity) and is
-// wanted (pc.waiter), the read waits on for the body in the same call, and
-// tells pc.waiter that the wait is the body's from then. squid writes an
+// owedAnswer reports whether buf, the start of the answer to a GET on pc,
+// must be followed by more bytes before the read returns them: a head not
+// yet ended that readResponse waits on (every line so far one it takes,
+// see headSoFar), named the headers phase's; and past the head, when the
+// head has come alone with a 2xx status and a Content-Length whose body
+// fits the read's room (buf's capacity) and is wanted (pc.waiter), the
+// body, and the read tells pc.waiter that the wait is the body's from
+// then. squid writes an
 // answer's head and body apart; the read of the body after the head would
 // try the socket before it waited (see sock.sendThenRead): one system call
 // that finds nothing, an answer. A body that came with its head (as nginx
@@ -429,7 +432,6 @@ func (t *h1) conn(ctx context.Context, key string, proxied bool) (*h1Conn, bool,
 		return nil, false, err
 	}
 	pc := &h1Conn{key: key, c: c, limit: unlimited}
-	pc.more = pc.owedAnswer
 	pc.sock.init(c)
 	b, ok := t.bufs.Get().(*h1Bufs)
 	if ok {

@@ -173,16 +173,6 @@ func valuesOf(lines, key string) []string {
 	return vv
 }
 
-// owed reports whether buf, the start of an answer to a GET, must be
-// followed by more bytes before readResponse has its head whole: a head not
-// yet ended that readResponse waits on (every line so far one it takes, see
-// headSoFar). Once the head has ended nothing more is owed of the head; a
-// body that is to follow is h1Conn.owedAnswer's, which names the wait for
-// it the body phase's.
-func owed(buf []byte) bool {
-	return headEnd(buf, 0) < 0 && headSoFar(buf, 0) >= 0
-}
-
 // plainLength returns the status code and the body's length of the head
 // of an answer to a GET, buf[:end+4] (see headEnd), when that length is
 // its one Content-Length: every byte of it is one the response's body

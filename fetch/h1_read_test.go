@@ -326,19 +326,18 @@ func TestHeadBytes(t *testing.T) {
 	}
 }
 
-// TestOwed: the start of an answer is owed more (owed) exactly while the
-// head is not ended and readResponse waits on it, and never for an answer
-// h1 does not read itself. The first read of an answer to a GET goes on
-// past the head (owedAnswer) exactly while the body its one Content-Length
-// gives is not all in, and tells its waiter so, once a read: the wait is
-// the body phase's from then. Only a head that came alone, with a 2xx
+// TestOwed: the start of an answer to a GET is owed more (owedAnswer)
+// while its head is not ended and readResponse waits on it, never for an
+// answer h1 does not read itself, and past the head exactly while the body
+// its one Content-Length gives is not all in; only that wait is told to
+// the waiter, once a read: the wait is the body phase's from then. Only a head that came alone, with a 2xx
 // status, is looked at for its length, and only a body that fits the
 // read's room (4 KiB here) and that the waiter wants is waited for.
 func TestOwed(t *testing.T) {
 	const head = "HTTP/1.1 200 OK\r\nServer: squid\r\nContent-Length: 4\r\n\r\n"
 	for _, tc := range []struct {
-		name, buf    string
-		head, answer bool // owed, owedAnswer
+		name, buf string
+		cut, owed bool // the head is not whole; owedAnswer
 	}{
 		{"status line cut", "HTTP/1.1 20", true, true},
 		{"head cut after a line (tinyproxy)", "HTTP/1.1 200 OK\r\nServer: tiny\r\n", true, true},
@@ -370,17 +369,14 @@ func TestOwed(t *testing.T) {
 		{"folded line", "HTTP/1.1 200 OK\r\nX: a\r\n b\r\n", false, false},
 		{"folded line ended", "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nX: a\r\n b\r\n\r\n", false, false},
 	} {
-		if got := owed([]byte(tc.buf)); got != tc.head {
-			t.Errorf("%s: owed(%q) = %v, want %v", tc.name, tc.buf, got, tc.head)
-		}
 		var w countWaiter
 		pc := &h1Conn{waiter: &w}
 		got := pc.owedAnswer(roomy(tc.buf))
-		if got != tc.answer {
-			t.Errorf("%s: owedAnswer(%q) = %v, want %v", tc.name, tc.buf, got, tc.answer)
+		if got != tc.owed {
+			t.Errorf("%s: owedAnswer(%q) = %v, want %v", tc.name, tc.buf, got, tc.owed)
 		}
 		// The waiter hears of a wait for the body, and of nothing else.
-		if wantWaits := got && !tc.head; w.told != b2i(wantWaits) {
+		if wantWaits := got && !tc.cut; w.told != b2i(wantWaits) {
 			t.Errorf("%s: the waiter was told %d times, want %d", tc.name, w.told, b2i(wantWaits))
 		}
 	}
@@ -468,8 +464,7 @@ func asksMore(start string) (asked bool, err error) {
 	return false, err
 }
 
-// FuzzOwed: whenever owed or owedAnswer says the start of an answer must
-// go on, net/http, reading that start of a GET's answer (head and body to
+// FuzzOwed: whenever owedAnswer says the start of an answer must go on, net/http, reading that start of a GET's answer (head and body to
 // its end), would wait for more: so that h1 waiting for more, where it
 // would have returned the bytes to the reader, waits no longer than
 // net/http would. (A reader that decides on the head alone, not reading
@@ -483,15 +478,11 @@ func FuzzOwed(f *testing.F) {
 		for k := 1; k <= len(raw); k++ {
 			start := raw[:k]
 			pc := &h1Conn{}
-			head, answer := owed([]byte(start)), pc.owedAnswer(roomy(start))
-			if head && !answer {
-				t.Fatalf("owed(%q) but not owedAnswer: the head is waited for either way", start)
-			}
-			if !answer {
+			if !pc.owedAnswer(roomy(start)) {
 				continue
 			}
 			if asked, err := asksMore(start); !asked {
-				t.Fatalf("owed(%q) = %v, owedAnswer = true, but net/http read it without more: %v", start, head, err)
+				t.Fatalf("owedAnswer(%q), but net/http read it without more: %v", start, err)
 			}
 		}
 	})

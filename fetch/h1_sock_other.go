@@ -22,6 +22,6 @@ func (s *sock) canSend() bool         { return false }
 
 func (s *sock) read(net.Conn, []byte) (int, error) { panic("h1: read without a socket") }
 
-func (s *sock) sendThenRead(net.Conn, []byte, []byte, func([]byte) bool) (int, []byte, error, error) {
+func (s *sock) sendThenRead(net.Conn, []byte, []byte, owing) (int, []byte, error, error) {
 	panic("h1: sendThenRead without a socket")
 }

@@ -178,7 +178,6 @@ func TestH1ReadsBodyInHeadsRead(t *testing.T) {
 			c.SetDeadline(time.Now().Add(5 * time.Second))
 			var w countWaiter
 			pc := &h1Conn{c: c, limit: unlimited, get: true, waiter: &w}
-			pc.more = pc.owedAnswer
 			pc.sock.init(c)
 			pc.out = []byte(req)
 			p := make([]byte, 4096)

@@ -29,10 +29,10 @@ type sock struct {
 	n       int   // bytes the callback peeked, or read into in
 	err     error // the callback's peek or read errno
 
-	pending  []byte            // what is still to be written
-	in       []byte            // where the answer goes; n bytes of it read
-	owed     func([]byte) bool // whether the answer read so far must go on
-	writeErr error             // the write's errno
+	pending  []byte // what is still to be written
+	in       []byte // where the answer goes; n bytes of it read
+	owed     owing  // whether the answer read so far must go on
+	writeErr error  // the write's errno
 }
 
 func (s *sock) init(c net.Conn) {
@@ -107,7 +107,7 @@ func (s *sock) canSend() bool { return s.raw != nil }
 // reads as usual. The write's error comes back as werr, as net.Conn's
 // Write words it; a read's as net.Conn's Read words it, after the n bytes
 // read before it.
-func (s *sock) sendThenRead(c net.Conn, out, p []byte, owed func([]byte) bool) (n int, rest []byte, werr, err error) {
+func (s *sock) sendThenRead(c net.Conn, out, p []byte, owed owing) (n int, rest []byte, werr, err error) {
 	s.pending, s.in, s.owed, s.n, s.err, s.writeErr = out, p, owed, 0, nil, nil
 	perr := s.raw.Read(s.onFd)
 	n, rest, werr, rerr := s.n, s.pending, s.writeErr, s.err
@@ -184,6 +184,6 @@ func (s *sock) transfer(fd uintptr) bool {
 		s.n += n
 		// A read that did not fill the buffer emptied the socket: what
 		// comes next wakes the wait.
-		return s.n == len(s.in) || s.owed == nil || !s.owed(s.in[:s.n:len(s.in)])
+		return s.n == len(s.in) || s.owed == nil || !s.owed.owedAnswer(s.in[:s.n:len(s.in)])
 	}
 }
