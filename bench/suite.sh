@@ -36,7 +36,8 @@
 # logarithms have a spread of 0.15 to 0.18): 76 such pairs of the code
 # before 13ea1df gave fetch/wrk 0.985 [0.946..1.025] on one machine, 140 of
 # the code after it 0.946 [0.921..0.972] on another, and 12 pairs put an
-# interval of about +-11% around a run's figure. The table's f/wrk is still the medians' ratio.
+# interval of about +-11% around a run's figure. The table's f/wrk is
+# still the medians' ratio.
 #
 # Counts, from the environment (full default / quick default):
 #   BENCH_C=64               concurrency of every tool
@@ -333,11 +334,14 @@ proxy_ticks() {
 	sed 's/.*) //' "/proc/$pid/stat" | awk '{ print $12 + $13 + $14 + $15 }'
 }
 
-# run_once TOOL LIST N PROXY URL: one run of TOOL on LIST (wrk on URL, by
-# time); sets ok, wall and cpu. The caller makes wrk's pause.
+# run_once TOOL LIST N PROXY: one run of TOOL on LIST (wrk by time, on
+# the list's URL without its query); sets ok, wall and cpu. The caller
+# makes wrk's pause.
 run_once() {
 	if [ "$1" = wrk ]; then
-		wrk_run "$5" "$4"
+		local url
+		url="$(head -n 1 "$work/$2.txt")"
+		wrk_run "${url%%\?*}" "$4"
 	else
 		run_tool "$1" "$2" "$3" "$4"
 	fi
@@ -371,20 +375,18 @@ rotated() {
 # from run to run too (0.90 to 1.15 of wrk's for fetch through squid, in
 # runs minutes apart): read it over runs, as the rates.
 rate_case() {
-	local cs="$1" name="$2" n="$3" proxy="$4" r tool url others=() last=() t0 t1
+	local cs="$1" name="$2" n="$3" proxy="$4" r tool others=() last=() t0 t1
 	shift 4
 	for tool in "$@"; do
 		if [ "$tool" = wrk ]; then last=(wrk); else others+=("$tool"); fi
 	done
-	url="$(head -n 1 "$work/$name.txt")"
-	url="${url%%\?*}"
 	# A warm-up run, not counted: the first run on a fresh server and
 	# list pays for warming them, whichever tool it is.
 	run_tool fetch "$name" "$n" "$proxy"
 	for r in $(seq "$repeats"); do
 		for tool in $(rotated "$r" "${others[@]}") "${last[@]}"; do
 			t0="$(proxy_ticks "$proxy")"
-			run_once "$tool" "$name" "$n" "$proxy" "$url"
+			run_once "$tool" "$name" "$n" "$proxy"
 			t1="$(proxy_ticks "$proxy")"
 			[ "$tool" = wrk ] && sleep 2
 			if [ "$ok" -le 0 ]; then note "$cs" "$tool" "$r" "no URL done ($(tail -n 1 "$work/err" 2>/dev/null))"; continue; fi
@@ -411,14 +413,12 @@ rate_case() {
 # res[CASE_pair|wrk]. Pairs cancel what moves slowly on the machine, and
 # their number what moves from one run to the next.
 pairs() {
-	local cs="$1" name="$2" n="$3" proxy="$4" i tool f w url order
-	url="$(head -n 1 "$work/$name.txt")"
-	url="${url%%\?*}"
+	local cs="$1" name="$2" n="$3" proxy="$4" i tool f w order
 	for i in $(seq "$BENCH_PAIRS"); do
 		f="" w="" order="fetch wrk"
 		[ $((i % 2)) = 1 ] || order="wrk fetch"
 		for tool in $order; do
-			run_once "$tool" "$name" "$n" "$proxy" "$url"
+			run_once "$tool" "$name" "$n" "$proxy"
 			[ "$tool" = wrk ] && sleep 2
 			[ "$ok" -gt 0 ] || continue
 			if [ "$tool" = wrk ]; then w="$(div "$ok" "$wall")"; else f="$(div "$ok" "$wall")"; fi
@@ -633,10 +633,10 @@ gmean() {
 	local v="${res["$1|$2"]:-}"
 	# shellcheck disable=SC2086 # one value a word
 	[ "$(echo $v | wc -w)" -ge 2 ] || return 0
-	# shellcheck disable=SC2086
 	# t's 0.975 quantile: from the table to 30 degrees of freedom, above
 	# from its expansion in 1/df (Abramowitz and Stegun 26.7.5: within
 	# 0.0002 of the quantile there).
+	# shellcheck disable=SC2086
 	printf '%s\n' $v | awk 'BEGIN { split("12.71 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 2.120 2.110 2.101 2.093 2.086 2.080 2.074 2.069 2.064 2.060 2.056 2.052 2.048 2.045 2.042", t, " ") }
 		{ l[NR] = log($1); s += l[NR] }
 		END {

@@ -125,6 +125,7 @@ func TestTarget(t *testing.T) {
 		{"own path", "/own?status=201", 201, []byte("own")},
 		{"own path fails first", "/own?fail=1", 503, nil},
 		{"bad param", "/x?chunks=0", 400, nil},
+		{"bad length", "/x?chunks=2&length=yes", 400, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

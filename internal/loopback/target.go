@@ -147,7 +147,12 @@ func parseTargetParams(q url.Values) (targetParams, error) {
 		}
 	}
 	p.chunked = q.Has("chunks") || q.Has("drip")
-	p.length = q.Get("length") == "1"
+	switch v := q.Get("length"); v {
+	case "", "1":
+		p.length = v == "1"
+	default:
+		return p, fmt.Errorf("bad length %q (only 1)", v)
+	}
 	if v := q.Get("fail"); v != "" {
 		if p.fail, err = strconv.Atoi(v); err != nil || p.fail < 0 {
 			return p, fmt.Errorf("bad fail %q", v)
