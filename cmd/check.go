@@ -237,7 +237,7 @@ func (c *checkRecords) Write(r *fetch.Record) error {
 // phases and error of the last failed attempt (of the last one when none
 // failed), and the exit address of the last one that showed it.
 func (c *checkRecords) result(p proxies.Proxy) CheckResult {
-	res := CheckResult{Proxy: p.ID, Pool: p.Pool, OK: len(c.recs) > 0, Phases: fetch.PhaseTimes{}}
+	res := CheckResult{Proxy: p.ID, Pool: p.Pool, OK: len(c.recs) > 0}
 	var shown *fetch.Record
 	for _, r := range c.recs {
 		res.Attempts += r.Attempts
@@ -304,7 +304,7 @@ func writeCheckTable(w io.Writer, results []CheckResult) {
 		}
 		row := []string{r.Proxy, pool, ok, status, failed}
 		for _, ph := range checkPhases {
-			if ms, found := r.Phases[ph]; found {
+			if ms, found := r.Phases.Get(ph); found {
 				row = append(row, strconv.FormatFloat(ms, 'f', 1, 64))
 			} else {
 				row = append(row, "-")

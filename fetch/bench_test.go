@@ -99,21 +99,32 @@ func BenchmarkPerURL(b *testing.B) {
 	}
 }
 
+// phaseTimes are the phases of m, whose keys must be phases.
+func phaseTimes(m map[string]float64) fetch.PhaseTimes {
+	var p fetch.PhaseTimes
+	for k, ms := range m {
+		if !p.Set(k, ms) {
+			panic("not a phase: " + k)
+		}
+	}
+	return p
+}
+
 // benchRecords are records like a run's: a plain success, one through a
 // pool after a retry, and an invalid line.
 var benchRecords = []*fetch.Record{
 	{URL: "https://a.example/products/item/123?ref=feed", Input: "urls.txt", Line: 12, OK: true, Status: 200,
 		Proxy: "http://127.0.0.1:8081", Attempts: 1, Bytes: 18324, ElapsedMS: 532.1,
-		Phases: fetch.PhaseTimes{"queue": 1.2, "dns": 0.3, "connect": 1.1, "tls": 10.2, "request": 0.1, "headers": 50.3, "body": 3.4},
+		Phases: phaseTimes(map[string]float64{"queue": 1.2, "dns": 0.3, "connect": 1.1, "tls": 10.2, "request": 0.1, "headers": 50.3, "body": 3.4}),
 		Tries:  []fetch.Try{}},
 	{URL: "http://b.example/x", Input: "-", Line: 7, OK: false, Status: 503,
 		Proxy: "http://127.0.0.1:8082", Pool: "shared", Attempts: 2, ElapsedMS: 40.25,
-		Phases: fetch.PhaseTimes{"queue": 0.1, "headers": 20},
+		Phases: phaseTimes(map[string]float64{"queue": 0.1, "headers": 20}),
 		Error:  &fetch.Error{Phase: "headers", Kind: "status", Message: "503 Service Unavailable"},
 		Tries: []fetch.Try{{Proxy: "http://127.0.0.1:8081", Pool: "shared", Status: 503, ElapsedMS: 20.4,
-			Phases: fetch.PhaseTimes{"queue": 0.1, "headers": 20.0},
+			Phases: phaseTimes(map[string]float64{"queue": 0.1, "headers": 20.0}),
 			Error:  &fetch.Error{Phase: "headers", Kind: "status", Message: "503 Service Unavailable"}}}},
-	{URL: "ftp://c.example/<a>", Input: "urls.txt", Line: 3, Phases: fetch.PhaseTimes{}, Tries: []fetch.Try{},
+	{URL: "ftp://c.example/<a>", Input: "urls.txt", Line: 3, Tries: []fetch.Try{},
 		Error: &fetch.Error{Phase: "input", Kind: "invalid", Message: `unsupported scheme "ftp" (want http or https)`}},
 }
 

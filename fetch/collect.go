@@ -81,7 +81,7 @@ func newCollector(start time.Time, reportHosts, routes int) *collector {
 }
 
 // attempt counts one finished attempt.
-func (c *collector) attempt(rt *route, host string, ok bool, proxyInFlight, hostInFlight int, phases *spans) {
+func (c *collector) attempt(rt *route, host string, ok bool, proxyInFlight, hostInFlight int, phases *PhaseTimes) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps := c.stats(rt)

@@ -471,10 +471,9 @@ func (e *Engine) write(w RecordWriter, records <-chan *Record, coll *collector) 
 func (e *Engine) runJob(ctx, admit context.Context, j *job, tr *tracker, coll *collector) *Record {
 	clock := e.clock()
 	start := clock.now()
-	rec := &Record{URL: j.shown, Input: j.input, Line: j.line, Tries: []Try{}} // Phases: from fill
+	rec := &Record{URL: j.shown, Input: j.input, Line: j.line, Tries: []Try{}}
 	defer func() { rec.ElapsedMS = millis(clock.since(start)) }()
 	if j.invalid != "" {
-		rec.Phases = PhaseTimes{}
 		rec.Error = &Error{Phase: PhaseInput, Kind: KindInvalid, Message: j.invalid}
 		return rec
 	}
@@ -567,7 +566,7 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 		n, down := e.hostFails.down(j.host)
 		if down {
 			res.elapsed = clock.since(start)
-			res.phases = PhaseTimes{PhaseQueue: millis(res.elapsed)}
+			res.phases = queueTimes(millis(res.elapsed))
 			res.err = e.skippedError(j.host, n)
 		}
 		return down
@@ -588,7 +587,7 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 	if err != nil {
 		tr.finish()
 		res.elapsed = clock.since(start)
-		res.phases = PhaseTimes{PhaseQueue: millis(res.elapsed)}
+		res.phases = queueTimes(millis(res.elapsed))
 		var pe *limits.PoolError
 		if errors.As(err, &pe) {
 			e.stopForPool(pe)
@@ -657,13 +656,13 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *job, tr *tracke
 		}()
 	}
 	defer func() {
-		phase, spans := tr.finish()
+		phase, phases := tr.finish()
 		res.elapsed = clock.since(start)
-		res.phases = spans.times()
+		res.phases = phases
 		if res.err != nil && res.err.Phase == "" {
 			res.err.Phase = phase
 		}
-		coll.attempt(rt, j.host, res.ok, lease.ProxyInFlight, lease.HostInFlight, &spans)
+		coll.attempt(rt, j.host, res.ok, lease.ProxyInFlight, lease.HostInFlight, &res.phases)
 	}()
 
 	req := e.newRequest(tr.withHooks(), j.url)

@@ -185,19 +185,19 @@ func TestDirectAndInvalidLines(t *testing.T) {
 		t.Errorf("proxy = %q, want direct", recs[1].Proxy)
 	}
 	for _, p := range []string{"request", "headers", "body"} {
-		if _, ok := recs[1].Phases[p]; !ok {
+		if _, ok := recs[1].Phases.Get(p); !ok {
 			t.Errorf("line 1 phases %v lack %s", recs[1].Phases, p)
 		}
 	}
 	// Lines 1 and 4 run at once: one of them may be given the other's
 	// connection, kept alive, while its own dial goes on (it then has no
 	// connect phase). The first to finish dialled.
-	_, c1 := recs[1].Phases["connect"]
-	_, c4 := recs[4].Phases["connect"]
+	_, c1 := recs[1].Phases.Get("connect")
+	_, c4 := recs[4].Phases.Get("connect")
 	if !c1 && !c4 {
 		t.Errorf("neither line 1 (%v) nor line 4 (%v) has a connect phase", recs[1].Phases, recs[4].Phases)
 	}
-	if _, ok := recs[1].Phases["tls"]; ok {
+	if _, ok := recs[1].Phases.Get("tls"); ok {
 		t.Errorf("plain http record has a tls phase: %v", recs[1].Phases)
 	}
 	if rep.OK != 3 || rep.Failed != 3 || rep.ByKind["invalid"] != 2 || rep.ByKind["status"] != 1 || rep.ByPhase["input"] != 2 {
@@ -242,10 +242,10 @@ func TestProxyKinds(t *testing.T) {
 					t.Errorf("proxy identity %q, want %s…", r.Proxy, wantID)
 				}
 			}
-			if _, ok := recs[2].Phases["tls"]; !ok {
+			if _, ok := recs[2].Phases.Get("tls"); !ok {
 				t.Errorf("https target via %s: no tls phase in %v", kind, recs[2].Phases)
 			}
-			if _, ok := recs[2].Phases["proxy"]; !ok {
+			if _, ok := recs[2].Phases.Get("proxy"); !ok {
 				t.Errorf("https target via %s: no proxy phase in %v", kind, recs[2].Phases)
 			}
 			if plain.MaxInFlightFrom(opts.BindIP) == 0 || secure.MaxInFlightFrom(opts.BindIP) == 0 {
@@ -338,7 +338,7 @@ func TestProxyClosingEachConnection(t *testing.T) {
 		if r.Attempts != 1 || r.Bytes != int64(100+37*(line-1)) {
 			t.Errorf("line %d: %d attempts, %d bytes, want 1 and %d", line, r.Attempts, r.Bytes, 100+37*(line-1))
 		}
-		if _, ok := r.Phases["connect"]; !ok {
+		if _, ok := r.Phases.Get("connect"); !ok {
 			t.Errorf("line %d: no connect in %v, though the proxy closes each connection", line, r.Phases)
 		}
 	}
@@ -427,7 +427,9 @@ func TestBodyApartFromHead(t *testing.T) {
 					t.Errorf("line %d: ok %v, %d bytes, error %+v; want 100 bytes", line, r.OK, r.Bytes, r.Error)
 					continue
 				}
-				if r.Phases["headers"] >= float64(header.Milliseconds()) || r.Phases["body"] < float64(header.Milliseconds()) {
+				headers, _ := r.Phases.Get("headers")
+				body, _ := r.Phases.Get("body")
+				if headers >= float64(header.Milliseconds()) || body < float64(header.Milliseconds()) {
 					t.Errorf("line %d: phases %v: the wait for the body is not the body's", line, r.Phases)
 				}
 			}
@@ -460,7 +462,7 @@ func TestHandshakeDeadlineLifted(t *testing.T) {
 			t.Errorf("line %d: ok %v, %d bytes, error %+v", line, r.OK, r.Bytes, r.Error)
 		}
 	}
-	if _, ok := recs[2].Phases["proxy"]; ok {
+	if _, ok := recs[2].Phases.Get("proxy"); ok {
 		t.Errorf("line 2 has a proxy handshake: it was meant to reuse line 1's connection: %v", recs[2].Phases)
 	}
 	if st := px.Stats(); st.Connects != 1 {
@@ -542,13 +544,13 @@ func TestReusedConnectionHasNoSetupPhases(t *testing.T) {
 	cfg.RootCAs = tg.CertPool
 	recs, _ := run(t, cfg, tg.URL+"/1", tg.URL+"/2", tg.URL+"/3")
 	for _, p := range []string{"connect", "tls"} {
-		if _, ok := recs[1].Phases[p]; !ok {
+		if _, ok := recs[1].Phases.Get(p); !ok {
 			t.Errorf("first request: no %s phase in %v", p, recs[1].Phases)
 		}
 	}
 	for line := 2; line <= 3; line++ {
 		for _, p := range []string{"dns", "connect", "tls", "proxy"} {
-			if v, ok := recs[line].Phases[p]; ok {
+			if v, ok := recs[line].Phases.Get(p); ok {
 				t.Errorf("line %d on a reused connection has %s=%v: %v", line, p, v, recs[line].Phases)
 			}
 		}

@@ -103,7 +103,7 @@ func TestRequestOptions(t *testing.T) {
 	if !r.OK {
 		t.Fatalf("%+v", r.Error)
 	}
-	if _, ok := r.Phases["tls"]; !ok {
+	if _, ok := r.Phases.Get("tls"); !ok {
 		t.Errorf("no tls phase: %v", r.Phases)
 	}
 	dir := t.TempDir()
@@ -270,7 +270,7 @@ func TestBackoffDelaysRetries(t *testing.T) {
 		for _, tr := range r.Tries {
 			work += tr.ElapsedMS
 		}
-		for _, ms := range r.Phases {
+		for _, ms := range r.Phases.All() {
 			work += ms
 		}
 		waited += r.ElapsedMS - work
@@ -396,7 +396,7 @@ func TestDNSPhase(t *testing.T) {
 	if !r.OK {
 		t.Fatalf("%+v", r.Error)
 	}
-	if _, ok := r.Phases["dns"]; !ok {
+	if _, ok := r.Phases.Get("dns"); !ok {
 		t.Errorf("no dns phase for a host name: %v", r.Phases)
 	}
 }

@@ -1,5 +1,11 @@
 package fetch
 
+import (
+	"encoding/json"
+	"iter"
+	"strconv"
+)
+
 // Phase names, in the order work passes through them.
 const (
 	PhaseInput   = "input"
@@ -86,12 +92,168 @@ type Error struct {
 func (e *Error) Error() string { return e.Phase + ": " + e.Kind + ": " + e.Message }
 
 // PhaseTimes are the milliseconds an attempt spent in each phase that
-// happened. As JSON its keys come in the order of Phases, the order the work
-// passes through them, so that records read left to right.
-type PhaseTimes map[string]float64
+// happened. The zero value has none. It is a value, not a map, so that an
+// attempt's phases cost no allocation. As JSON it is an object of the phases
+// that happened, in the order of Phases, so that records read left to
+// right; a key that is not a phase is ignored when one is read.
+type PhaseTimes struct {
+	ms   [numPhases]float64
+	seen [numPhases]bool
+}
 
-// MarshalJSON writes the phases in the order of Phases, then any other key
-// sorted.
+// Get returns the milliseconds spent in phase, and whether it happened.
+func (p PhaseTimes) Get(phase string) (ms float64, ok bool) {
+	i := phaseIndex(phase)
+	if i == pNone || !p.seen[i] {
+		return 0, false
+	}
+	return p.ms[i], true
+}
+
+// Set says that phase happened and took ms milliseconds. It reports false,
+// and changes nothing, when phase is not one of Phases.
+func (p *PhaseTimes) Set(phase string, ms float64) bool {
+	i := phaseIndex(phase)
+	if i == pNone {
+		return false
+	}
+	p.set(i, ms)
+	return true
+}
+
+func (p *PhaseTimes) set(i int, ms float64) { p.ms[i], p.seen[i] = ms, true }
+
+// Len is the number of phases that happened.
+func (p PhaseTimes) Len() int {
+	n := 0
+	for _, seen := range p.seen {
+		if seen {
+			n++
+		}
+	}
+	return n
+}
+
+// All yields the phases that happened and their milliseconds, in the order
+// of Phases.
+func (p PhaseTimes) All() iter.Seq2[string, float64] {
+	return func(yield func(string, float64) bool) {
+		for i, seen := range p.seen {
+			if seen && !yield(Phases[i], p.ms[i]) {
+				return
+			}
+		}
+	}
+}
+
+// queueTimes are the phases of an attempt that ended waiting for its turn.
+func queueTimes(ms float64) PhaseTimes {
+	var p PhaseTimes
+	p.set(pQueue, ms)
+	return p
+}
+
+// MarshalJSON writes the phases that happened in the order of Phases.
 func (p PhaseTimes) MarshalJSON() ([]byte, error) {
-	return p.appendJSON(make([]byte, 0, 16*len(p)+2))
+	return p.appendJSON(make([]byte, 0, 16*numPhases+2))
+}
+
+// String is p as JSON, or an error's text when p holds NaN or an infinity.
+func (p PhaseTimes) String() string {
+	b, err := p.MarshalJSON()
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}
+
+// UnmarshalJSON reads an object of phases and milliseconds, as
+// MarshalJSON writes it, into p, which it clears first; null leaves p as
+// it is. Keys that are not phases are ignored.
+func (p *PhaseTimes) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	if q, ok := readPhaseTimes(b); ok {
+		*p = q
+		return nil
+	}
+	// Any other shape (escapes, values that are not numbers, bad JSON):
+	// encoding/json says what it holds, or what is wrong with it.
+	var m map[string]float64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*p = PhaseTimes{}
+	for k, v := range m {
+		p.Set(k, v)
+	}
+	return nil
+}
+
+// readPhaseTimes reads b when it is an object of keys without escapes and
+// numbers, as MarshalJSON writes it, without the map encoding/json would
+// make: `fetch summarize` reads a record's phases so. ok is false for any
+// other b.
+func readPhaseTimes(b []byte) (p PhaseTimes, ok bool) {
+	i := 0
+	skip := func() {
+		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+			i++
+		}
+	}
+	next := func(c byte) bool {
+		skip()
+		if i < len(b) && b[i] == c {
+			i++
+			return true
+		}
+		return false
+	}
+	if !next('{') {
+		return p, false
+	}
+	if next('}') {
+		skip()
+		return p, i == len(b)
+	}
+	for {
+		if !next('"') {
+			return p, false
+		}
+		k := i
+		for i < len(b) && b[i] != '"' && b[i] != '\\' {
+			i++
+		}
+		if i == len(b) || b[i] != '"' {
+			return p, false
+		}
+		key := b[k:i]
+		i++
+		if !next(':') {
+			return p, false
+		}
+		skip()
+		v := i
+		if i < len(b) && b[i] == '+' { // not JSON: left to encoding/json
+			return p, false
+		}
+		for i < len(b) && (b[i] >= '0' && b[i] <= '9' || b[i] == '-' || b[i] == '+' || b[i] == '.' || b[i] == 'e' || b[i] == 'E') {
+			i++
+		}
+		ms, err := strconv.ParseFloat(string(b[v:i]), 64)
+		if err != nil {
+			return p, false
+		}
+		if ph := phaseIndex(string(key)); ph != pNone {
+			p.set(ph, ms)
+		}
+		if next('}') {
+			skip()
+			return p, i == len(b)
+		}
+		if !next(',') {
+			return p, false
+		}
+	}
 }

@@ -3,7 +3,6 @@ package fetch
 import (
 	"errors"
 	"math"
-	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -16,8 +15,8 @@ var errBadFloat = errors.New("unsupported value: NaN or an infinity")
 // encoding/json's Encoder with SetEscapeHTML(false) writes (without its
 // newline): the fields in Record's order, omitempty honoured, strings
 // escaped as it escapes them and numbers formatted as it formats them. It
-// is the writer's hot path: it allocates nothing when the phases are the
-// known ones. TestAppendRecord checks it against encoding/json.
+// is the writer's hot path: it allocates nothing. TestAppendRecord checks
+// it against encoding/json.
 func appendRecord(b []byte, r *Record) ([]byte, error) {
 	var err error
 	b = append(b, `{"url":`...)
@@ -42,7 +41,7 @@ func appendRecord(b []byte, r *Record) ([]byte, error) {
 	b = strconv.AppendInt(b, int64(r.Attempts), 10)
 	b = append(b, `,"bytes":`...)
 	b = strconv.AppendInt(b, r.Bytes, 10)
-	if b, err = appendOutcome(b, r.ElapsedMS, r.Phases, r.Error); err != nil {
+	if b, err = appendOutcome(b, r.ElapsedMS, &r.Phases, r.Error); err != nil {
 		return b, err
 	}
 	b = append(b, `,"tries":`...)
@@ -81,7 +80,7 @@ func appendTry(b []byte, t *Try) ([]byte, error) {
 	}
 	b = append(b, `"status":`...)
 	b = strconv.AppendInt(b, int64(t.Status), 10)
-	b, err := appendOutcome(b, t.ElapsedMS, t.Phases, t.Error)
+	b, err := appendOutcome(b, t.ElapsedMS, &t.Phases, t.Error)
 	if err != nil {
 		return b, err
 	}
@@ -90,7 +89,7 @@ func appendTry(b []byte, t *Try) ([]byte, error) {
 
 // appendOutcome appends the fields a record and a try share, in their
 // order: elapsed_ms, phases, error.
-func appendOutcome(b []byte, elapsedMS float64, phases PhaseTimes, e *Error) ([]byte, error) {
+func appendOutcome(b []byte, elapsedMS float64, phases *PhaseTimes, e *Error) ([]byte, error) {
 	b = append(b, `,"elapsed_ms":`...)
 	b, err := appendJSONFloat(b, elapsedMS)
 	if err != nil {
@@ -117,52 +116,31 @@ func appendError(b []byte, e *Error) []byte {
 	return append(b, '}')
 }
 
-// appendJSON appends the phases as MarshalJSON writes them: in the order
-// of Phases, then any other key sorted.
-func (p PhaseTimes) appendJSON(b []byte) ([]byte, error) {
+// appendJSON appends the phases as MarshalJSON writes them, each in 'f'
+// format whatever its size.
+func (p *PhaseTimes) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, '{')
 	first := true
-	write := func(k string, v float64) error {
+	for i, seen := range p.seen {
+		if !seen {
+			continue
+		}
 		if !first {
 			b = append(b, ',')
 		}
 		first = false
-		b = appendJSONString(b, k)
-		b = append(b, ':')
+		b = append(b, '"')
+		b = append(b, Phases[i]...) // a phase's name needs no escaping
+		b = append(b, '"', ':')
+		v := p.ms[i]
 		if h, ok := appendHundredths(b, v); ok {
 			b = h
-			return nil
+			continue
 		}
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return errBadFloat
+			return b, errBadFloat
 		}
 		b = strconv.AppendFloat(b, v, 'f', -1, 64)
-		return nil
-	}
-	// One pass over the map puts each phase in its place in the order of
-	// Phases: a lookup of every phase by name cost nine hashes a record.
-	var vals [numPhases]float64
-	var have [numPhases]bool
-	var rest []string // keys that are not phases, rare
-	for k, v := range p {
-		if i := phaseIndex(k); i != pNone {
-			vals[i], have[i] = v, true
-		} else {
-			rest = append(rest, k)
-		}
-	}
-	for i, k := range Phases {
-		if have[i] {
-			if err := write(k, vals[i]); err != nil {
-				return b, err
-			}
-		}
-	}
-	slices.Sort(rest)
-	for _, k := range rest {
-		if err := write(k, p[k]); err != nil {
-			return b, err
-		}
 	}
 	return append(b, '}'), nil
 }

@@ -138,7 +138,8 @@ type latencyWriter struct {
 
 func (w *latencyWriter) Write(r *fetch.Record) error {
 	if r.OK {
-		w.sum[r.Proxy] += r.ElapsedMS - r.Phases["queue"]
+		queue, _ := r.Phases.Get("queue")
+		w.sum[r.Proxy] += r.ElapsedMS - queue
 		w.n[r.Proxy]++
 	}
 	return nil

@@ -278,11 +278,11 @@ func (s *summarizer) count(rec *Record) {
 		host = ""
 	}
 	for _, t := range rec.Tries {
-		s.attempt(t.Proxy, t.Pool, host, t.Error == nil, t.Phases)
+		s.attempt(t.Proxy, t.Pool, host, t.Error == nil, &t.Phases)
 		s.ban(t.Proxy, host, t.Error)
 	}
 	if rec.Proxy != "" {
-		s.attempt(rec.Proxy, rec.Pool, host, rec.OK, rec.Phases)
+		s.attempt(rec.Proxy, rec.Pool, host, rec.OK, &rec.Phases)
 		s.ban(rec.Proxy, host, rec.Error)
 	}
 }
@@ -298,7 +298,7 @@ func (s *summarizer) ban(proxy, host string, err *Error) {
 }
 
 // attempt adds one attempt, as collector.attempt does in a run.
-func (s *summarizer) attempt(proxy, pool, host string, ok bool, phases PhaseTimes) {
+func (s *summarizer) attempt(proxy, pool, host string, ok bool, phases *PhaseTimes) {
 	if proxy == "" {
 		return
 	}
@@ -318,7 +318,7 @@ func (s *summarizer) attempt(proxy, pool, host string, ok bool, phases PhaseTime
 		p.Failed++
 	}
 	hs := s.phases[proxy]
-	for ph, ms := range phases {
+	for ph, ms := range phases.All() {
 		hg := hs[ph]
 		if hg == nil {
 			hg = &histogram{}

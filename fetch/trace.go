@@ -187,34 +187,9 @@ func (t *tracker) current() string {
 	return Phases[t.phase]
 }
 
-// spans are the milliseconds an attempt spent in each phase, by phase
-// index, and which phases happened: PhaseTimes without the map, for the
-// report's statistics.
-type spans struct {
-	ms   [numPhases]float64
-	seen [numPhases]bool
-}
-
-// times returns s as a record shows it.
-func (s *spans) times() PhaseTimes {
-	n := 0
-	for _, seen := range s.seen {
-		if seen {
-			n++
-		}
-	}
-	pt := make(PhaseTimes, n)
-	for i, seen := range s.seen {
-		if seen {
-			pt[Phases[i]] = s.ms[i]
-		}
-	}
-	return pt
-}
-
 // finish stops the clocks and timers and returns the phase the attempt
 // ended in and the milliseconds spent in each phase that happened.
-func (t *tracker) finish() (string, spans) {
+func (t *tracker) finish() (string, PhaseTimes) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	last := t.phase
@@ -224,10 +199,10 @@ func (t *tracker) finish() (string, spans) {
 		t.done = true
 		t.disarm()
 	}
-	var s spans
+	var s PhaseTimes
 	for i, d := range t.spent {
 		if t.seen[i] {
-			s.ms[i], s.seen[i] = millis(d), true
+			s.set(i, millis(d))
 		}
 	}
 	if last == pNone {

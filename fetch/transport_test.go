@@ -63,7 +63,7 @@ func (w *countWriter) Write(r *fetch.Record) error {
 	if r.OK {
 		w.ok.Add(1)
 	}
-	if _, ok := r.Phases["connect"]; ok {
+	if _, ok := r.Phases.Get("connect"); ok {
 		w.dialled.Add(1)
 	}
 	return nil
