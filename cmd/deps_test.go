@@ -67,3 +67,31 @@ func TestBinaryHoldsNoTestCode(t *testing.T) {
 		t.Errorf("go list -deps found no %s/internal/loopback among %v", module, ours)
 	}
 }
+
+// TestBinaryCallsNoMethodByName: the fetch binary holds neither
+// reflect.Value.MethodByName nor reflect.Value.Method. Either makes the
+// linker keep every exported method of every type that reaches an
+// interface, whether called or not: text/template, behind cobra's
+// SetUsageTemplate and SetVersionTemplate, brought them in and with them
+// all of go-redis' commands, 18.8 MB of binary against 10.7 (stripped) and
+// a slower start of every run.
+func TestBinaryCallsNoMethodByName(t *testing.T) {
+	out, err := exec.Command("go", "tool", "nm", fetchBinary(t)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool nm: %v\n%s", err, out)
+	}
+	n := 0
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		n++
+		if name := f[len(f)-1]; name == "reflect.Value.MethodByName" || name == "reflect.Value.Method" {
+			t.Errorf("the binary holds %s: the linker keeps every exported method", name)
+		}
+	}
+	if n < 1000 {
+		t.Fatalf("go tool nm listed only %d symbols", n)
+	}
+}

@@ -53,9 +53,21 @@ func NewCmdRoot(ios *IOStreams) *cobra.Command {
 	root.AddCommand(NewCmdCheck(ios, nil))
 	root.AddCommand(NewCmdSummarize(ios, nil))
 	root.AddCommand(NewCmdCompletion(ios, root))
-	root.Version = version()
-	root.SetVersionTemplate("fetch {{.Version}}\n")
-	root.SetUsageTemplate(usageTemplate)
+	// --help and --version, as cobra would add them, but without its
+	// templates: text/template keeps every exported method of every type
+	// in the binary (go-redis' hundreds among them), which nearly doubles
+	// its size and costs every run's start (see help.go).
+	root.InitDefaultHelpFlag()
+	root.Flags().BoolP("version", "v", false, "version for fetch")
+	run := root.RunE
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		if v, _ := cmd.Flags().GetBool("version"); v {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "fetch %s\n", version())
+			return err
+		}
+		return run(cmd, args)
+	}
+	root.SetUsageFunc(usage)
 	return root
 }
 

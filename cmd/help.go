@@ -1,8 +1,11 @@
 package cmd
 
 import (
+	"fmt"
+	"io"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -26,8 +29,7 @@ const groupAnnotation = "fetch_group"
 
 // flagGrouper puts the flags of a flag set in groups as they are defined:
 // every flag defined after begin(G) belongs to G, until the next begin.
-// done writes each flag's group in its annotations, which the usage
-// template reads.
+// done writes each flag's group in its annotations, which usage reads.
 type flagGrouper struct {
 	fs     *pflag.FlagSet
 	marks  []int // how many flags were defined when each group began
@@ -113,29 +115,46 @@ func rank(group string) int {
 	return len(flagGroupOrder)
 }
 
-func init() {
-	cobra.AddTemplateFunc("groupedFlagUsages", groupedFlagUsages)
+// usage writes c's usage, as cobra's default usage template does, with
+// the local flags by group. It is Go, not a template: a program that
+// executes a template keeps every exported method of its types, as
+// text/template may call any of them by name.
+func usage(c *cobra.Command) error {
+	// LocalFlags first, as cobra does before its template: it merges the
+	// persistent flags of c's parents into c's, which UseLine looks at.
+	local, inherited := c.LocalFlags(), c.InheritedFlags()
+	var b strings.Builder
+	b.WriteString("Usage:")
+	if c.Runnable() {
+		b.WriteString("\n  " + c.UseLine())
+	}
+	if c.HasAvailableSubCommands() {
+		b.WriteString("\n  " + c.CommandPath() + " [command]")
+	}
+	if len(c.Aliases) > 0 {
+		b.WriteString("\n\nAliases:\n  " + c.NameAndAliases())
+	}
+	if c.HasExample() {
+		b.WriteString("\n\nExamples:\n" + c.Example)
+	}
+	if c.HasAvailableSubCommands() {
+		b.WriteString("\n\nAvailable Commands:")
+		for _, sub := range c.Commands() {
+			if sub.IsAvailableCommand() || sub.Name() == "help" {
+				fmt.Fprintf(&b, "\n  %-*s %s", sub.NamePadding(), sub.Name(), sub.Short)
+			}
+		}
+	}
+	if local.HasAvailableFlags() {
+		b.WriteString("\n\n" + groupedFlagUsages(c))
+	}
+	if inherited.HasAvailableFlags() {
+		b.WriteString("\n\nGlobal Flags:\n" + strings.TrimRightFunc(inherited.FlagUsages(), unicode.IsSpace))
+	}
+	if c.HasAvailableSubCommands() {
+		b.WriteString("\n\nUse \"" + c.CommandPath() + " [command] --help\" for more information about a command.")
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(c.OutOrStderr(), b.String())
+	return err
 }
-
-// usageTemplate is cobra's default usage template with the local flags
-// rendered by group.
-const usageTemplate = `Usage:{{if .Runnable}}
-  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
-  {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
-
-Aliases:
-  {{.NameAndAliases}}{{end}}{{if .HasExample}}
-
-Examples:
-{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
-
-Available Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
-  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
-
-{{groupedFlagUsages .}}{{end}}{{if .HasAvailableInheritedFlags}}
-
-Global Flags:
-{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableSubCommands}}
-
-Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
-`

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
@@ -70,6 +71,61 @@ func TestVersion(t *testing.T) {
 		if got := versionOf(tt.info); got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestUsageAsTheTemplate: usage, in Go, writes for every command what
+// cobra's default usage template with the flags by group, which fetch used
+// before, writes.
+func TestUsageAsTheTemplate(t *testing.T) {
+	const template = `Usage:{{if .Runnable}}
+  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
+  {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
+
+Aliases:
+  {{.NameAndAliases}}{{end}}{{if .HasExample}}
+
+Examples:
+{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
+
+Available Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
+
+{{groupedFlagUsages .}}{{end}}{{if .HasAvailableInheritedFlags}}
+
+Global Flags:
+{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableSubCommands}}
+
+Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
+`
+	cobra.AddTemplateFunc("groupedFlagUsages", groupedFlagUsages)
+	ios, _, _, _ := Test()
+	ours, theirs := NewCmdRoot(ios), NewCmdRoot(ios)
+	theirs.SetUsageFunc(nil)
+	theirs.SetUsageTemplate(template)
+	for _, root := range []*cobra.Command{ours, theirs} {
+		root.InitDefaultHelpCmd()
+		root.Aliases = []string{"get"} // and an example, neither of which fetch has yet
+		root.Example = "  fetch -o out.jsonl urls.txt"
+		root.PersistentFlags().Bool("global", false, "a flag the subcommands inherit")
+	}
+	n := 0
+	for i, c := range append([]*cobra.Command{ours}, ours.Commands()...) {
+		want := theirs
+		if i > 0 {
+			want = theirs.Commands()[i-1]
+		}
+		got, wanted := c.UsageString(), want.UsageString()
+		if got != wanted {
+			t.Errorf("%s: usage\n%s\nwant, as the template writes it,\n%s", c.CommandPath(), got, wanted)
+		}
+		if !strings.Contains(got, "Global Flags:") && i > 0 || !strings.HasPrefix(got, "Usage:") {
+			t.Errorf("%s: usage without what the test added:\n%s", c.CommandPath(), got)
+		}
+		n++
+	}
+	if n < 5 {
+		t.Errorf("only %d commands compared", n)
 	}
 }
 
