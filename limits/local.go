@@ -314,8 +314,13 @@ func (s *Local) armTimer(now time.Time, wait time.Duration) {
 func (s *Local) onTimer() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	fired := s.timerAt
 	s.dispatch() // at the logical time of timerAt, if the timer is late
-	if !s.timerAt.After(s.clock.Now()) {
+	// Nothing more is due unless dispatch armed the timer again: then
+	// timerAt is the next due time, and stays, however soon it is (the
+	// clock has moved on since dispatch read it), so that the next
+	// wake-up's grants are charged at it.
+	if s.timerAt.Equal(fired) && !fired.After(s.clock.Now()) {
 		s.timerAt = time.Time{}
 	}
 }
