@@ -1,17 +1,26 @@
--- acquire: ARGV after the header: lease id, host, avoided proxies ("\n"-joined).
+-- acquire: ARGV after the header: lease id, host, avoided proxies ("\n"-joined),
+-- due: the time a wait this process was told of came due ('' for none).
 -- Chooses a proxy by the policy among the first M budgets of bidx and their
 -- first M proxies, skipping benched, at-cap and rate-limited ones, and takes
 -- the lease, the counts and every token in one step. Returns
---   {'ok', proxy, budget, proxyInFlight, hostInFlight, epoch, probe, now}
---   {'wait', 'host'|'all', µs}   (-1: until a release)
+--   {'ok', proxy, budget, proxyInFlight, hostInFlight, epoch, probe, now, charged}
+--     (charged: the time the rate tokens were charged at; see gcra)
+--   {'wait', 'host'|'all', µs, now}   (-1: until a release)
 --   {'reset'}                     (no epoch: Redis lost its data)
 --   {'dead', n, rejected, µs}     (the pool of n proxies cannot serve: every one
 --                                  rejected, or none healthy for µs = the pool wait)
 local id, host, avoidS = ARGV[H + 1], ARGV[H + 2], ARGV[H + 3]
 local now = nowUs()
+-- A waiter asks again when its token comes due, late by its timer and a
+-- round trip: its rate tokens are charged at that due time, so the lateness
+-- does not add up, but only when it is at most LATE µs before now, so that
+-- no stale due time banks tokens.
+local LATE = 10000
+local due = tonumber(ARGV[H + 4])
+if not due or due > now or now - due > LATE then due = nil end
 local eid, graceEnd = epoch()
 if not eid then return {'reset'} end
-if now < graceEnd then return {'wait', 'all', I(graceEnd - now)} end
+if now < graceEnd then return {'wait', 'all', I(graceEnd - now), I(now)} end
 -- A pool that could not serve stays so for the rest of the run.
 local dead = redis.call('HGET', K_tat, 'dead')
 if dead then
@@ -34,12 +43,12 @@ benchEnds(now)
 local hin = num(redis.call('HGET', K_hosts, 'i|' .. host), 0)
 if hostCap > 0 and hin >= hostCap then
   redis.call('SET', K_want, '1', 'PX', 2000)
-  return {'wait', 'host', '-1'}
+  return {'wait', 'host', '-1', I(now)}
 end
-local hw, hnew = gcra(redis.call('HGET', K_hosts, 't|' .. host), now, hostT, hostTau)
-if hw > 0 then return {'wait', 'host', I(hw)} end
-local gw, gnew = gcra(redis.call('HGET', K_tat, 'g'), now, globT, globTau)
-if gw > 0 then return {'wait', 'all', I(gw)} end
+local hw, hnew, hat = gcra(redis.call('HGET', K_hosts, 't|' .. host), now, hostT, hostTau, due)
+if hw > 0 then return {'wait', 'host', I(hw), I(now)} end
+local gw, gnew, gat = gcra(redis.call('HGET', K_tat, 'g'), now, globT, globTau, due)
+if gw > 0 then return {'wait', 'all', I(gw), I(now)} end
 
 local avoid = {}
 if avoidS ~= '' then
@@ -62,7 +71,7 @@ for _, b in ipairs(budgets) do
   local c = bcfg(b)
   local inf = num(redis.call('HGET', K_bin, b), 0)
   if c.cap <= 0 or inf < c.cap then
-    local w, bnew = gcra(redis.call('HGET', K_tat, 'b|' .. b), now, c.T, c.tau)
+    local w, bnew, bat = gcra(redis.call('HGET', K_tat, 'b|' .. b), now, c.T, c.tau, due)
     if w > 0 then
       soon(w)
     else
@@ -96,7 +105,7 @@ for _, b in ipairs(budgets) do
             end
           end
           if ok then
-            local cand = {p = p, b = b, c = c, new = bnew, pair = pr}
+            local cand = {p = p, b = b, c = c, new = bnew, at = bat, pair = pr}
             if not avoid[p] then pick = cand break end
             if not fb then fb = cand end
           end
@@ -132,7 +141,7 @@ if not pick then
   local first = redis.call('ZRANGE', K_bench, 0, 0, 'WITHSCORES')
   if first[2] then soon(math.max(tonumber(first[2]) - now, 1)) end
   redis.call('SET', K_want, '1', 'PX', 2000)
-  return {'wait', 'all', I(soonest)}
+  return {'wait', 'all', I(soonest), I(now)}
 end
 
 local p, b, c = pick.p, pick.b, pick.c
@@ -169,4 +178,5 @@ redis.call('HSET', K_linfo, id, p .. '\n' .. b .. '\n' .. host .. '\n' .. probe 
 local _, pi = pcfg(p)
 psync(p, b, c, pi)
 bsync(b, c)
-return {'ok', p, b, I(pin), I(hin2), eid, probe, I(now)}
+-- The time the tokens were charged at: the latest of the limiters'.
+return {'ok', p, b, I(pin), I(hin2), eid, probe, I(now), I(math.max(hat, gat, pick.at))}

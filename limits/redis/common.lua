@@ -71,14 +71,22 @@ local function pcfg(p)
   return f[1], tonumber(f[2])
 end
 
--- gcra: the wait before one more start (0: now) and the TAT after it.
-local function gcra(tat, now, T, tau)
-  if T <= 0 then return 0, nil end
-  tat = math.max(tonumber(tat or now), now)
+-- gcra: a rate limit by the generic cell rate algorithm, on the Redis clock.
+-- It returns how long until an admission at now is allowed (0: now), and
+-- when it is, the limiter's new theoretical arrival time (TAT) and the time
+-- the admission is charged at. That is due when one is given (the time a
+-- waiting client's token came due, which acquire takes only shortly before
+-- now), else now, or the time the limiter allowed it when that is later:
+-- charged at due, a waiter's timer lateness and round trip are not lost to
+-- the rate. Whether it is allowed does not depend on due. The times charged
+-- meet the bound (at most burst-1+ceil(W/T) in any window of length W).
+local function gcra(tat, now, T, tau, due)
+  local at = due or now
+  if T <= 0 then return 0, nil, at end
+  tat = math.max(tonumber(tat or at), at)
   local new = tat + T
-  local allowAt = new - tau
-  if now < allowAt then return math.ceil(allowAt - now), nil end
-  return 0, new
+  if now < new - tau then return math.ceil(new - tau - now), nil, nil end
+  return 0, new, math.max(at, new - tau)
 end
 
 -- available: a proxy neither benched nor with its probe out.

@@ -17,9 +17,14 @@
 //
 // Rates use GCRA with T = period/N and tolerance τ = T·burst, timed by
 // Redis's TIME in microseconds: in any half-open window of length W at
-// most burst−1+⌈W/T⌉ attempts start, across all processes. Burst is how
-// many may start at once after a quiet spell; burst 1 means evenly spaced
-// starts, so "60/m burst 1" never lets more than 60 start in any 60s.
+// most burst−1+⌈W/T⌉ attempts are charged a token, across all processes.
+// Burst is how many may start at once after a quiet spell; burst 1 means
+// evenly spaced starts, so "60/m burst 1" never charges more than 60 in
+// any 60s. They are kept by schedule, as limits.GCRA is in one process: a
+// process that waited for a token asks again when Redis said it comes due,
+// and is charged at that time when it asks within 10ms of it (acquire.lua's
+// LATE), so the lateness of its timer and the round trip do not add up
+// over a run. An attempt starts at most that much after its charge.
 //
 // Client clocks do not matter: a process's clock only schedules its own
 // renewals and timers.

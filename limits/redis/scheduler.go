@@ -83,6 +83,12 @@ type Scheduler struct {
 	// notBefore (client clock): Redis said nothing can start before then,
 	// so a new Acquire need not ask before it either.
 	notBefore time.Time
+	// dueUs (Redis clock, µs): when the token of the last wait Redis told
+	// of comes due, 0 when none. The dispatcher's next acquire sends it:
+	// Redis charges the rate tokens of a waiter that asks a little late at
+	// that time (see acquire.lua), so that the lateness of the dispatcher's
+	// timer and the round trip do not add up over a run.
+	dueUs int64
 
 	kick      chan struct{}
 	stop      chan struct{}
@@ -246,7 +252,7 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 	s.mu.Unlock()
 	if fast {
 		// Not cancelled by ctx: a call cut short may have taken a lease.
-		r := s.try(context.WithoutCancel(ctx), req)
+		r := s.try(context.WithoutCancel(ctx), req, 0)
 		if r.lease != nil {
 			if ctx.Err() != nil {
 				r.lease.Release()
@@ -309,7 +315,9 @@ type result struct {
 	err   error
 }
 
-func (s *Scheduler) try(ctx context.Context, req limits.Request) result {
+// try runs the acquire script once for req; due is the Redis time (µs) a
+// wait that Redis told of came due, 0 for none.
+func (s *Scheduler) try(ctx context.Context, req limits.Request, due int64) result {
 	id := newID()
 	var avoid []string
 	for _, p := range req.Avoid {
@@ -318,7 +326,11 @@ func (s *Scheduler) try(ctx context.Context, req limits.Request) result {
 		}
 	}
 	sent := s.now()
-	v, err := s.run(ctx, s.scripts.acquire, id, req.Host, strings.Join(avoid, "\n"))
+	dueArg := ""
+	if due > 0 {
+		dueArg = strconv.FormatInt(due, 10)
+	}
+	v, err := s.run(ctx, s.scripts.acquire, id, req.Host, strings.Join(avoid, "\n"), dueArg)
 	if err != nil {
 		s.orphan(id)
 		return result{err: err}
@@ -330,16 +342,19 @@ func (s *Scheduler) try(ctx context.Context, req limits.Request) result {
 		}
 		return result{wait: 0}
 	case "wait":
-		w := atoi(str(v, 2))
+		w, now := atoi(str(v, 2)), atoi(str(v, 3))
 		d := time.Duration(-1)
+		s.mu.Lock()
 		if w >= 0 {
 			d = time.Duration(w) * time.Microsecond
 			if str(v, 1) == "all" {
-				s.mu.Lock()
 				s.notBefore = sent.Add(d)
-				s.mu.Unlock()
+			}
+			if now > 0 {
+				s.dueUs = now + w
 			}
 		}
+		s.mu.Unlock()
 		return result{wait: d, host: str(v, 1) == "host"}
 	case "dead":
 		n, rej := int(atoi(str(v, 1))), int(atoi(str(v, 2)))
@@ -360,9 +375,16 @@ func (s *Scheduler) try(ctx context.Context, req limits.Request) result {
 	if str(v, 6) == "1" {
 		s.event(pi, "probing", 0)
 	}
+	if due > 0 && s.dueUs == due { // spent: the next wait tells of another
+		s.dueUs = 0
+	}
 	s.mu.Unlock()
 	if s.onGrant != nil {
-		s.onGrant(pi, atoi(str(v, 7)))
+		at := atoi(str(v, 8)) // the time its tokens were charged at
+		if at == 0 {
+			at = atoi(str(v, 7)) // a repeated call's reply: the time it ran
+		}
+		s.onGrant(pi, at)
 	}
 	return result{lease: l}
 }
@@ -484,7 +506,10 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 		if done || blocked[w.req.Host] {
 			continue
 		}
-		r := s.try(s.base, w.req)
+		s.mu.Lock()
+		due := s.dueUs
+		s.mu.Unlock()
+		r := s.try(s.base, w.req, due)
 		switch {
 		case r.err != nil:
 			var conflict error
