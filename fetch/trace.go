@@ -70,9 +70,9 @@ type tracker struct {
 	// and must not move the attempt back out of request, headers or body.
 	connected bool
 
-	connectLimit, headerLimit, idleLimit time.Duration
-
-	cfg *Config // the run's, never changed: what decides an answer on its head (see bodyWanted)
+	// cfg is the run's, never changed: the per-phase limits, and what
+	// decides an answer on its head (see bodyWanted).
+	cfg *Config
 
 	// The per-phase limit in force, if timerOn: limit, set by flag, counts
 	// from armed. The connect, header and idle limits follow one another,
@@ -101,12 +101,9 @@ type tracker struct {
 // attempt's exchange is waiting on is cut (see watch).
 func newTracker(cfg *Config, parent context.Context) *tracker {
 	t := &tracker{
-		clock:        clock{cfg.Clock},
-		done:         true,
-		connectLimit: cfg.ConnectTimeout,
-		headerLimit:  cfg.HeaderTimeout,
-		idleLimit:    cfg.IdleTimeout,
-		cfg:          cfg,
+		clock: clock{cfg.Clock},
+		done:  true,
+		cfg:   cfg,
 	}
 	t.body.t = t
 	t.trace = httptrace.ClientTrace{
@@ -378,9 +375,24 @@ func (t *tracker) cause() error {
 func (t *tracker) progress() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.done && t.timerOn && t.flag == idleFlag {
+	if !t.done {
+		t.touch()
+	}
+}
+
+// touch restarts the idle limit's clock, when that limit is in force: bytes
+// moved. Call with t.mu held.
+func (t *tracker) touch() {
+	if t.timerOn && t.flag == idleFlag {
 		t.armed = t.clock.now()
 	}
+}
+
+// startBody moves the attempt into the body phase, under --idle-timeout.
+// Call with t.mu held.
+func (t *tracker) startBody() {
+	t.enter(pBody)
+	t.arm(t.cfg.IdleTimeout, idleFlag)
 }
 
 // gotHeaders marks the start of the body phase, unless the first read of
@@ -389,11 +401,9 @@ func (t *tracker) progress() {
 func (t *tracker) gotHeaders() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.phase == pBody {
-		return
+	if t.phase != pBody {
+		t.startBody()
 	}
-	t.enter(pBody)
-	t.arm(t.idleLimit, idleFlag)
 }
 
 // bodyWanted reports whether an attempt reads the body of an answer with
@@ -415,12 +425,9 @@ func (t *tracker) bodyBytes(gen uint64) {
 		return
 	}
 	if t.phase != pBody {
-		t.enter(pBody)
-		t.arm(t.idleLimit, idleFlag)
-		return
-	}
-	if t.timerOn && t.flag == idleFlag {
-		t.armed = t.clock.now()
+		t.startBody()
+	} else {
+		t.touch()
 	}
 }
 
@@ -528,7 +535,7 @@ func (t *tracker) getConn(string) {
 	}
 	t.connected = false
 	t.enter(pConnect)
-	t.arm(t.connectLimit, "--connect-timeout")
+	t.arm(t.cfg.ConnectTimeout, "--connect-timeout")
 }
 
 // setup moves to phase p from a connection-setup hook of attempt gen,
@@ -604,7 +611,7 @@ func (t *tracker) gotConn(info httptrace.GotConnInfo) {
 		t.phase, t.since = pRequest, t.clock.now()
 	}
 	t.enter(pRequest)
-	t.arm(t.idleLimit, idleFlag)
+	t.arm(t.cfg.IdleTimeout, idleFlag)
 }
 
 func (t *tracker) wroteRequest(httptrace.WroteRequestInfo) {
@@ -614,7 +621,7 @@ func (t *tracker) wroteRequest(httptrace.WroteRequestInfo) {
 		return // too late, or not this request's
 	}
 	t.enter(pHeaders)
-	t.arm(t.headerLimit, "--header-timeout")
+	t.arm(t.cfg.HeaderTimeout, "--header-timeout")
 }
 
 // millis converts d to milliseconds rounded to a hundredth.
