@@ -201,18 +201,20 @@ type bodyWaiter interface {
 }
 
 // owedAnswer reports whether buf, the start of the answer to a GET on pc,
-// must be followed by more bytes before the read returns them: a head not
-// yet ended that readResponse waits on (every line so far one it takes,
-// see headSoFar), named the headers phase's; and past the head, when the
-// head has come alone with a 2xx status and a Content-Length whose body
-// fits the read's room (buf's capacity) and is wanted (pc.waiter), the
-// body, and the read tells pc.waiter that the wait is the body's from
-// then. squid writes an
-// answer's head and body apart; the read of the body after the head would
-// try the socket before it waited (see sock.sendThenRead): one system call
-// that finds nothing, an answer. A body that came with its head (as nginx
-// and Go servers send small answers) has most often come whole: a look at
-// the head would cost every such answer what it saves the few.
+// must be followed by more bytes before the read returns them:
+//   - a head not yet ended that readResponse waits on (every line so far
+//     one it takes, see headSoFar), the headers phase's wait;
+//   - past the head, the body, when the head came alone with a 2xx status
+//     and a Content-Length whose body fits the read's room (buf's
+//     capacity) and is wanted (pc.waiter); the read tells pc.waiter that
+//     the wait is the body's from then.
+//
+// squid writes an answer's head and body apart; the read of the body after
+// the head would try the socket before it waited (see sock.sendThenRead):
+// one system call that finds nothing, an answer. A body that came with its
+// head (as nginx and Go servers send small answers) has most often come
+// whole: a look at the head would cost every such answer what it saves the
+// few.
 func (pc *h1Conn) owedAnswer(buf []byte) bool {
 	if pc.ends == 0 { // the head is read once
 		end := headEnd(buf, 0)
@@ -302,7 +304,7 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 	}
 	h, _ := ctx.Value(trackerKey{}).(*hooked)
 	w := watchAttempt(ctx, h, pc.c)
-	pc.waiter = nil
+	pc.waiter = nil // not h itself when nil: a nil *hooked in an interface is not nil
 	if h != nil {
 		pc.waiter = h
 	}
