@@ -123,17 +123,6 @@ func (p *PhaseTimes) Set(phase string, ms float64) bool {
 
 func (p *PhaseTimes) set(i int, ms float64) { p.ms[i], p.seen[i] = ms, true }
 
-// Len is the number of phases that happened.
-func (p PhaseTimes) Len() int {
-	n := 0
-	for _, seen := range p.seen {
-		if seen {
-			n++
-		}
-	}
-	return n
-}
-
 // All yields the phases that happened and their milliseconds, in the order
 // of Phases.
 func (p PhaseTimes) All() iter.Seq2[string, float64] {
