@@ -2,6 +2,7 @@ package fetch_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"testing"
@@ -139,5 +140,26 @@ func BenchmarkRecordWrite(b *testing.B) {
 			b.Fatal(err)
 		}
 		i++
+	}
+}
+
+// BenchmarkRecordRead measures reading back a record line as `fetch
+// summarize` does (encoding/json into a Record, its phases included): one
+// op is one of benchRecords' lines.
+func BenchmarkRecordRead(b *testing.B) {
+	var lines [][]byte
+	for _, r := range benchRecords {
+		line, err := json.Marshal(r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lines = append(lines, line)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		var rec fetch.Record
+		if err := json.Unmarshal(lines[i%len(lines)], &rec); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
