@@ -519,7 +519,7 @@ fi
 # pace CASE N RATE: N starts at RATE per second by fetch --rate and by
 # vegeta, timed on arrival at the Go target: the mean rate of each run.
 pace() {
-	local cs="$1" n="$2" rate="$3" r tool secs first last
+	local cs="$1" n="$2" rate="$3" r tool secs got first last
 	echo "suite.sh: $cs: $n starts at $rate/s, timed on arrival at the Go target"
 	mklist "$cs" "$n" "$gotarget/rate/"
 	for r in $(seq "$repeats"); do
@@ -533,11 +533,10 @@ pace() {
 				timed 300 TERM vegeta attack -rate "$rate/1s" -duration "${secs}s" -workers "$c" -max-workers "$c" \
 					-targets "$work/$cs.vegeta" -output "$work/vegeta.bin"
 			fi
-			read -r n first last < <(curl -s "$gotarget/_arrivals?reset=1")
-			if [ "$n" -lt 2 ]; then note "$cs" "$tool" "$r" "only $n arrivals: no figure"; continue; fi
-			add "$cs" "$tool" "$(echo "scale=6; ($n - 1) * 1000000000 / ($last - $first)" | bc)"
-			note "$cs" "$tool" "$r" "$n starts in $(echo "scale=3; ($last - $first) / 1000000000" | bc)s"
-			n="$2"
+			read -r got first last < <(curl -s "$gotarget/_arrivals?reset=1")
+			if [ "$got" -lt 2 ]; then note "$cs" "$tool" "$r" "only $got arrivals: no figure"; continue; fi
+			add "$cs" "$tool" "$(echo "scale=6; ($got - 1) * 1000000000 / ($last - $first)" | bc)"
+			note "$cs" "$tool" "$r" "$got starts in $(echo "scale=3; ($last - $first) / 1000000000" | bc)s"
 		done
 	done
 }
