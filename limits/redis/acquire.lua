@@ -3,17 +3,20 @@
 -- Chooses a proxy by the policy among the first M budgets of bidx and their
 -- first M proxies, skipping benched, at-cap and rate-limited ones, and takes
 -- the lease, the counts and every token in one step. Returns
---   {'ok', proxy, budget, proxyInFlight, hostInFlight, epoch, probe, now, charged}
---     (charged: the time the rate tokens were charged at; see gcra)
+--   {'ok', proxy, budget, proxyInFlight, hostInFlight, epoch, probe, now, charged, next}
+--     (charged: the time the rate tokens were charged at, see gcra; next:
+--     when the same request's next token comes due, 0 with no rate)
 --   {'wait', 'host'|'all', µs, now}   (-1: until a release)
 --   {'reset'}                     (no epoch: Redis lost its data)
 --   {'dead', n, rejected, µs}     (the pool of n proxies cannot serve: every one
 --                                  rejected, or none healthy for µs = the pool wait)
 local id, host, avoidS = ARGV[H + 1], ARGV[H + 2], ARGV[H + 3]
 local now = nowUs()
--- A waiter asks again when its token comes due, late by its timer and a
--- round trip: its rate tokens are charged at that due time, so the lateness
--- does not add up, but only when it is at most LATE µs before now, so that
+-- due is the process's logical time: when its next token comes due, as a
+-- wait or its last grant told it. Its ask arrives late by its timer and a
+-- round trip, or by the round trips of the asks before it: its rate tokens
+-- are charged at due (or when they came due, if later), so the lateness
+-- does not add up, but only when due is at most LATE µs before now, so that
 -- no stale due time banks tokens.
 local LATE = 10000
 local due = tonumber(ARGV[H + 4])
@@ -178,5 +181,10 @@ redis.call('HSET', K_linfo, id, p .. '\n' .. b .. '\n' .. host .. '\n' .. probe 
 local _, pi = pcfg(p)
 psync(p, b, c, pi)
 bsync(b, c)
--- The time the tokens were charged at: the latest of the limiters'.
-return {'ok', p, b, I(pin), I(hin2), eid, probe, I(now), I(math.max(hat, gat, pick.at))}
+-- The time the tokens were charged at: the latest of the limiters'. And
+-- when the same request's next token comes due: the latest of the
+-- limiters' next, which the process sends back as its due time, so that
+-- the ask for it is charged on schedule when it arrives a round trip late.
+local function nextAt(new, T, tau) if new then return new + T - tau end return 0 end
+local nxt = math.max(nextAt(hnew, hostT, hostTau), nextAt(gnew, globT, globTau), nextAt(pick.new, c.T, c.tau))
+return {'ok', p, b, I(pin), I(hin2), eid, probe, I(now), I(math.max(hat, gat, pick.at)), I(nxt)}

@@ -20,11 +20,15 @@
 // most burst−1+⌈W/T⌉ attempts are charged a token, across all processes.
 // Burst is how many may start at once after a quiet spell; burst 1 means
 // evenly spaced starts, so "60/m burst 1" never charges more than 60 in
-// any 60s. They are kept by schedule, as limits.GCRA is in one process: a
-// process that waited for a token asks again when Redis said it comes due,
-// and is charged at that time when it asks within 10ms of it (acquire.lua's
-// LATE), so the lateness of its timer and the round trip do not add up
-// over a run. An attempt starts at most that much after its charge.
+// any 60s. They are kept by schedule, as limits.GCRA is in one process:
+// each process keeps a logical time, when its next token comes due, as
+// Redis told it with a wait or with its last grant, and sends it with every
+// ask; an ask that arrives within 10ms of that time (acquire.lua's LATE) is
+// charged at it, or when its own token came due if that is later. So
+// neither the lateness of a process's timer nor its round trips add up over
+// a run, whether it waits between tokens or asks for the next while the
+// last is still on its way. An attempt starts at most that much after its
+// charge.
 //
 // Client clocks do not matter: a process's clock only schedules its own
 // renewals and timers.

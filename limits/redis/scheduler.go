@@ -83,11 +83,13 @@ type Scheduler struct {
 	// notBefore (client clock): Redis said nothing can start before then,
 	// so a new Acquire need not ask before it either.
 	notBefore time.Time
-	// dueUs (Redis clock, µs): when the token of the last wait Redis told
-	// of comes due, 0 when none. The dispatcher's next acquire sends it:
-	// Redis charges the rate tokens of a waiter that asks a little late at
-	// that time (see acquire.lua), so that the lateness of the dispatcher's
-	// timer and the round trip do not add up over a run.
+	// dueUs (Redis clock, µs): this process's logical time for rates, as
+	// limits.Local has one: when its next token comes due, by the last
+	// wait Redis told of or the last grant; 0 for none. Every acquire sends
+	// it, and Redis charges the rate tokens of one that asks a little late
+	// at that time, or when its own token came due if that is later (see
+	// acquire.lua), so that neither the lateness of the dispatcher's timer
+	// nor the round trips of the asks before add up over a run.
 	dueUs int64
 
 	kick      chan struct{}
@@ -249,10 +251,11 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 		return nil, limits.ErrClosed
 	}
 	fast := s.nwait == 0 && s.down == nil && !s.now().Before(s.notBefore)
+	due := s.dueUs
 	s.mu.Unlock()
 	if fast {
 		// Not cancelled by ctx: a call cut short may have taken a lease.
-		r := s.try(context.WithoutCancel(ctx), req, 0)
+		r := s.try(context.WithoutCancel(ctx), req, due)
 		if r.lease != nil {
 			if ctx.Err() != nil {
 				r.lease.Release()
@@ -315,8 +318,9 @@ type result struct {
 	err   error
 }
 
-// try runs the acquire script once for req; due is the Redis time (µs) a
-// wait that Redis told of came due, 0 for none.
+// try runs the acquire script once for req; due is the logical time
+// (dueUs) to charge rate tokens at when it is a little before now, 0 for
+// none.
 func (s *Scheduler) try(ctx context.Context, req limits.Request, due int64) result {
 	id := newID()
 	var avoid []string
@@ -375,12 +379,13 @@ func (s *Scheduler) try(ctx context.Context, req limits.Request, due int64) resu
 	if str(v, 6) == "1" {
 		s.event(pi, "probing", 0)
 	}
-	if due > 0 && s.dueUs == due { // spent: the next wait tells of another
-		s.dueUs = 0
+	charged := atoi(str(v, 8)) // 0 in a repeated call's reply
+	if next := atoi(str(v, 9)); next > 0 {
+		s.dueUs = next
 	}
 	s.mu.Unlock()
 	if s.onGrant != nil {
-		at := atoi(str(v, 8)) // the time its tokens were charged at
+		at := charged
 		if at == 0 {
 			at = atoi(str(v, 7)) // a repeated call's reply: the time it ran
 		}

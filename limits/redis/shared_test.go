@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/limits/redis/redistest"
 )
@@ -181,38 +183,62 @@ func TestRateAcrossSchedulers(t *testing.T) {
 }
 
 // TestRateKeepsItsSchedule: waiters of one process, for a global, a
-// proxy's and a host's rate of 50/s, are charged their tokens one interval
-// apart, at the times the tokens came due, not at the later times their
-// asks reached Redis. Charged at those, every timed wait lost the
-// dispatcher's timer lateness and a round trip: --rate 50/s gave 47.5/s.
+// proxy's and a host's rate, are charged their tokens one interval apart,
+// at the times the tokens came due, not at the later times their asks
+// reached Redis. Charged at those, every timed wait lost the dispatcher's
+// timer lateness and a round trip: --rate 50/s gave 47.5/s.
+//
+// The slow cases send every command 3.5 ms late, as a far Redis would, at
+// 200/s: a pass then asks for its second waiter after that waiter's token
+// came due, and it must be charged at the time its token came due, not
+// when its ask arrived (--rate 1000/s gave 895/s so).
+//
 // Most intervals, not all: an ask more than 10 ms late (a stalled test
 // machine) is charged when it reaches Redis, by design.
 func TestRateKeepsItsSchedule(t *testing.T) {
-	rate := limits.Rate{N: 50, Per: time.Second}
+	slow, fast := limits.Rate{N: 50, Per: time.Second}, limits.Rate{N: 200, Per: time.Second}
 	for _, tc := range []struct {
-		name string
-		set  func(*limits.Config)
+		name  string
+		rate  limits.Rate
+		delay time.Duration // of every command sent to Redis
+		set   func(*limits.Config, limits.Rate)
 	}{
-		{"global", func(c *limits.Config) { c.Global = rate }},
-		{"proxy", func(c *limits.Config) { c.Budgets[0] = limits.Spec{Rate: rate, Burst: 1} }},
-		{"host", func(c *limits.Config) { c.Host = limits.Spec{Rate: rate, Burst: 1} }},
+		{"global", slow, 0, func(c *limits.Config, r limits.Rate) { c.Global = r }},
+		{"proxy", slow, 0, func(c *limits.Config, r limits.Rate) { c.Budgets[0] = limits.Spec{Rate: r, Burst: 1} }},
+		{"host", slow, 0, func(c *limits.Config, r limits.Rate) { c.Host = limits.Spec{Rate: r, Burst: 1} }},
+		{"global, slow Redis", fast, 3500 * time.Microsecond, func(c *limits.Config, r limits.Rate) { c.Global = r }},
+		{"proxy, slow Redis", fast, 3500 * time.Microsecond, func(c *limits.Config, r limits.Rate) {
+			c.Budgets[0] = limits.Spec{Rate: r, Burst: 1}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t)
 			cfg := proxies(1, limits.Spec{})
-			tc.set(&cfg)
-			s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+			tc.set(&cfg, tc.rate)
+			c := srv.Client()
+			if tc.delay > 0 {
+				c.AddHook(lateHook(tc.delay))
+			}
+			s, err := New(context.Background(), c, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+			if err != nil {
+				c.Close()
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close(); c.Close() })
 			var mu sync.Mutex
 			var at []int64
 			s.onGrant = func(_ int, us int64) { mu.Lock(); at = append(at, us); mu.Unlock() }
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			hammer(ctx, t, []*Scheduler{s}, cfg, 4, []string{"x:80"}, 0, newCounter())
+			// Enough workers that some wait while others give their leases
+			// back: an Acquire that finds none waiting is charged when it
+			// reaches Redis, as in limits.Local.
+			hammer(ctx, t, []*Scheduler{s}, cfg, 16, []string{"x:80"}, 0, newCounter())
 			mu.Lock()
 			got := slices.Clone(at)
 			mu.Unlock()
-			const T = 20000 // µs
-			checkBound(t, tc.name, slices.Clone(got), T, 1)
+			T := tc.rate.Per.Microseconds() / int64(tc.rate.N)
+			checkBound(t, tc.name, slices.Clone(got), float64(T), 1)
 			on := 0
 			for i := 1; i < len(got); i++ {
 				if got[i]-got[i-1] == T {
@@ -223,6 +249,25 @@ func TestRateKeepsItsSchedule(t *testing.T) {
 				t.Errorf("%d of %d intervals between charges were %dµs: %v", on, len(got)-1, T, got)
 			}
 		})
+	}
+}
+
+// lateHook sends every command d late, as a Redis far away would answer.
+type lateHook time.Duration
+
+func (lateHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (d lateHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		time.Sleep(time.Duration(d))
+		return next(ctx, cmd)
+	}
+}
+
+func (d lateHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		time.Sleep(time.Duration(d))
+		return next(ctx, cmds)
 	}
 }
 
