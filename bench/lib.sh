@@ -117,6 +117,22 @@ bench_nginx() {
 	return 1
 }
 
+# bench_redis DIR PORT: a redis-server of its own on 127.0.0.1:PORT, keeping
+# nothing on disk; sets BENCH_PID.
+bench_redis() {
+	local d="$1" port="$2" _
+	mkdir -p "$d"
+	redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --dir "$d" \
+		--logfile "$d/redis.log" &
+	BENCH_PID=$!
+	for _ in $(seq 100); do
+		redis-cli -p "$port" ping 2>/dev/null | grep -q PONG && return 0
+		sleep 0.1
+	done
+	echo "bench: redis-server did not start ($(tail -n 1 "$d/redis.log" 2>/dev/null))" >&2
+	return 1
+}
+
 # bench_squid DIR PORT CHECK_URL: squid with no cache and no logs, one
 # process (-N); CHECK_URL is fetched through it to see that it is up.
 bench_squid() {

@@ -13,7 +13,8 @@
 #   --quick      small counts and one repeat: a sanity run of about a minute
 #   --install    run bench/setup.sh first (installs the missing peers; root)
 #   --repeats N  runs of every tool in every case (default 3, quick 1)
-#   --only LIST  cases to run: direct,sustained,big,squid,tinyproxy,slow,rate,fastrate
+#   --only LIST  cases to run: direct,sustained,big,squid,tinyproxy,slow,rate,fastrate,
+#                redisrate
 #   --tsv FILE   machine-readable results (default $TMPDIR/fetch-bench.tsv): a
 #                row "result" per case and tool (median, min, max, every run,
 #                fetch/tool), a row "pairs" per proxy case with pairs (the
@@ -55,6 +56,11 @@
 #                            start to exit, is the floor for a Go client)
 #   BENCH_RATE_N=500/100 and BENCH_RATE=50     starts at that rate per second
 #   BENCH_FAST_RATE_N=50000/5000 and BENCH_FAST_RATE=5000   the same, fast
+#   BENCH_REDIS_RATE_N=10000/2000 and BENCH_REDIS_RATE=1000   the same with
+#                            --redis (a redis-server of the suite's own), by
+#                            one process and by two (--shard 1/2 and 2/2)
+#                            sharing the rate; fetch only, as no peer shares
+#                            a rate between processes
 #   BENCH_WRK_SECS=3/1       how long each wrk run lasts (wrk runs by time)
 #   BENCH_PAIRS=12/2         fetch and wrk pairs through each proxy (0: none,
 #                            the proxy goals then from the repeats' medians)
@@ -108,6 +114,8 @@ size BENCH_RATE_N 500 100
 size BENCH_RATE 50 50
 size BENCH_FAST_RATE_N 50000 5000
 size BENCH_FAST_RATE 5000 5000
+size BENCH_REDIS_RATE_N 10000 2000
+size BENCH_REDIS_RATE 1000 1000
 size BENCH_WRK_SECS 3 1
 size BENCH_PAIRS 12 2
 if [ -z "$repeats" ]; then
@@ -117,7 +125,7 @@ case "$repeats" in '' | *[!0-9]* | 0) echo "suite.sh: --repeats takes a positive
 c="$BENCH_C"
 hey_module="github.com/rakyll/hey@v0.1.4" # Debian's hey is this version
 tsv="${tsv:-${TMPDIR:-/tmp}/fetch-bench.tsv}"
-all_cases="direct sustained big squid tinyproxy slow rate fastrate"
+all_cases="direct sustained big squid tinyproxy slow rate fastrate redisrate redisrate2"
 want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 
 for tool in bc timeout awk; do
@@ -178,7 +186,7 @@ fetch="$work/fetch"
 bench_loopback "$work" -urls 0 -proxies 0 -for 60m
 gotarget="$(cat "$work/target.txt")"
 
-mapfile -t ports < <("$work/loopback" -free-ports 3)
+mapfile -t ports < <("$work/loopback" -free-ports 4)
 
 # The 1 KiB and 100 KiB target: nginx, else the Go target.
 web="" web_name=""
@@ -542,6 +550,50 @@ pace() {
 }
 if want rate; then pace rate "$BENCH_RATE_N" "$BENCH_RATE"; fi
 if want fastrate; then pace fastrate "$BENCH_FAST_RATE_N" "$BENCH_FAST_RATE"; fi
+# pace_redis: BENCH_REDIS_RATE_N starts at BENCH_REDIS_RATE with the rate
+# kept in Redis, by one fetch process (case redisrate) and by two sharing
+# it (redisrate2), timed on arrival at the Go target.
+pace_redis() {
+	local n="$BENCH_REDIS_RATE_N" rate="$BENCH_REDIS_RATE" r procs cs k got first last pids
+	local redis="redis://127.0.0.1:${ports[3]}"
+	echo "suite.sh: redisrate: $n starts at $rate/s through Redis, by one process and by two, timed on arrival at the Go target"
+	mklist redisrate "$n" "$gotarget/rate/"
+	for r in $(seq "$repeats"); do
+		for procs in 1 2; do
+			cs=redisrate
+			[ "$procs" = 1 ] || cs="redisrate$procs"
+			redis-cli -p "${ports[3]}" flushall >/dev/null
+			curl -s -o /dev/null "$gotarget/_arrivals?reset=1"
+			if [ "$procs" = 1 ]; then
+				timed 300 TERM "$fetch" -q -o "$work/records.jsonl" --retries 0 -c "$c" --rate "$rate/s" --redis "$redis" \
+					"$work/redisrate.txt"
+			else
+				pids=()
+				for k in $(seq "$procs"); do
+					timeout -k 10 300 "$fetch" -q -o "$work/records$k.jsonl" --retries 0 -c "$c" --rate "$rate/s" --redis "$redis" \
+						--shard "$k/$procs" "$work/redisrate.txt" &
+					pids+=($!)
+				done
+				wait "${pids[@]}"
+			fi
+			read -r got first last < <(curl -s "$gotarget/_arrivals?reset=1")
+			if [ "$got" -lt 2 ]; then note "$cs" fetch "$r" "only $got arrivals: no figure"; continue; fi
+			add "$cs" fetch "$(echo "scale=6; ($got - 1) * 1000000000 / ($last - $first)" | bc)"
+			note "$cs" fetch "$r" "$got starts in $(echo "scale=3; ($last - $first) / 1000000000" | bc)s, $procs process(es)"
+		done
+	done
+	rm -f "$work"/records?.jsonl
+}
+if want redisrate; then
+	if ! have redis-server; then
+		echo "suite.sh: redisrate: redis-server is not installed: skipped"
+	elif bench_redis "$work/redis" "${ports[3]}"; then
+		server_pids+=("$BENCH_PID")
+		pace_redis
+	else
+		echo "suite.sh: redisrate: redis-server did not start: skipped"
+	fi
+fi
 elapsed=$(( $(date +%s) - started ))
 
 # stats CASE TOOL: "median min max" of the values, empty when there are none.
@@ -558,7 +610,7 @@ median() { local m _; read -r m _ < <(stats "$1" "$2"); echo "${m:-}"; }
 fmt() {
 	case "$1" in
 	slow) printf '%.3f' "$2" ;;
-	rate | fastrate) printf '%.2f' "$2" ;;
+	rate | fastrate | redisrate*) printf '%.2f' "$2" ;;
 	cpu | *_cpu | *_px) printf '%.1f' "$2" ;;
 	*) printf '%.0f' "$2" ;;
 	esac
@@ -584,6 +636,8 @@ declare -A label=(
 	[slow]="$BENCH_SLOW x ${BENCH_SLOW_MS}ms, makespan/ideal"
 	[rate]="$BENCH_RATE_N at ${BENCH_RATE}/s, mean rate/s"
 	[fastrate]="$BENCH_FAST_RATE_N at ${BENCH_FAST_RATE}/s, mean rate/s"
+	[redisrate]="$BENCH_REDIS_RATE_N at ${BENCH_REDIS_RATE}/s redis, rate/s"
+	[redisrate2]="the same, 2 processes, rate/s"
 )
 tools=(fetch hey hey-go curl vegeta wrk)
 rows=(direct cpu)
@@ -710,8 +764,12 @@ goal big curl '>=' 1 "100 KiB: fetch req/s / curl's >= 1"
 goal_pairs squid 0.95 "squid: fetch req/s / wrk's >= 0.95"
 goal_pairs tinyproxy 0.8 "tinyproxy: fetch req/s / wrk's >= 0.8"
 goal slow - '<=' 1.03 "latency-bound: fetch makespan / ideal <= 1.03"
-for cs in rate fastrate; do
-	if [ "$cs" = rate ]; then want_rate="$BENCH_RATE"; else want_rate="$BENCH_FAST_RATE"; fi
+for cs in rate fastrate redisrate redisrate2; do
+	case "$cs" in
+	rate) want_rate="$BENCH_RATE" ;;
+	fastrate) want_rate="$BENCH_FAST_RATE" ;;
+	*) want_rate="$BENCH_REDIS_RATE" ;;
+	esac
 	f_rate="$(median "$cs" fetch)"
 	if [ -n "$f_rate" ]; then
 		res["${cs}_err|fetch"]="$(echo "e = ($f_rate - $want_rate) / $want_rate; if (e < 0) e = -e; e" | bc -l)"
