@@ -3,10 +3,13 @@
 -- Chooses a proxy by the policy among the first M budgets of bidx and their
 -- first M proxies, skipping benched, at-cap and rate-limited ones, and takes
 -- the lease, the counts and every token in one step. Returns
---   {'ok', proxy, budget, proxyInFlight, hostInFlight, epoch, probe, now, charged, next}
+--   {'ok', proxy, budget, proxyInFlight, hostInFlight, epoch, probe, now, charged, next, global}
 --     (charged: the time the rate tokens were charged at, see gcra; next:
---     when the same request's next token comes due, 0 with no rate)
---   {'wait', 'host'|'all', µs, now}   (-1: until a release)
+--     when the same request's next token comes due, 0 with no rate;
+--     global: when the global rate's next comes due, 0 with none)
+--   {'wait', 'host'|'all', µs, now, hard}   (µs -1: until a release; hard '1':
+--                                  nothing of any process starts before, the
+--                                  global rate or the grace after a reset)
 --   {'reset'}                     (no epoch: Redis lost its data)
 --   {'dead', n, rejected, µs}     (the pool of n proxies cannot serve: every one
 --                                  rejected, or none healthy for µs = the pool wait)
@@ -23,7 +26,7 @@ local due = tonumber(ARGV[H + 4])
 if not due or due > now or now - due > LATE then due = nil end
 local eid, graceEnd = epoch()
 if not eid then return {'reset'} end
-if now < graceEnd then return {'wait', 'all', I(graceEnd - now), I(now)} end
+if now < graceEnd then return {'wait', 'all', I(graceEnd - now), I(now), '1'} end
 -- A pool that could not serve stays so for the rest of the run.
 local dead = redis.call('HGET', K_tat, 'dead')
 if dead then
@@ -51,7 +54,7 @@ end
 local hw, hnew, hat = gcra(redis.call('HGET', K_hosts, 't|' .. host), now, hostT, hostTau, due)
 if hw > 0 then return {'wait', 'host', I(hw), I(now)} end
 local gw, gnew, gat = gcra(redis.call('HGET', K_tat, 'g'), now, globT, globTau, due)
-if gw > 0 then return {'wait', 'all', I(gw), I(now)} end
+if gw > 0 then return {'wait', 'all', I(gw), I(now), '1'} end
 
 local avoid = {}
 if avoidS ~= '' then
@@ -187,4 +190,5 @@ bsync(b, c)
 -- the ask for it is charged on schedule when it arrives a round trip late.
 local function nextAt(new, T, tau) if new then return new + T - tau end return 0 end
 local nxt = math.max(nextAt(hnew, hostT, hostTau), nextAt(gnew, globT, globTau), nextAt(pick.new, c.T, c.tau))
-return {'ok', p, b, I(pin), I(hin2), eid, probe, I(now), I(math.max(hat, gat, pick.at)), I(nxt)}
+return {'ok', p, b, I(pin), I(hin2), eid, probe, I(now), I(math.max(hat, gat, pick.at)), I(nxt),
+        I(nextAt(gnew, globT, globTau))}

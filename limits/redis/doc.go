@@ -28,7 +28,9 @@
 // neither the lateness of a process's timer nor its round trips add up over
 // a run, whether it waits between tokens or asks for the next while the
 // last is still on its way. An attempt starts at most that much after its
-// charge.
+// charge. While the global rate holds every waiter back, a process does not
+// ask before its next token comes due (a grant's reply and a wait tell
+// when), so it makes one acquire call per start, not one per release too.
 //
 // Client clocks do not matter: a process's clock only schedules its own
 // renewals and timers.

@@ -83,6 +83,10 @@ type Scheduler struct {
 	// notBefore (client clock): Redis said nothing can start before then,
 	// so a new Acquire need not ask before it either.
 	notBefore time.Time
+	// rateAt (client clock): Redis said nothing of any process starts
+	// before then, whatever is released: the global rate's next token (or
+	// the grace after a reset). The dispatcher does not ask before it.
+	rateAt time.Time
 	// dueUs (Redis clock, µs): this process's logical time for rates, as
 	// limits.Local has one: when its next token comes due, by the last
 	// wait Redis told of or the last grant; 0 for none. Every acquire sends
@@ -354,6 +358,9 @@ func (s *Scheduler) try(ctx context.Context, req limits.Request, due int64) resu
 			if str(v, 1) == "all" {
 				s.notBefore = sent.Add(d)
 			}
+			if str(v, 4) == "1" {
+				s.rateAt = sent.Add(d)
+			}
 			if now > 0 {
 				s.dueUs = now + w
 			}
@@ -382,6 +389,12 @@ func (s *Scheduler) try(ctx context.Context, req limits.Request, due int64) resu
 	charged := atoi(str(v, 8)) // 0 in a repeated call's reply
 	if next := atoi(str(v, 9)); next > 0 {
 		s.dueUs = next
+	}
+	if g, now := atoi(str(v, 10)), atoi(str(v, 7)); g > now {
+		s.rateAt = sent.Add(time.Duration(g-now) * time.Microsecond)
+		if s.notBefore.Before(s.rateAt) {
+			s.notBefore = s.rateAt
+		}
 	}
 	s.mu.Unlock()
 	if s.onGrant != nil {
@@ -497,6 +510,9 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 	if len(ws) == 0 {
 		return -1, false
 	}
+	if d := s.untilRate(); d > 0 {
+		return d, false
+	}
 	next := time.Duration(-1)
 	soon := func(d time.Duration) {
 		if d >= 0 && (next < 0 || d < next) {
@@ -536,6 +552,10 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 			s.nwait--
 			w.ch <- grant{l: r.lease}
 			s.mu.Unlock()
+			if d := s.untilRate(); d > 0 { // the grant's reply told of the global rate's next token
+				soon(d)
+				return next, false
+			}
 		case r.host:
 			if blocked == nil {
 				blocked = map[string]bool{}
@@ -548,6 +568,13 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 		}
 	}
 	return next, false
+}
+
+// untilRate returns how long until rateAt: before it, no ask can pass.
+func (s *Scheduler) untilRate() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rateAt.Sub(s.now())
 }
 
 // fail ends waiters with err.

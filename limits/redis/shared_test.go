@@ -252,6 +252,68 @@ func TestRateKeepsItsSchedule(t *testing.T) {
 	}
 }
 
+// TestGlobalRateAsksOncePerStart: while a global rate holds every waiter
+// back, a process asks Redis about once per start. A grant's reply tells
+// when the global rate's next token comes due, and the dispatcher neither
+// asks for the next waiter before then nor when a release wakes it: each
+// such ask could only be told to wait (--rate 1000/s made 1.7 of them per
+// start).
+func TestGlobalRateAsksOncePerStart(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := proxies(2, limits.Spec{})
+	cfg.Global = limits.Rate{N: 200, Per: time.Second}
+	c := srv.Client()
+	acquires := &countHook{hash: newScripts().acquire.Hash()}
+	c.AddHook(acquires)
+	s, err := New(context.Background(), c, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(); c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	cnt := newCounter()
+	hammer(ctx, t, []*Scheduler{s}, cfg, 16, []string{"x:80", "y:80"}, time.Millisecond, cnt)
+	grants, asks := cnt.grants.Load(), acquires.n.Load()
+	if grants < 150 {
+		t.Fatalf("%d starts in 1s at 200/s", grants)
+	}
+	// A stalled machine's timer may let an ask through a little early: it
+	// is told to wait. 1.25 asks per start leaves room for one in four.
+	if float64(asks) > 1.25*float64(grants) {
+		t.Errorf("%d acquire calls for %d starts", asks, grants)
+	}
+}
+
+// countHook counts the commands that run the script of hash, by EVALSHA
+// or by EVAL.
+type countHook struct {
+	hash string
+	n    atomic.Int64
+}
+
+func (*countHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h *countHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		a := cmd.Args()
+		if len(a) > 1 && a[0] == "evalsha" && a[1] == h.hash {
+			h.n.Add(1)
+		}
+		if len(a) > 1 && a[0] == "eval" {
+			if src, ok := a[1].(string); ok && goredis.NewScript(src).Hash() == h.hash {
+				h.n.Add(1)
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (*countHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
 // lateHook sends every command d late, as a Redis far away would answer.
 type lateHook time.Duration
 
