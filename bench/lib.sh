@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # bench/lib.sh: what the scripts in bench/ share. Source it; it defines
 # functions only and starts nothing.
+# shellcheck disable=SC2034 # BENCH_PID, LOOPBACK_PID: set for the scripts that source it
 
 # bench_path adds Go's bin directories (the toolchain's and go install's).
 bench_path() {

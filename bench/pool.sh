@@ -29,7 +29,12 @@ done
 command -v /usr/bin/time >/dev/null || { echo "pool.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
 work="$(mktemp -d)"
 LOOPBACK_PID="" tinyproxy_pid=""
-trap 'for p in $LOOPBACK_PID $tinyproxy_pid; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+cleanup() {
+	local p
+	for p in $LOOPBACK_PID $tinyproxy_pid; do kill "$p" 2>/dev/null || true; done
+	rm -rf "$work"
+}
+trap cleanup EXIT
 
 bench_build "$work"
 bench_loopback "$work" -urls "$urls" -size 1024 -proxies 1 -for 30m

@@ -463,6 +463,7 @@ if want sustained; then
 	rm -f "$work"/sustained.*
 fi
 if want big; then
+	# shellcheck disable=SC2153 # BENCH_BIG: set by size
 	echo "suite.sh: big: $BENCH_BIG x 100 KiB from $web_name"
 	mklist big "$BENCH_BIG" "$web$(web_path 102400)?i="
 	rate_case big big "$BENCH_BIG" "" fetch "${peers[@]}"
