@@ -1,5 +1,5 @@
 -- acquire: ARGV after the header: lease id, host, avoided proxies ("\n"-joined),
--- due: the time a wait this process was told of came due ('' for none).
+-- due: the process's logical time for rates ('' for none; see below).
 -- Chooses a proxy by the policy among the first M budgets of bidx and their
 -- first M proxies, skipping benched, at-cap and rate-limited ones, and takes
 -- the lease, the counts and every token in one step. Returns
@@ -16,11 +16,13 @@
 local id, host, avoidS = ARGV[H + 1], ARGV[H + 2], ARGV[H + 3]
 local now = nowUs()
 -- due is the process's logical time: when its next token comes due, as a
--- wait or its last grant told it. Its ask arrives late by its timer and a
--- round trip, or by the round trips of the asks before it: its rate tokens
--- are charged at due (or when they came due, if later), so the lateness
--- does not add up, but only when due is at most LATE µs before now, so that
--- no stale due time banks tokens.
+-- wait told it, or while others of the process wait, its last grant. Its
+-- ask arrives late by its timer and a round trip, or by the round trips of
+-- the asks before it: its rate tokens are charged at due (or when they came
+-- due, if later), so the lateness does not add up, but only when due has
+-- passed and is at most LATE µs before now. A limiter that was idle can so
+-- give at most LATE µs of tokens at once: a process that stalled catches
+-- up with its schedule by at most that much.
 local LATE = 10000
 local due = tonumber(ARGV[H + 4])
 if not due or due > now or now - due > LATE then due = nil end

@@ -74,11 +74,11 @@ end
 -- gcra: a rate limit by the generic cell rate algorithm, on the Redis clock.
 -- It returns how long until an admission at now is allowed (0: now), and
 -- when it is, the limiter's new theoretical arrival time (TAT) and the time
--- the admission is charged at. That is due when one is given (the time a
--- waiting client's token came due, which acquire takes only shortly before
--- now), else now, or the time the limiter allowed it when that is later:
--- charged at due, a waiter's timer lateness and round trip are not lost to
--- the rate. Whether it is allowed does not depend on due. The times charged
+-- the admission is charged at. That is due when one is given (the
+-- process's logical time, when its token came due, which acquire takes only
+-- shortly before now), else now, or the time the limiter allowed it when
+-- that is later: charged at due, a waiter's timer lateness and round trips
+-- are not lost to the rate. Whether it is allowed does not depend on due. The times charged
 -- meet the bound (at most burst-1+ceil(W/T) in any window of length W).
 local function gcra(tat, now, T, tau, due)
   local at = due or now

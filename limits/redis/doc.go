@@ -19,19 +19,22 @@
 // Redis's TIME in microseconds: in any half-open window of length W at
 // most burst−1+⌈W/T⌉ attempts are charged a token, across all processes.
 // Burst is how many may start at once after a quiet spell; burst 1 means
-// evenly spaced starts, so "60/m burst 1" never charges more than 60 in
+// evenly spaced charges, so "60/m burst 1" never charges more than 60 in
 // any 60s. They are kept by schedule, as limits.GCRA is in one process:
-// each process keeps a logical time, when its next token comes due, as
-// Redis told it with a wait or with its last grant, and sends it with every
-// ask; an ask that arrives within 10ms of that time (acquire.lua's LATE) is
-// charged at it, or when its own token came due if that is later. So
-// neither the lateness of a process's timer nor its round trips add up over
-// a run, whether it waits between tokens or asks for the next while the
-// last is still on its way. An attempt starts at most that much after its
-// charge. While the global rate holds every waiter back, a process does not
-// ask before its next token comes due (a grant's reply and a wait tell
-// when), so it makes one acquire call per start, not one per release too.
-//
+// while attempts of a process wait, it keeps a logical time, when its next
+// token comes due, as Redis told it with a wait or with its last grant, and
+// sends it with every ask; an ask that arrives within 10ms after that time
+// (acquire.lua's LATE) is charged at it, or when its own token came due if
+// that is later. So neither the lateness of a process's timer nor its round
+// trips add up over a run, whether it waits between tokens or asks for the
+// next while the last is still on its way. An attempt starts at most that
+// much after its charge, and a process that stalled catches up by at most
+// that much: after a stall of L ≤ 10ms, up to about L/T more attempts than
+// the burst may start at once. An Acquire that finds none of its process
+// waiting is charged when it reaches Redis. While the global rate holds
+// every waiter back, a process does not ask before its next token comes due
+// (a grant's reply and a wait tell when).
+
 // Client clocks do not matter: a process's clock only schedules its own
 // renewals and timers.
 //

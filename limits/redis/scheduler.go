@@ -87,13 +87,15 @@ type Scheduler struct {
 	// before then, whatever is released: the global rate's next token (or
 	// the grace after a reset). The dispatcher does not ask before it.
 	rateAt time.Time
-	// dueUs (Redis clock, µs): this process's logical time for rates, as
-	// limits.Local has one: when its next token comes due, by the last
-	// wait Redis told of or the last grant; 0 for none. Every acquire sends
-	// it, and Redis charges the rate tokens of one that asks a little late
-	// at that time, or when its own token came due if that is later (see
-	// acquire.lua), so that neither the lateness of the dispatcher's timer
-	// nor the round trips of the asks before add up over a run.
+	// dueUs (Redis clock, µs): the local queue's logical time for rates:
+	// when its next token comes due, as the last wait Redis told of says,
+	// or while waiters remain, the last grant; 0 for none. The dispatcher
+	// sends it with every ask, and Redis charges the rate tokens of one
+	// that arrives a little late at that time, or when its own token came
+	// due if that is later (see acquire.lua), so that neither the lateness
+	// of the dispatcher's timer nor the round trips of the asks before add
+	// up over a run. An Acquire that finds none waiting sends none: it is
+	// charged when it reaches Redis, as limits.Local charges one.
 	dueUs int64
 
 	kick      chan struct{}
@@ -255,11 +257,11 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 		return nil, limits.ErrClosed
 	}
 	fast := s.nwait == 0 && s.down == nil && !s.now().Before(s.notBefore)
-	due := s.dueUs
 	s.mu.Unlock()
 	if fast {
 		// Not cancelled by ctx: a call cut short may have taken a lease.
-		r := s.try(context.WithoutCancel(ctx), req, due)
+		// None waits: charged when it reaches Redis, as in limits.Local.
+		r := s.try(context.WithoutCancel(ctx), req, 0, false)
 		if r.lease != nil {
 			if ctx.Err() != nil {
 				r.lease.Release()
@@ -324,8 +326,8 @@ type result struct {
 
 // try runs the acquire script once for req; due is the logical time
 // (dueUs) to charge rate tokens at when it is a little before now, 0 for
-// none.
-func (s *Scheduler) try(ctx context.Context, req limits.Request, due int64) result {
+// none, and queued says whether req is a waiter of the local queue.
+func (s *Scheduler) try(ctx context.Context, req limits.Request, due int64, queued bool) result {
 	id := newID()
 	var avoid []string
 	for _, p := range req.Avoid {
@@ -387,8 +389,11 @@ func (s *Scheduler) try(ctx context.Context, req limits.Request, due int64) resu
 		s.event(pi, "probing", 0)
 	}
 	charged := atoi(str(v, 8)) // 0 in a repeated call's reply
-	if next := atoi(str(v, 9)); next > 0 {
-		s.dueUs = next
+	if queued {                // the schedule goes on only while others wait (see dueUs)
+		s.dueUs = 0
+		if next := atoi(str(v, 9)); next > 0 && s.nwait > 1 {
+			s.dueUs = next
+		}
 	}
 	if g, now := atoi(str(v, 10)), atoi(str(v, 7)); g > now {
 		s.rateAt = sent.Add(time.Duration(g-now) * time.Microsecond)
@@ -472,8 +477,12 @@ func (s *Scheduler) dispatcher() {
 		if wait != 0 {
 			if !failed && (wait < 0 || wait > s.poll) {
 				// Poll within [poll/2, 3poll/2) for other processes' releases,
-				// in case their pub/sub message is missed.
-				wait = s.poll/2 + time.Duration(s.rand()%uint64(s.poll))
+				// in case their pub/sub message is missed, but not past a
+				// token's due time.
+				p := s.poll/2 + time.Duration(s.rand()%uint64(s.poll))
+				if wait < 0 || p < wait {
+					wait = p
+				}
 			}
 			t.Reset(wait)
 			select {
@@ -530,7 +539,7 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 		s.mu.Lock()
 		due := s.dueUs
 		s.mu.Unlock()
-		r := s.try(s.base, w.req, due)
+		r := s.try(s.base, w.req, due, true)
 		switch {
 		case r.err != nil:
 			var conflict error
