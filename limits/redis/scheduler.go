@@ -389,7 +389,8 @@ func (s *Scheduler) try(ctx context.Context, req limits.Request, due int64, queu
 		s.event(pi, "probing", 0)
 	}
 	charged := atoi(str(v, 8)) // 0 in a repeated call's reply
-	if queued {                // the schedule goes on only while others wait (see dueUs)
+	// The schedule goes on only while others wait (see dueUs).
+	if queued {
 		s.dueUs = 0
 		if next := atoi(str(v, 9)); next > 0 && s.nwait > 1 {
 			s.dueUs = next
