@@ -193,6 +193,11 @@ func TestRateAcrossSchedulers(t *testing.T) {
 // token came due, and it must be charged at the time its token came due,
 // not when its ask arrived (--rate 1000/s gave 895/s so).
 //
+// The last case polls every 37.5 to 112.5 ms, where a token's wait is just
+// under 80 ms: the dispatcher must still wake when the token comes due,
+// not up to 33 ms later with its poll (and be charged then: about a third
+// of the intervals were off so).
+//
 // Most intervals, not all: an ask more than 10 ms late (a stalled test
 // machine) is charged when it reaches Redis, by design.
 func TestRateKeepsItsSchedule(t *testing.T) {
@@ -201,15 +206,18 @@ func TestRateKeepsItsSchedule(t *testing.T) {
 		name  string
 		rate  limits.Rate
 		delay time.Duration // of every command sent to Redis
+		poll  time.Duration // Options.Poll; 0 for the default
 		set   func(*limits.Config, limits.Rate)
 	}{
-		{"global", slow, 0, func(c *limits.Config, r limits.Rate) { c.Global = r }},
-		{"proxy", slow, 0, func(c *limits.Config, r limits.Rate) { c.Budgets[0] = limits.Spec{Rate: r, Burst: 1} }},
-		{"host", slow, 0, func(c *limits.Config, r limits.Rate) { c.Host = limits.Spec{Rate: r, Burst: 1} }},
-		{"global, slow Redis", fast, 3500 * time.Microsecond, func(c *limits.Config, r limits.Rate) { c.Global = r }},
-		{"proxy, slow Redis", fast, 3500 * time.Microsecond, func(c *limits.Config, r limits.Rate) {
+		{"global", slow, 0, 0, func(c *limits.Config, r limits.Rate) { c.Global = r }},
+		{"proxy", slow, 0, 0, func(c *limits.Config, r limits.Rate) { c.Budgets[0] = limits.Spec{Rate: r, Burst: 1} }},
+		{"host", slow, 0, 0, func(c *limits.Config, r limits.Rate) { c.Host = limits.Spec{Rate: r, Burst: 1} }},
+		{"global, slow Redis", fast, 3500 * time.Microsecond, 0, func(c *limits.Config, r limits.Rate) { c.Global = r }},
+		{"proxy, slow Redis", fast, 3500 * time.Microsecond, 0, func(c *limits.Config, r limits.Rate) {
 			c.Budgets[0] = limits.Spec{Rate: r, Burst: 1}
 		}},
+		{"global, polled", limits.Rate{N: 1, Per: 80 * time.Millisecond}, 0, 75 * time.Millisecond,
+			func(c *limits.Config, r limits.Rate) { c.Global = r }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t)
@@ -219,7 +227,7 @@ func TestRateKeepsItsSchedule(t *testing.T) {
 			if tc.delay > 0 {
 				c.AddHook(lateHook(tc.delay))
 			}
-			s, err := New(context.Background(), c, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+			s, err := New(context.Background(), c, Options{Namespace: "t", LeaseTTL: time.Second, Poll: tc.poll}, cfg)
 			if err != nil {
 				c.Close()
 				t.Fatal(err)
@@ -228,7 +236,11 @@ func TestRateKeepsItsSchedule(t *testing.T) {
 			var mu sync.Mutex
 			var at []int64
 			s.onGrant = func(_ int, us int64) { mu.Lock(); at = append(at, us); mu.Unlock() }
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			run := time.Second
+			if tc.poll > 0 {
+				run = 2 * time.Second // 24 intervals
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), run)
 			defer cancel()
 			// Enough workers that some wait while others give their leases
 			// back: an Acquire that finds none waiting is charged when it
