@@ -28,9 +28,12 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 // newSched starts a Scheduler on srv for cfg and closes it (and its
 // client) when t ends.
-func newSched(t testing.TB, srv *redistest.Server, opt Options, cfg limits.Config) *Scheduler {
+func newSched(t testing.TB, srv *redistest.Server, opt Options, cfg limits.Config, hooks ...goredis.Hook) *Scheduler {
 	t.Helper()
 	c := srv.Client()
+	for _, h := range hooks {
+		c.AddHook(h)
+	}
 	s, err := New(context.Background(), c, opt, cfg)
 	if err != nil {
 		c.Close()

@@ -223,16 +223,11 @@ func TestRateKeepsItsSchedule(t *testing.T) {
 			srv := redistest.Start(t)
 			cfg := proxies(1, limits.Spec{})
 			tc.set(&cfg, tc.rate)
-			c := srv.Client()
+			var hooks []goredis.Hook
 			if tc.delay > 0 {
-				c.AddHook(lateHook(tc.delay))
+				hooks = append(hooks, lateHook(tc.delay))
 			}
-			s, err := New(context.Background(), c, Options{Namespace: "t", LeaseTTL: time.Second, Poll: tc.poll}, cfg)
-			if err != nil {
-				c.Close()
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close(); c.Close() })
+			s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second, Poll: tc.poll}, cfg, hooks...)
 			var mu sync.Mutex
 			var at []int64
 			s.onGrant = func(_ int, us int64) { mu.Lock(); at = append(at, us); mu.Unlock() }
@@ -274,15 +269,8 @@ func TestGlobalRateAsksOncePerStart(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := proxies(2, limits.Spec{})
 	cfg.Global = limits.Rate{N: 200, Per: time.Second}
-	c := srv.Client()
 	acquires := &countHook{hash: newScripts().acquire.Hash()}
-	c.AddHook(acquires)
-	s, err := New(context.Background(), c, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
-	if err != nil {
-		c.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close(); c.Close() })
+	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg, acquires)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	cnt := newCounter()
