@@ -1,8 +1,15 @@
--- acquire: ARGV after the header: lease id, host, avoided proxies ("\n"-joined),
--- due: the process's logical time for rates ('' for none; see below).
--- Chooses a proxy by the policy among the first M budgets of bidx and their
--- first M proxies, skipping benched, at-cap and rate-limited ones, and takes
--- the lease, the counts and every token in one step. Returns
+-- acquire: ARGV after the header: n, then n requests of four arguments each:
+-- lease id, host, avoided proxies ("\n"-joined), and due: the process's
+-- logical time for rates ('' for none; see below), read for the first
+-- request only. The requests are a process's waiters in its queue's order,
+-- tried in turn in one call: one round trip asks for as many as can start.
+-- Returns a reply for each request tried, in order; it stops after a
+-- 'wait' 'all', a 'reset' or a 'dead' (those behind would be told the
+-- same). A request whose host was told to wait earlier in the call is told
+-- the same without being tried. For each request it chooses a proxy by the
+-- policy among the first M budgets of bidx and their first M proxies,
+-- skipping benched, at-cap and rate-limited ones, and takes the lease, the
+-- counts and every token in one step. A request's reply is
 --   {'ok', proxy, budget, proxyInFlight, hostInFlight, epoch, probe, now, charged, next, global}
 --     (charged: the time the rate tokens were charged at, see gcra; next:
 --     when the same request's next token comes due, 0 with no rate;
@@ -13,7 +20,6 @@
 --   {'reset'}                     (no epoch: Redis lost its data)
 --   {'dead', n, rejected, µs}     (the pool of n proxies cannot serve: every one
 --                                  rejected, or none healthy for µs = the pool wait)
-local id, host, avoidS = ARGV[H + 1], ARGV[H + 2], ARGV[H + 3]
 local now = nowUs()
 -- due is the process's logical time: when its next token comes due, as a
 -- wait told it, or while others of the process wait, its last grant. Its
@@ -22,175 +28,204 @@ local now = nowUs()
 -- due, if later), so the lateness does not add up, but only when due has
 -- passed and is at most LATE µs before now. A limiter that was idle can so
 -- give at most LATE µs of tokens at once: a process that stalled catches
--- up with its schedule by at most that much.
+-- up with its schedule by at most that much. Within one call, a grant's
+-- next (when the same request's next token comes due) is the due of the
+-- request after it, as the process would send it in its next ask.
 local LATE = 10000
-local due = tonumber(ARGV[H + 4])
-if not due or due > now or now - due > LATE then due = nil end
-local eid, graceEnd = epoch()
-if not eid then return {'reset'} end
-if now < graceEnd then return {'wait', 'all', I(graceEnd - now), I(now), '1'} end
--- A pool that could not serve stays so for the rest of the run.
-local dead = redis.call('HGET', K_tat, 'dead')
-if dead then
-  local f = split(dead, ' ')
-  return {'dead', f[1], f[2], f[3]}
-end
--- The same id again (a client library's retry of a call that did run):
--- answer as the first time rather than take a second permit.
-if redis.call('ZSCORE', K_leases, id) then
-  local f = split(redis.call('HGET', K_linfo, id) or '', '\n')
-  if f[2] then
-    return {'ok', f[1], f[2], redis.call('HGET', K_pin, f[1]) or '1',
-            redis.call('HGET', K_hosts, 'i|' .. f[3]) or '1', eid, f[4], f[5]}
+local swept = false
+
+local function acquireOne(id, host, avoidS, due)
+  if due and (due > now or now - due > LATE) then due = nil end
+  local eid, graceEnd = epoch()
+  if not eid then return {'reset'} end
+  if now < graceEnd then return {'wait', 'all', I(graceEnd - now), I(now), '1'} end
+  -- A pool that could not serve stays so for the rest of the run.
+  local dead = redis.call('HGET', K_tat, 'dead')
+  if dead then
+    local f = split(dead, ' ')
+    return {'dead', f[1], f[2], f[3]}
   end
-end
-sweepLeases(now)
-sweepHosts(now)
-benchEnds(now)
+  -- The same id again (a client library's retry of a call that did run):
+  -- answer as the first time rather than take a second permit.
+  if redis.call('ZSCORE', K_leases, id) then
+    local f = split(redis.call('HGET', K_linfo, id) or '', '\n')
+    if f[2] then
+      return {'ok', f[1], f[2], redis.call('HGET', K_pin, f[1]) or '1',
+              redis.call('HGET', K_hosts, 'i|' .. f[3]) or '1', eid, f[4], f[5]}
+    end
+  end
+  if not swept then
+    sweepLeases(now)
+    sweepHosts(now)
+    benchEnds(now)
+    swept = true
+  end
 
-local hin = num(redis.call('HGET', K_hosts, 'i|' .. host), 0)
-if hostCap > 0 and hin >= hostCap then
-  redis.call('SET', K_want, '1', 'PX', 2000)
-  return {'wait', 'host', '-1', I(now)}
-end
-local hw, hnew, hat = gcra(redis.call('HGET', K_hosts, 't|' .. host), now, hostT, hostTau, due)
-if hw > 0 then return {'wait', 'host', I(hw), I(now)} end
-local gw, gnew, gat = gcra(redis.call('HGET', K_tat, 'g'), now, globT, globTau, due)
-if gw > 0 then return {'wait', 'all', I(gw), I(now), '1'} end
+  local hin = num(redis.call('HGET', K_hosts, 'i|' .. host), 0)
+  if hostCap > 0 and hin >= hostCap then
+    redis.call('SET', K_want, '1', 'PX', 2000)
+    return {'wait', 'host', '-1', I(now)}
+  end
+  local hw, hnew, hat = gcra(redis.call('HGET', K_hosts, 't|' .. host), now, hostT, hostTau, due)
+  if hw > 0 then return {'wait', 'host', I(hw), I(now)} end
+  local gw, gnew, gat = gcra(redis.call('HGET', K_tat, 'g'), now, globT, globTau, due)
+  if gw > 0 then return {'wait', 'all', I(gw), I(now), '1'} end
 
-local avoid = {}
-if avoidS ~= '' then
-  for _, p in ipairs(split(avoidS, '\n')) do avoid[p] = true end
-end
-local paired = redis.call('HEXISTS', K_hosts, 'q|' .. host) == 1
-local soonest = -1
-local function soon(w)
-  if soonest < 0 or w < soonest then soonest = w end
-end
+  local avoid = {}
+  if avoidS ~= '' then
+    for _, p in ipairs(split(avoidS, '\n')) do avoid[p] = true end
+  end
+  local paired = redis.call('HEXISTS', K_hosts, 'q|' .. host) == 1
+  local soonest = -1
+  local function soon(w)
+    if soonest < 0 or w < soonest then soonest = w end
+  end
 
-local pick, fb
-local budgets
-if policy == 3 then
-  budgets = redis.call('ZRANDMEMBER', K_bidx, M)
-else
-  budgets = redis.call('ZRANGE', K_bidx, 0, M - 1)
-end
-for _, b in ipairs(budgets) do
-  local c = bcfg(b)
-  local inf = num(redis.call('HGET', K_bin, b), 0)
-  if c.cap <= 0 or inf < c.cap then
-    local w, bnew, bat = gcra(redis.call('HGET', K_tat, 'b|' .. b), now, c.T, c.tau, due)
-    if w > 0 then
-      soon(w)
-    else
-      local lo = c.bi * SPAN
-      local off = 0
-      if policy == 3 and c.members > 1 then off = seed % c.members end
-      local ps = redis.call('ZRANGEBYSCORE', K_pidx, F(lo), F(lo + OFF), 'WITHSCORES', 'LIMIT', off, M)
-      if #ps == 0 and off > 0 then
-        ps = redis.call('ZRANGEBYSCORE', K_pidx, F(lo), F(lo + OFF), 'WITHSCORES', 'LIMIT', 0, M)
-      end
-      for i = 1, #ps, 2 do
-        local p, sc = ps[i], tonumber(ps[i + 1])
-        if sc - lo >= OFF then
-          if policy ~= 3 then
-            -- sorted: every proxy from here on is benched or has its probe out
-            local u = redis.call('ZSCORE', K_bench, p)
-            if u then soon(math.max(tonumber(u) - now, 1)) end
-            break
-          end
-        else
-          local ok, pr = true, nil
-          if paired then
-            pr = getPair('p|' .. p .. '|' .. host)
-            if pr then
-              if pr.inflight >= pr.window then
-                ok = false
-              elseif pr.nxt > now then
-                ok = false
-                soon(pr.nxt - now)
+  local pick, fb
+  local budgets
+  if policy == 3 then
+    budgets = redis.call('ZRANDMEMBER', K_bidx, M)
+  else
+    budgets = redis.call('ZRANGE', K_bidx, 0, M - 1)
+  end
+  for _, b in ipairs(budgets) do
+    local c = bcfg(b)
+    local inf = num(redis.call('HGET', K_bin, b), 0)
+    if c.cap <= 0 or inf < c.cap then
+      local w, bnew, bat = gcra(redis.call('HGET', K_tat, 'b|' .. b), now, c.T, c.tau, due)
+      if w > 0 then
+        soon(w)
+      else
+        local lo = c.bi * SPAN
+        local off = 0
+        if policy == 3 and c.members > 1 then off = seed % c.members end
+        local ps = redis.call('ZRANGEBYSCORE', K_pidx, F(lo), F(lo + OFF), 'WITHSCORES', 'LIMIT', off, M)
+        if #ps == 0 and off > 0 then
+          ps = redis.call('ZRANGEBYSCORE', K_pidx, F(lo), F(lo + OFF), 'WITHSCORES', 'LIMIT', 0, M)
+        end
+        for i = 1, #ps, 2 do
+          local p, sc = ps[i], tonumber(ps[i + 1])
+          if sc - lo >= OFF then
+            if policy ~= 3 then
+              -- sorted: every proxy from here on is benched or has its probe out
+              local u = redis.call('ZSCORE', K_bench, p)
+              if u then soon(math.max(tonumber(u) - now, 1)) end
+              break
+            end
+          else
+            local ok, pr = true, nil
+            if paired then
+              pr = getPair('p|' .. p .. '|' .. host)
+              if pr then
+                if pr.inflight >= pr.window then
+                  ok = false
+                elseif pr.nxt > now then
+                  ok = false
+                  soon(pr.nxt - now)
+                end
               end
             end
-          end
-          if ok then
-            local cand = {p = p, b = b, c = c, new = bnew, at = bat, pair = pr}
-            if not avoid[p] then pick = cand break end
-            if not fb then fb = cand end
+            if ok then
+              local cand = {p = p, b = b, c = c, new = bnew, at = bat, pair = pr}
+              if not avoid[p] then pick = cand break end
+              if not fb then fb = cand end
+            end
           end
         end
+        if pick then break end
       end
-      if pick then break end
     end
   end
-end
-if not pick then pick = fb end
-if not pick then
-  local total = redis.call('ZCARD', K_pidx)
-  local rejected = redis.call('ZCOUNT', K_bench, F(now + FOREVER / 2), '+inf')
-  if total > 0 and rejected >= total then
-    redis.call('HSET', K_tat, 'dead', I(total) .. ' ' .. I(rejected) .. ' 0')
-    return {'dead', I(total), I(rejected), '0'}
-  end
-  -- Benched and probing proxies have a probe entry, rejected ones none:
-  -- when they add up to every proxy, none is healthy, and the pool's wait
-  -- runs from the first acquire that saw it so (field nh of tat).
-  if poolWait > 0 and total > 0 and redis.call('HLEN', K_probe) + rejected >= total then
-    local since = tonumber(redis.call('HGET', K_tat, 'nh'))
-    if not since then
-      since = now
-      redis.call('HSET', K_tat, 'nh', F(now))
+  if not pick then pick = fb end
+  if not pick then
+    local total = redis.call('ZCARD', K_pidx)
+    local rejected = redis.call('ZCOUNT', K_bench, F(now + FOREVER / 2), '+inf')
+    if total > 0 and rejected >= total then
+      redis.call('HSET', K_tat, 'dead', I(total) .. ' ' .. I(rejected) .. ' 0')
+      return {'dead', I(total), I(rejected), '0'}
     end
-    if now - since >= poolWait then
-      redis.call('HSET', K_tat, 'dead', I(total) .. ' ' .. I(rejected) .. ' ' .. I(poolWait))
-      return {'dead', I(total), I(rejected), I(poolWait)}
+    -- Benched and probing proxies have a probe entry, rejected ones none:
+    -- when they add up to every proxy, none is healthy, and the pool's wait
+    -- runs from the first acquire that saw it so (field nh of tat).
+    if poolWait > 0 and total > 0 and redis.call('HLEN', K_probe) + rejected >= total then
+      local since = tonumber(redis.call('HGET', K_tat, 'nh'))
+      if not since then
+        since = now
+        redis.call('HSET', K_tat, 'nh', F(now))
+      end
+      if now - since >= poolWait then
+        redis.call('HSET', K_tat, 'dead', I(total) .. ' ' .. I(rejected) .. ' ' .. I(poolWait))
+        return {'dead', I(total), I(rejected), I(poolWait)}
+      end
+      soon(poolWait - (now - since))
     end
-    soon(poolWait - (now - since))
+    local first = redis.call('ZRANGE', K_bench, 0, 0, 'WITHSCORES')
+    if first[2] then soon(math.max(tonumber(first[2]) - now, 1)) end
+    redis.call('SET', K_want, '1', 'PX', 2000)
+    return {'wait', 'all', I(soonest), I(now)}
   end
-  local first = redis.call('ZRANGE', K_bench, 0, 0, 'WITHSCORES')
-  if first[2] then soon(math.max(tonumber(first[2]) - now, 1)) end
-  redis.call('SET', K_want, '1', 'PX', 2000)
-  return {'wait', 'all', I(soonest), I(now)}
+
+  local p, b, c = pick.p, pick.b, pick.c
+  if pick.new then redis.call('HSET', K_tat, 'b|' .. b, F(pick.new)) end
+  if hnew then redis.call('HSET', K_hosts, 't|' .. host, F(hnew)) end
+  if gnew then redis.call('HSET', K_tat, 'g', F(gnew)) end
+  local probe = '0'
+  if redis.call('HGET', K_probe, p) == '0' then
+    redis.call('HSET', K_probe, p, '1')
+    avail(b, c, -1)
+    probe = '1'
+  end
+  redis.call('ZADD', K_leases, F(now + ttl), id)
+  local pin = redis.call('HINCRBY', K_pin, p, 1)
+  redis.call('HINCRBY', K_bin, b, 1)
+  local hin2 = redis.call('HINCRBY', K_hosts, 'i|' .. host, 1)
+  if hin2 == 1 then redis.call('ZREM', K_hexp, host) end
+  if policy == 2 then
+    local s = redis.call('INCR', K_seq)
+    redis.call('HSET', K_pused, p, s)
+    redis.call('HSET', K_bused, b, s)
+  else
+    redis.call('HINCRBY', K_pused, p, 1)
+    redis.call('HINCRBY', K_bused, b, 1)
+  end
+  local pflag = '0'
+  if pick.pair then
+    pick.pair.nxt = now + pick.pair.spacing
+    pick.pair.inflight = pick.pair.inflight + 1
+    putPair('p|' .. p .. '|' .. host, pick.pair)
+    pflag = '1'
+  end
+  redis.call('HSET', K_linfo, id, p .. '\n' .. b .. '\n' .. host .. '\n' .. probe .. '\n' .. I(now) .. '\n' .. pflag)
+  local _, pi = pcfg(p)
+  psync(p, b, c, pi)
+  bsync(b, c)
+  -- The time the tokens were charged at: the latest of the limiters'. And
+  -- when the same request's next token comes due: the latest of the
+  -- limiters' next, which the process sends back as its due time, so that
+  -- the ask for it is charged on schedule when it arrives a round trip late.
+  local function nextAt(new, T, tau) if new then return new + T - tau end return 0 end
+  local nxt = math.max(nextAt(hnew, hostT, hostTau), nextAt(gnew, globT, globTau), nextAt(pick.new, c.T, c.tau))
+  return {'ok', p, b, I(pin), I(hin2), eid, probe, I(now), I(math.max(hat, gat, pick.at)), I(nxt),
+          I(nextAt(gnew, globT, globTau))}
 end
 
-local p, b, c = pick.p, pick.b, pick.c
-if pick.new then redis.call('HSET', K_tat, 'b|' .. b, F(pick.new)) end
-if hnew then redis.call('HSET', K_hosts, 't|' .. host, F(hnew)) end
-if gnew then redis.call('HSET', K_tat, 'g', F(gnew)) end
-local probe = '0'
-if redis.call('HGET', K_probe, p) == '0' then
-  redis.call('HSET', K_probe, p, '1')
-  avail(b, c, -1)
-  probe = '1'
+local n = tonumber(ARGV[H + 1])
+local due = tonumber(ARGV[H + 5])
+local out, hostWait = {}, {}
+for i = 1, n do
+  local a = H + 1 + (i - 1) * 4
+  local host = ARGV[a + 2]
+  local r = hostWait[host]
+  if not r then
+    r = acquireOne(ARGV[a + 1], host, ARGV[a + 3], due)
+    if r[1] == 'wait' and r[2] == 'host' then hostWait[host] = r end
+  end
+  out[i] = r
+  if r[1] == 'ok' then
+    local nxt = tonumber(r[10] or '0')
+    if nxt > 0 then due = nxt else due = nil end
+  elseif r[1] ~= 'wait' or r[2] ~= 'host' then
+    break
+  end
 end
-redis.call('ZADD', K_leases, F(now + ttl), id)
-local pin = redis.call('HINCRBY', K_pin, p, 1)
-redis.call('HINCRBY', K_bin, b, 1)
-local hin2 = redis.call('HINCRBY', K_hosts, 'i|' .. host, 1)
-if hin2 == 1 then redis.call('ZREM', K_hexp, host) end
-if policy == 2 then
-  local s = redis.call('INCR', K_seq)
-  redis.call('HSET', K_pused, p, s)
-  redis.call('HSET', K_bused, b, s)
-else
-  redis.call('HINCRBY', K_pused, p, 1)
-  redis.call('HINCRBY', K_bused, b, 1)
-end
-local pflag = '0'
-if pick.pair then
-  pick.pair.nxt = now + pick.pair.spacing
-  pick.pair.inflight = pick.pair.inflight + 1
-  putPair('p|' .. p .. '|' .. host, pick.pair)
-  pflag = '1'
-end
-redis.call('HSET', K_linfo, id, p .. '\n' .. b .. '\n' .. host .. '\n' .. probe .. '\n' .. I(now) .. '\n' .. pflag)
-local _, pi = pcfg(p)
-psync(p, b, c, pi)
-bsync(b, c)
--- The time the tokens were charged at: the latest of the limiters'. And
--- when the same request's next token comes due: the latest of the
--- limiters' next, which the process sends back as its due time, so that
--- the ask for it is charged on schedule when it arrives a round trip late.
-local function nextAt(new, T, tau) if new then return new + T - tau end return 0 end
-local nxt = math.max(nextAt(hnew, hostT, hostTau), nextAt(gnew, globT, globTau), nextAt(pick.new, c.T, c.tau))
-return {'ok', p, b, I(pin), I(hin2), eid, probe, I(now), I(math.max(hat, gat, pick.at)), I(nxt),
-        I(nextAt(gnew, globT, globTau))}
+return out

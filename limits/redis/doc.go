@@ -33,8 +33,12 @@
 // the burst may start at once. An Acquire that finds none of its process
 // waiting is charged when it reaches Redis. While the global rate holds
 // every waiter back, a process does not ask before its next token comes due
-// (a grant's reply and a wait tell when).
-
+// (a grant's reply and a wait tell when). A process's waiters ask together:
+// one call tries up to 16 of them in the queue's order, each charged from
+// the schedule the one before it left, and starts every one whose limits
+// allow, so a round trip longer than a token's period does not hold a rate
+// to one start a round trip.
+//
 // Client clocks do not matter: a process's clock only schedules its own
 // renewals and timers.
 //

@@ -46,7 +46,8 @@ type Options struct {
 //
 // Waiting Acquires of one process wait in a local queue, first come first
 // served except that a request whose host is at its limit does not hold up
-// requests for other hosts. They are tried again on a local release, when
+// requests for other hosts, and tried up to batchMax at a time in one call
+// of the acquire script. They are tried again on a local release, when
 // Redis says a rate token will be due, on a release by another process
 // (pub/sub), and at least every Options.Poll.
 //
@@ -261,7 +262,7 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 	if fast {
 		// Not cancelled by ctx: a call cut short may have taken a lease.
 		// None waits: charged when it reaches Redis, as in limits.Local.
-		r := s.try(context.WithoutCancel(ctx), req, 0, false)
+		r := s.try(context.WithoutCancel(ctx), req)
 		if r.lease != nil {
 			if ctx.Err() != nil {
 				r.lease.Release()
@@ -324,27 +325,74 @@ type result struct {
 	err   error
 }
 
-// try runs the acquire script once for req; due is the logical time
-// (dueUs) to charge rate tokens at when it is a little before now, 0 for
-// none, and queued says whether req is a waiter of the local queue.
-func (s *Scheduler) try(ctx context.Context, req limits.Request, due int64, queued bool) result {
-	id := newID()
-	var avoid []string
-	for _, p := range req.Avoid {
-		if p >= 0 && p < len(s.plan.pnames) {
-			avoid = append(avoid, s.plan.pnames[p])
+// try runs the acquire script once for req alone (the fast path: none of
+// this process waits), charging its rate tokens when it reaches Redis.
+func (s *Scheduler) try(ctx context.Context, req limits.Request) result {
+	c := s.callAcquire(ctx, []limits.Request{req}, 0)
+	if c.err != nil {
+		return result{err: c.err}
+	}
+	return s.reply(ctx, c, 0, req, false)
+}
+
+// acquireCall is one run of the acquire script for one or more requests.
+type acquireCall struct {
+	ids     []string // the lease ids, one a request
+	replies [][]any  // a reply for each request tried, in order
+	sent    time.Time
+	err     error
+}
+
+// callAcquire runs the acquire script once for reqs, in order, which it tries
+// until one is told that nothing can start; due is the logical time
+// (dueUs) to charge the first one's rate tokens at when it is a little
+// before now, 0 for none (see acquire.lua). On an error every id is an
+// orphan: the call may have run.
+func (s *Scheduler) callAcquire(ctx context.Context, reqs []limits.Request, due int64) acquireCall {
+	c := acquireCall{ids: make([]string, len(reqs))}
+	args := make([]any, 0, 1+4*len(reqs))
+	args = append(args, strconv.Itoa(len(reqs)))
+	for i, req := range reqs {
+		var avoid []string
+		for _, p := range req.Avoid {
+			if p >= 0 && p < len(s.plan.pnames) {
+				avoid = append(avoid, s.plan.pnames[p])
+			}
 		}
+		dueArg := ""
+		if i == 0 && due > 0 {
+			dueArg = strconv.FormatInt(due, 10)
+		}
+		c.ids[i] = newID()
+		args = append(args, c.ids[i], req.Host, strings.Join(avoid, "\n"), dueArg)
 	}
-	sent := s.now()
-	dueArg := ""
-	if due > 0 {
-		dueArg = strconv.FormatInt(due, 10)
+	c.sent = s.now()
+	v, err := s.run(ctx, s.scripts.acquire, args...)
+	if err == nil && len(v) == 0 {
+		err = fmt.Errorf("limits/redis: unexpected reply %v", v)
 	}
-	v, err := s.run(ctx, s.scripts.acquire, id, req.Host, strings.Join(avoid, "\n"), dueArg)
 	if err != nil {
-		s.orphan(id)
-		return result{err: err}
+		for _, id := range c.ids {
+			s.orphan(id)
+		}
+		c.err = err
+		return c
 	}
+	for _, r := range v {
+		rv, ok := r.([]any)
+		if !ok {
+			rv = []any{r}
+		}
+		c.replies = append(c.replies, rv)
+	}
+	return c
+}
+
+// reply reads the i-th reply of c, for req; queued says whether req is a
+// waiter of the local queue. Call it for a call's replies in order, each
+// before the grant of the one before is handed over.
+func (s *Scheduler) reply(ctx context.Context, c acquireCall, i int, req limits.Request, queued bool) result {
+	v, id, sent := c.replies[i], c.ids[i], c.sent
 	switch str(v, 0) {
 	case "reset":
 		if err := s.setup(ctx, true); err != nil {
@@ -502,9 +550,14 @@ func (s *Scheduler) dispatcher() {
 	}
 }
 
-// pass tries the waiters in order once. It returns how long until the next
-// pass is due (0: at once, -1: on a wake-up or poll), and whether Redis
-// failed.
+// batchMax is how many waiters one acquire call tries at most: enough
+// that one round trip starts what a release or a rate's tokens allow, few
+// enough that the script holds Redis briefly.
+const batchMax = 16
+
+// pass tries the waiters in order once, batchMax to an acquire call. It
+// returns how long until the next pass is due (0: at once, -1: on a
+// wake-up or poll), and whether Redis failed.
 func (s *Scheduler) pass() (time.Duration, bool) {
 	s.mu.Lock()
 	live := s.waiters[:0]
@@ -529,52 +582,76 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 			next = d
 		}
 	}
+	all := ws
 	var blocked map[string]bool
-	for _, w := range ws {
+	batch := make([]*waiter, 0, batchMax)
+	reqs := make([]limits.Request, 0, batchMax)
+	for len(ws) > 0 {
+		// The next waiters not done, whose hosts were not told to wait.
+		batch, reqs = batch[:0], reqs[:0]
 		s.mu.Lock()
-		done := w.done
-		s.mu.Unlock()
-		if done || blocked[w.req.Host] {
-			continue
+		for len(ws) > 0 && len(batch) < batchMax {
+			w := ws[0]
+			ws = ws[1:]
+			if !w.done && !blocked[w.req.Host] {
+				batch = append(batch, w)
+				reqs = append(reqs, w.req)
+			}
 		}
-		s.mu.Lock()
 		due := s.dueUs
 		s.mu.Unlock()
-		r := s.try(s.base, w.req, due, true)
-		switch {
-		case r.err != nil:
-			var conflict error
-			if errors.Is(r.err, ErrConflict) || errors.Is(r.err, limits.ErrNoUsableProxy) {
-				conflict = r.err
-			}
-			if conflict != nil { // the namespace was taken over with other limits, or every proxy is out: nothing will pass
-				s.fail(ws, conflict)
+		if len(batch) == 0 {
+			break
+		}
+		c := s.callAcquire(s.base, reqs, due)
+		if c.err != nil {
+			if errors.Is(c.err, ErrConflict) || errors.Is(c.err, limits.ErrNoUsableProxy) {
+				// the namespace was taken over with other limits, or every proxy is out: nothing will pass
+				s.fail(all, c.err)
 			}
 			return 0, true
-		case r.lease != nil:
-			s.mu.Lock()
-			if w.done {
+		}
+		if len(c.replies) > len(batch) {
+			s.noteErr(fmt.Errorf("limits/redis: %d replies to %d requests", len(c.replies), len(batch)))
+			return 0, true
+		}
+		for i, w := range batch[:len(c.replies)] {
+			r := s.reply(s.base, c, i, w.req, true)
+			switch {
+			case r.err != nil:
+				var conflict error
+				if errors.Is(r.err, ErrConflict) || errors.Is(r.err, limits.ErrNoUsableProxy) {
+					conflict = r.err
+				}
+				if conflict != nil { // the namespace was taken over with other limits, or every proxy is out: nothing will pass
+					s.fail(all, conflict)
+				}
+				return 0, true
+			case r.lease != nil:
+				s.mu.Lock()
+				if w.done {
+					s.mu.Unlock()
+					r.lease.Release()
+					continue
+				}
+				w.done = true
+				s.nwait--
+				w.ch <- grant{l: r.lease}
 				s.mu.Unlock()
-				r.lease.Release()
-				continue
+			case r.host:
+				if blocked == nil {
+					blocked = map[string]bool{}
+				}
+				blocked[w.req.Host] = true
+				soon(r.wait)
+			default:
+				soon(r.wait)
+				return next, false // nothing can start: those behind would be told the same
 			}
-			w.done = true
-			s.nwait--
-			w.ch <- grant{l: r.lease}
-			s.mu.Unlock()
-			if d := s.untilRate(); d > 0 { // the grant's reply told of the global rate's next token
-				soon(d)
-				return next, false
-			}
-		case r.host:
-			if blocked == nil {
-				blocked = map[string]bool{}
-			}
-			blocked[w.req.Host] = true
-			soon(r.wait)
-		default:
-			soon(r.wait)
-			return next, false // nothing can start: those behind would be told the same
+		}
+		if d := s.untilRate(); d > 0 { // a grant's reply told of the global rate's next token
+			soon(d)
+			return next, false
 		}
 	}
 	return next, false
