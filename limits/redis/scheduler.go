@@ -368,8 +368,8 @@ func (s *Scheduler) callAcquire(ctx context.Context, reqs []limits.Request, due 
 	}
 	c.sent = s.now()
 	v, err := s.run(ctx, s.scripts.acquire, args...)
-	if err == nil && len(v) == 0 {
-		err = fmt.Errorf("limits/redis: unexpected reply %v", v)
+	if err == nil && (len(v) == 0 || len(v) > len(reqs)) {
+		err = fmt.Errorf("limits/redis: %d replies to %d requests", len(v), len(reqs))
 	}
 	if err != nil {
 		for _, id := range c.ids {
@@ -583,6 +583,13 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 		}
 	}
 	all := ws
+	failed := func(err error) (time.Duration, bool) {
+		if errors.Is(err, ErrConflict) || errors.Is(err, limits.ErrNoUsableProxy) {
+			// the namespace was taken over with other limits, or every proxy is out: nothing will pass
+			s.fail(all, err)
+		}
+		return 0, true
+	}
 	var blocked map[string]bool
 	batch := make([]*waiter, 0, batchMax)
 	reqs := make([]limits.Request, 0, batchMax)
@@ -605,28 +612,13 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 		}
 		c := s.callAcquire(s.base, reqs, due)
 		if c.err != nil {
-			if errors.Is(c.err, ErrConflict) || errors.Is(c.err, limits.ErrNoUsableProxy) {
-				// the namespace was taken over with other limits, or every proxy is out: nothing will pass
-				s.fail(all, c.err)
-			}
-			return 0, true
-		}
-		if len(c.replies) > len(batch) {
-			s.noteErr(fmt.Errorf("limits/redis: %d replies to %d requests", len(c.replies), len(batch)))
-			return 0, true
+			return failed(c.err)
 		}
 		for i, w := range batch[:len(c.replies)] {
 			r := s.reply(s.base, c, i, w.req, true)
 			switch {
 			case r.err != nil:
-				var conflict error
-				if errors.Is(r.err, ErrConflict) || errors.Is(r.err, limits.ErrNoUsableProxy) {
-					conflict = r.err
-				}
-				if conflict != nil { // the namespace was taken over with other limits, or every proxy is out: nothing will pass
-					s.fail(all, conflict)
-				}
-				return 0, true
+				return failed(r.err)
 			case r.lease != nil:
 				s.mu.Lock()
 				if w.done {

@@ -405,9 +405,11 @@ func TestHostAtCapDoesNotBlockOthers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two waiters for the busy host ahead of the free one: one acquire
-	// call tries them in order, and tells the second of the busy host to
-	// wait without trying it.
+	// Two waiters for the busy host ahead of the free one, so that one
+	// acquire call has a host told to wait before its second request for
+	// it (acquire.lua answers that one without trying it; this test sees
+	// only that the free host's waiter is not held up and the busy ones
+	// end cleanly).
 	blocked := make(chan error, 2)
 	bctx, cancel := context.WithCancel(ctx)
 	for range 2 {
