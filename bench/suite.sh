@@ -14,7 +14,7 @@
 #   --install    run bench/setup.sh first (installs the missing peers; root)
 #   --repeats N  runs of every tool in every case (default 3, quick 1)
 #   --only LIST  cases to run: direct,sustained,big,squid,tinyproxy,slow,rate,fastrate,
-#                redisrate
+#                redisrate,redishost
 #   --tsv FILE   machine-readable results (default $TMPDIR/fetch-bench.tsv): a
 #                row "result" per case and tool (median, min, max, every run,
 #                fetch/tool), a row "pairs" per proxy case with pairs (the
@@ -61,6 +61,11 @@
 #                            one process and by two (--shard 1/2 and 2/2)
 #                            sharing the rate; fetch only, as no peer shares
 #                            a rate between processes
+#   BENCH_REDIS_HOST_N=10000/2000, BENCH_REDIS_HOST_RATE=250 and
+#                            BENCH_REDIS_HOSTS=4   the same with --host-rate:
+#                            as many starts spread over that many hosts (ports
+#                            of the Go target), each host at that rate; the
+#                            figure is the rate of the host furthest from it
 #   BENCH_WRK_SECS=3/1       how long each wrk run lasts (wrk runs by time)
 #   BENCH_PAIRS=12/2         fetch and wrk pairs through each proxy (0: none,
 #                            the proxy goals then from the repeats' medians)
@@ -116,6 +121,9 @@ size BENCH_FAST_RATE_N 50000 5000
 size BENCH_FAST_RATE 5000 5000
 size BENCH_REDIS_RATE_N 10000 2000
 size BENCH_REDIS_RATE 1000 1000
+size BENCH_REDIS_HOST_N 10000 2000
+size BENCH_REDIS_HOST_RATE 250 250
+size BENCH_REDIS_HOSTS 4 4
 size BENCH_WRK_SECS 3 1
 size BENCH_PAIRS 12 2
 if [ -z "$repeats" ]; then
@@ -125,7 +133,7 @@ case "$repeats" in '' | *[!0-9]* | 0) echo "suite.sh: --repeats takes a positive
 c="$BENCH_C"
 hey_module="github.com/rakyll/hey@v0.1.4" # Debian's hey is this version
 tsv="${tsv:-${TMPDIR:-/tmp}/fetch-bench.tsv}"
-all_cases="direct sustained big squid tinyproxy slow rate fastrate redisrate redisrate2"
+all_cases="direct sustained big squid tinyproxy slow rate fastrate redisrate redisrate2 redishost redishost2"
 want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 
 for tool in bc timeout awk; do
@@ -183,7 +191,7 @@ if have hey && [[ " ${BENCH_SKIP:-} " != *" hey-go "* ]]; then
 	fi
 fi
 fetch="$work/fetch"
-bench_loopback "$work" -urls 0 -proxies 0 -for 60m
+bench_loopback "$work" -urls 0 -proxies 0 -hosts "$BENCH_REDIS_HOSTS" -for 60m
 gotarget="$(cat "$work/target.txt")"
 
 mapfile -t ports < <("$work/loopback" -free-ports 4)
@@ -551,48 +559,79 @@ pace() {
 }
 if want rate; then pace rate "$BENCH_RATE_N" "$BENCH_RATE"; fi
 if want fastrate; then pace fastrate "$BENCH_FAST_RATE_N" "$BENCH_FAST_RATE"; fi
-# pace_redis: BENCH_REDIS_RATE_N starts at BENCH_REDIS_RATE with the rate
-# kept in Redis, by one fetch process (case redisrate) and by two sharing
-# it (redisrate2), timed on arrival at the Go target.
+# pace_redis CASE N RATE FLAG: N starts at RATE with the rate kept in
+# Redis, by one fetch process (case CASE) and by two sharing it (CASE2),
+# timed on arrival at the Go target. FLAG --rate: one rate for all, the
+# figure its mean rate; --host-rate: the starts spread over the target's
+# hosts (hosts.txt), each with its own rate, the figure the mean rate of the
+# host furthest from RATE.
 pace_redis() {
-	local n="$BENCH_REDIS_RATE_N" rate="$BENCH_REDIS_RATE" r procs cs k got first last pids
+	local case="$1" n="$2" rate="$3" flag="$4" r procs cs k got first last pids hosts h hr worst e span
 	local redis="redis://127.0.0.1:${ports[3]}"
-	echo "suite.sh: redisrate: $n starts at $rate/s through Redis, by one process and by two, timed on arrival at the Go target"
-	mklist redisrate "$n" "$gotarget/rate/"
+	if [ "$flag" = --rate ]; then
+		echo "suite.sh: $case: $n starts at $rate/s through Redis, by one process and by two, timed on arrival at the Go target"
+		mklist "$case" "$n" "$gotarget/rate/"
+		hosts=("$gotarget")
+	else
+		hosts=("$gotarget")
+		if [ -s "$work/hosts.txt" ]; then mapfile -t hosts <"$work/hosts.txt"; fi
+		echo "suite.sh: $case: $n starts on ${#hosts[@]} hosts at $rate/s each through Redis, by one process and by two, timed on arrival at the Go target"
+		printf '%s\n' "${hosts[@]}" | awk -v n="$n" '{ h[NR - 1] = $0 } END {
+			for (i = 0; i < n; i++) print h[i % NR] "/rate/" i }' >"$work/$case.txt"
+	fi
 	for r in $(seq "$repeats"); do
 		for procs in 1 2; do
-			cs=redisrate
-			[ "$procs" = 1 ] || cs="redisrate$procs"
+			cs="$case"
+			[ "$procs" = 1 ] || cs="$case$procs"
 			redis-cli -p "${ports[3]}" flushall >/dev/null
 			curl -s -o /dev/null "$gotarget/_arrivals?reset=1"
 			if [ "$procs" = 1 ]; then
-				timed 300 TERM "$fetch" -q -o "$work/records.jsonl" --retries 0 -c "$c" --rate "$rate/s" --redis "$redis" \
-					"$work/redisrate.txt"
+				timed 300 TERM "$fetch" -q -o "$work/records.jsonl" --retries 0 -c "$c" "$flag" "$rate/s" --redis "$redis" \
+					"$work/$case.txt"
 			else
 				pids=()
 				for k in $(seq "$procs"); do
-					timeout -k 10 300 "$fetch" -q -o "$work/records$k.jsonl" --retries 0 -c "$c" --rate "$rate/s" --redis "$redis" \
-						--shard "$k/$procs" "$work/redisrate.txt" &
+					timeout -k 10 300 "$fetch" -q -o "$work/records$k.jsonl" --retries 0 -c "$c" "$flag" "$rate/s" --redis "$redis" \
+						--shard "$k/$procs" "$work/$case.txt" &
 					pids+=($!)
 				done
 				wait "${pids[@]}"
 			fi
-			read -r got first last < <(curl -s "$gotarget/_arrivals?reset=1")
-			if [ "$got" -lt 2 ]; then note "$cs" fetch "$r" "only $got arrivals: no figure"; continue; fi
-			add "$cs" fetch "$(echo "scale=6; ($got - 1) * 1000000000 / ($last - $first)" | bc)"
-			note "$cs" fetch "$r" "$got starts in $(echo "scale=3; ($last - $first) / 1000000000" | bc)s, $procs process(es)"
+			worst="" e=-1
+			for h in "${hosts[@]}"; do
+				if [ "$flag" = --rate ]; then
+					read -r got first last < <(curl -s "$gotarget/_arrivals")
+				else
+					read -r got first last < <(curl -s "$gotarget/_arrivals?host=${h#http://}")
+				fi
+				if [ "$got" -lt 2 ]; then worst="" && note "$cs" fetch "$r" "only $got arrivals at $h: no figure" && break; fi
+				hr="$(echo "scale=6; ($got - 1) * 1000000000 / ($last - $first)" | bc)"
+				if [ "$(echo "d = $hr - $rate; if (d < 0) d = -d; d > $e" | bc -l)" = 1 ]; then
+					worst="$hr" e="$(echo "d = $hr - $rate; if (d < 0) d = -d; d" | bc -l)"
+					span="$got starts in $(echo "scale=3; ($last - $first) / 1000000000" | bc)s"
+				fi
+			done
+			curl -s -o /dev/null "$gotarget/_arrivals?reset=1"
+			[ -n "$worst" ] || continue
+			add "$cs" fetch "$worst"
+			if [ "$flag" = --rate ]; then
+				note "$cs" fetch "$r" "$span, $procs process(es)"
+			else
+				note "$cs" fetch "$r" "$procs process(es); the host furthest from the rate: $(printf '%.2f' "$worst")/s, $span"
+			fi
 		done
 	done
 	rm -f "$work"/records?.jsonl
 }
-if want redisrate; then
+if want redisrate || want redishost; then
 	if ! have redis-server; then
-		echo "suite.sh: redisrate: redis-server is not installed: skipped"
+		echo "suite.sh: redisrate, redishost: redis-server is not installed: skipped"
 	elif bench_redis "$work/redis" "${ports[3]}"; then
 		server_pids+=("$BENCH_PID")
-		pace_redis
+		if want redisrate; then pace_redis redisrate "$BENCH_REDIS_RATE_N" "$BENCH_REDIS_RATE" --rate; fi
+		if want redishost; then pace_redis redishost "$BENCH_REDIS_HOST_N" "$BENCH_REDIS_HOST_RATE" --host-rate; fi
 	else
-		echo "suite.sh: redisrate: redis-server did not start: skipped"
+		echo "suite.sh: redisrate, redishost: redis-server did not start: skipped"
 	fi
 fi
 elapsed=$(( $(date +%s) - started ))
@@ -611,7 +650,7 @@ median() { local m _; read -r m _ < <(stats "$1" "$2"); echo "${m:-}"; }
 fmt() {
 	case "$1" in
 	slow) printf '%.3f' "$2" ;;
-	rate | fastrate | redisrate*) printf '%.2f' "$2" ;;
+	rate | fastrate | redisrate* | redishost*) printf '%.2f' "$2" ;;
 	cpu | *_cpu | *_px) printf '%.1f' "$2" ;;
 	*) printf '%.0f' "$2" ;;
 	esac
@@ -639,6 +678,8 @@ declare -A label=(
 	[fastrate]="$BENCH_FAST_RATE_N at ${BENCH_FAST_RATE}/s, mean rate/s"
 	[redisrate]="$BENCH_REDIS_RATE_N at ${BENCH_REDIS_RATE}/s redis, rate/s"
 	[redisrate2]="the same, 2 processes, rate/s"
+	[redishost]="$BENCH_REDIS_HOST_N on $BENCH_REDIS_HOSTS hosts at ${BENCH_REDIS_HOST_RATE}/s each, redis, worst rate/s"
+	[redishost2]="the same, 2 processes, worst rate/s"
 )
 tools=(fetch hey hey-go curl vegeta wrk)
 rows=(direct cpu)
@@ -765,17 +806,20 @@ goal big curl '>=' 1 "100 KiB: fetch req/s / curl's >= 1"
 goal_pairs squid 0.95 "squid: fetch req/s / wrk's >= 0.95"
 goal_pairs tinyproxy 0.8 "tinyproxy: fetch req/s / wrk's >= 0.8"
 goal slow - '<=' 1.03 "latency-bound: fetch makespan / ideal <= 1.03"
-for cs in rate fastrate redisrate redisrate2; do
+for cs in rate fastrate redisrate redisrate2 redishost redishost2; do
 	case "$cs" in
 	rate) want_rate="$BENCH_RATE" ;;
 	fastrate) want_rate="$BENCH_FAST_RATE" ;;
+	redishost*) want_rate="$BENCH_REDIS_HOST_RATE" ;;
 	*) want_rate="$BENCH_REDIS_RATE" ;;
 	esac
 	f_rate="$(median "$cs" fetch)"
 	if [ -n "$f_rate" ]; then
 		res["${cs}_err|fetch"]="$(echo "e = ($f_rate - $want_rate) / $want_rate; if (e < 0) e = -e; e" | bc -l)"
 	fi
-	goal "${cs}_err" - '<=' 0.005 "$cs: |fetch mean rate / ${want_rate} - 1| <= 0.005"
+	what="mean rate"
+	[[ "$cs" != redishost* ]] || what="furthest host's rate"
+	goal "${cs}_err" - '<=' 0.005 "$cs: |fetch $what / ${want_rate} - 1| <= 0.005"
 done
 if [ -n "$hey_go" ]; then
 	echo "not goals: the same hey built with fetch's Go (hey-go), on the same net/http:"

@@ -10,6 +10,11 @@
 // arrival: GET /_arrivals answers "COUNT FIRST_NS LAST_NS" (Unix
 // nanoseconds) for them, and ?reset=1 forgets them after answering.
 //
+// With -hosts N the target also listens on N-1 more ports, each a host of
+// its own for a client's per-host limits, and writes each one's base URL
+// to hosts.txt (the first is target.txt's). GET /_arrivals?host=HOST:PORT
+// answers for the requests sent to that host alone.
+//
 // With -free-ports N it prints N free loopback TCP ports, one a line, and
 // exits (for servers such as nginx that need a port in their config).
 package main
@@ -40,12 +45,13 @@ func main() {
 	latency := flag.Duration("latency", 0, "latency each proxy adds to a request")
 	life := flag.Duration("for", 10*time.Minute, "serve at most this long")
 	freePorts := flag.Int("free-ports", 0, "print this many free loopback ports and exit")
+	hosts := flag.Int("hosts", 1, "ports the target listens on, each a host of its own (hosts.txt)")
 	flag.Parse()
 	var err error
 	if *freePorts > 0 {
 		err = printFreePorts(*freePorts)
 	} else {
-		err = run(*dir, *n, *size, *proxyCount, *latency, *life)
+		err = run(*dir, *n, *size, *proxyCount, *hosts, *latency, *life)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loopback:", err)
@@ -71,21 +77,30 @@ func printFreePorts(n int) error {
 	return nil
 }
 
-func run(dir string, n, size, proxyCount int, latency, life time.Duration) error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	tg := &target{alarm: newAlarm()}
+func run(dir string, n, size, proxyCount, hosts int, latency, life time.Duration) error {
+	tg := &target{alarm: newAlarm(), hosts: map[string]*arrivals{}}
 	alarmCtx, stopAlarm := context.WithCancel(context.Background())
 	defer stopAlarm()
 	go tg.alarm.run(alarmCtx)
 	srv := &http.Server{Handler: tg, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
 	defer srv.Close()
-	base := "http://" + ln.Addr().String()
+	var bases []string
+	for range max(hosts, 1) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		go srv.Serve(ln)
+		bases = append(bases, "http://"+ln.Addr().String())
+	}
+	base := bases[0]
 	if err := os.WriteFile(filepath.Join(dir, "target.txt"), []byte(base+"\n"), 0o644); err != nil {
 		return err
+	}
+	if hosts > 1 {
+		if err := os.WriteFile(filepath.Join(dir, "hosts.txt"), []byte(strings.Join(bases, "\n")+"\n"), 0o644); err != nil {
+			return err
+		}
 	}
 	urls, err := os.Create(filepath.Join(dir, "urls.txt"))
 	if err != nil {
@@ -124,10 +139,25 @@ func run(dir string, n, size, proxyCount int, latency, life time.Duration) error
 
 // target is the plain Go target: a body of size= bytes after delay=.
 type target struct {
-	alarm       *alarm
-	mu          sync.Mutex
+	alarm *alarm
+	mu    sync.Mutex
+	all   arrivals
+	hosts map[string]*arrivals // by the Host header; one a listening port
+}
+
+// arrivals are the /rate/ requests that arrived: how many, the first's and
+// the last's time.
+type arrivals struct {
 	count       int
 	first, last int64
+}
+
+func (a *arrivals) add(now int64) {
+	if a.count == 0 {
+		a.first = now
+	}
+	a.count++
+	a.last = now
 }
 
 const maxBody = 64 << 20
@@ -136,10 +166,19 @@ var zeros = make([]byte, 64<<10)
 
 func (t *target) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/_arrivals" {
+		q := r.URL.Query()
 		t.mu.Lock()
-		fmt.Fprintf(w, "%d %d %d\n", t.count, t.first, t.last)
-		if r.URL.Query().Get("reset") == "1" {
-			t.count, t.first, t.last = 0, 0, 0
+		a := &t.all
+		if h := q.Get("host"); h != "" {
+			a = t.hosts[h]
+			if a == nil {
+				a = &arrivals{}
+			}
+		}
+		fmt.Fprintf(w, "%d %d %d\n", a.count, a.first, a.last)
+		if q.Get("reset") == "1" {
+			t.all = arrivals{}
+			clear(t.hosts)
 		}
 		t.mu.Unlock()
 		return
@@ -147,11 +186,15 @@ func (t *target) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/rate/") {
 		now := time.Now().UnixNano()
 		t.mu.Lock()
-		if t.count == 0 {
-			t.first = now
+		t.all.add(now)
+		a := t.hosts[r.Host]
+		if a == nil && len(t.hosts) < 1024 { // a Host header of the client's choosing
+			a = &arrivals{}
+			t.hosts[r.Host] = a
 		}
-		t.count++
-		t.last = now
+		if a != nil {
+			a.add(now)
+		}
 		t.mu.Unlock()
 	}
 	q := r.URL.Query()

@@ -1,19 +1,22 @@
--- acquire: ARGV after the header: n, then n requests of four arguments each:
--- lease id, host, avoided proxies ("\n"-joined), and due: the process's
--- logical time for rates ('' for none; see below), read for the first
--- request only. The requests are a process's waiters in its queue's order,
--- tried in turn in one call: one round trip asks for as many as can start.
--- Returns a reply for each request tried, in order; it stops after a
--- 'wait' 'all', a 'reset' or a 'dead' (those behind would be told the
--- same). A request whose host was told to wait earlier in the call is told
--- the same without being tried. For each request it chooses a proxy by the
--- policy among the first M budgets of bidx and their first M proxies,
--- skipping benched, at-cap and rate-limited ones, and takes the lease, the
--- counts and every token in one step. A request's reply is
---   {'ok', proxy, budget, proxyInFlight, hostInFlight, epoch, probe, now, charged, next, global}
---     (charged: the time the rate tokens were charged at, see gcra; next:
---     when the same request's next token comes due, 0 with no rate;
---     global: when the global rate's next comes due, 0 with none)
+-- acquire: ARGV after the header: n, then n requests of five arguments
+-- each: lease id, host, avoided proxies ("\n"-joined), due and host due:
+-- the process's logical times for rates ('' for none; see below), due read
+-- for the first request only. The requests are a process's waiters in its
+-- queue's order, tried in turn in one call: one round trip asks for as
+-- many as can start. Returns a reply for each request tried, in order; it
+-- stops after a 'wait' 'all', a 'reset' or a 'dead' (those behind would be
+-- told the same). A request whose host was told to wait earlier in the
+-- call is told the same without being tried. For each request it chooses
+-- a proxy by the policy among the first M budgets of bidx and their first
+-- M proxies, skipping benched, at-cap and rate-limited ones, and takes the
+-- lease, the counts and every token in one step. A request's reply is
+--   {'ok', proxy, budget, proxyInFlight, hostInFlight, epoch, probe, now, charged, next, global, hostNext}
+--     (charged: the time the rate tokens were charged at, see gcra, 0
+--     with no rate; next:
+--     when the same request's next token of the global and proxy rates
+--     comes due, 0 with none; global: when the global rate's next comes
+--     due, 0 with none; hostNext: when its host's next comes due, 0 with
+--     no host rate)
 --   {'wait', 'host'|'all', µs, now, hard}   (µs -1: until a release; hard '1':
 --                                  nothing of any process starts before, the
 --                                  global rate or the grace after a reset)
@@ -21,21 +24,29 @@
 --   {'dead', n, rejected, µs}     (the pool of n proxies cannot serve: every one
 --                                  rejected, or none healthy for µs = the pool wait)
 local now = nowUs()
--- due is the process's logical time: when its next token comes due, as a
--- wait told it, or while others of the process wait, its last grant. Its
--- ask arrives late by its timer and a round trip, or by the round trips of
--- the asks before it: its rate tokens are charged at due (or when they came
--- due, if later), so the lateness does not add up, but only when due has
--- passed and is at most LATE µs before now. A limiter that was idle can so
--- give at most LATE µs of tokens at once: a process that stalled catches
--- up with its schedule by at most that much. Within one call, a grant's
--- next (when the same request's next token comes due) is the due of the
--- request after it, as the process would send it in its next ask.
+-- due is the process's logical time for the global and proxy rates: when
+-- its next token comes due, as a wait told it, or while others of the
+-- process wait, its last grant; host due is the same for the request's
+-- host and its host rate, which each host keeps on its own. An ask arrives
+-- late by its timer and a round trip, or by the round trips of the asks
+-- before it: its rate tokens are charged at due (or when they came due, if
+-- later), so the lateness does not add up, but only when due has passed
+-- and is at most LATE µs before now. A limiter that was idle can so give
+-- at most LATE µs of tokens at once: a process that stalled catches up
+-- with its schedule by at most that much. Within one call, a grant's next
+-- (when the same request's next token comes due) is the due of the
+-- request after it, and its hostNext the host due of the next request of
+-- its host, as the process would send them in its next ask.
 local LATE = 10000
 local swept = false
 
-local function acquireOne(id, host, avoidS, due)
-  if due and (due > now or now - due > LATE) then due = nil end
+local function onTime(due)
+  if due and (due > now or now - due > LATE) then return nil end
+  return due
+end
+
+local function acquireOne(id, host, avoidS, due, hdue)
+  due, hdue = onTime(due), onTime(hdue)
   local eid, graceEnd = epoch()
   if not eid then return {'reset'} end
   if now < graceEnd then return {'wait', 'all', I(graceEnd - now), I(now), '1'} end
@@ -66,7 +77,7 @@ local function acquireOne(id, host, avoidS, due)
     redis.call('SET', K_want, '1', 'PX', 2000)
     return {'wait', 'host', '-1', I(now)}
   end
-  local hw, hnew, hat = gcra(redis.call('HGET', K_hosts, 't|' .. host), now, hostT, hostTau, due)
+  local hw, hnew, hat = gcra(redis.call('HGET', K_hosts, 't|' .. host), now, hostT, hostTau, hdue)
   if hw > 0 then return {'wait', 'host', I(hw), I(now)} end
   local gw, gnew, gat = gcra(redis.call('HGET', K_tat, 'g'), now, globT, globTau, due)
   if gw > 0 then return {'wait', 'all', I(gw), I(now), '1'} end
@@ -200,30 +211,32 @@ local function acquireOne(id, host, avoidS, due)
   psync(p, b, c, pi)
   bsync(b, c)
   -- The time the tokens were charged at: the latest of the limiters'. And
-  -- when the same request's next token comes due: the latest of the
-  -- limiters' next, which the process sends back as its due time, so that
-  -- the ask for it is charged on schedule when it arrives a round trip late.
+  -- when the same request's next token comes due: the latest of the global
+  -- and proxy limiters' next, and the host's on its own, which the process
+  -- sends back as its due times, so that the ask for it is charged on
+  -- schedule when it arrives a round trip late.
   local function nextAt(new, T, tau) if new then return new + T - tau end return 0 end
-  local nxt = math.max(nextAt(hnew, hostT, hostTau), nextAt(gnew, globT, globTau), nextAt(pick.new, c.T, c.tau))
+  local nxt = math.max(nextAt(gnew, globT, globTau), nextAt(pick.new, c.T, c.tau))
   return {'ok', p, b, I(pin), I(hin2), eid, probe, I(now), I(math.max(hat, gat, pick.at)), I(nxt),
-          I(nextAt(gnew, globT, globTau))}
+          I(nextAt(gnew, globT, globTau)), I(nextAt(hnew, hostT, hostTau))}
 end
 
 local n = tonumber(ARGV[H + 1])
 local due = tonumber(ARGV[H + 5])
-local out, hostWait = {}, {}
+local out, hostWait, hostDue = {}, {}, {}
 for i = 1, n do
-  local a = H + 1 + (i - 1) * 4
+  local a = H + 1 + (i - 1) * 5
   local host = ARGV[a + 2]
   local r = hostWait[host]
   if not r then
-    r = acquireOne(ARGV[a + 1], host, ARGV[a + 3], due)
+    r = acquireOne(ARGV[a + 1], host, ARGV[a + 3], due, hostDue[host] or tonumber(ARGV[a + 5]))
     if r[1] == 'wait' and r[2] == 'host' then hostWait[host] = r end
   end
   out[i] = r
   if r[1] == 'ok' then
-    local nxt = tonumber(r[10] or '0')
+    local nxt, hnxt = tonumber(r[10] or '0'), tonumber(r[12] or '0')
     if nxt > 0 then due = nxt else due = nil end
+    if hnxt > 0 then hostDue[host] = hnxt end
   elseif r[1] ~= 'wait' or r[2] ~= 'host' then
     break
   end

@@ -80,9 +80,10 @@ end
 -- that is later: charged at due, a waiter's timer lateness and round trips
 -- are not lost to the rate. Whether it is allowed does not depend on due. The times charged
 -- meet the bound (at most burst-1+ceil(W/T) in any window of length W).
+-- Without a rate (T <= 0) nothing is charged: the time is 0.
 local function gcra(tat, now, T, tau, due)
+  if T <= 0 then return 0, nil, 0 end
   local at = due or now
-  if T <= 0 then return 0, nil, at end
   tat = math.max(tonumber(tat or at), at)
   local new = tat + T
   if now < new - tau then return math.ceil(new - tau - now), nil, nil end

@@ -25,7 +25,10 @@
 // token comes due, as Redis told it with a wait or with its last grant, and
 // sends it with every ask; an ask that arrives within 10ms after that time
 // (acquire.lua's LATE) is charged at it, or when its own token came due if
-// that is later. So neither the lateness of a process's timer nor its round
+// that is later. The host rate is kept so for each host on its own (one
+// time for the global and proxy rates, one for each host whose attempts
+// wait), and the process does not ask for a host's waiters before its
+// token comes due. So neither the lateness of a process's timer nor its round
 // trips add up over a run, whether it waits between tokens or asks for the
 // next while the last is still on its way. An attempt starts at most that
 // much after its charge, and a process that stalled catches up by at most
@@ -37,7 +40,10 @@
 // one call tries up to 16 of them in the queue's order, each charged from
 // the schedule the one before it left, and starts every one whose limits
 // allow, so a round trip longer than a token's period does not hold a rate
-// to one start a round trip.
+// to one start a round trip. Under host limits a call asks for one more of
+// a host's waiters than its limits may let start (its burst and the tokens
+// of a late ask, or its concurrency cap), so that a busy host's waiters do
+// not fill the calls while other hosts' wait behind them.
 //
 // Client clocks do not matter: a process's clock only schedules its own
 // renewals and timers.

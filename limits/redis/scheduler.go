@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	mrand "math/rand/v2"
 	"strconv"
 	"strings"
@@ -96,8 +97,19 @@ type Scheduler struct {
 	// due if that is later (see acquire.lua), so that neither the lateness
 	// of the dispatcher's timer nor the round trips of the asks before add
 	// up over a run. An Acquire that finds none waiting sends none: it is
-	// charged when it reaches Redis, as limits.Local charges one.
+	// charged when it reaches Redis, as limits.Local charges one. It is
+	// the time of the global and proxy rates.
 	dueUs int64
+	// hostNext is, for each host whose rate holds its waiters back, when
+	// its next token comes due: dueUs and rateAt for the host's rate, which
+	// every host keeps on its own. With one time for all, a host's wait
+	// overwrote another's and every host lost its lateness at each token;
+	// and with no time for each, every release woke the dispatcher to ask
+	// for waiters whose hosts' tokens had not come due. Only hosts of
+	// waiters are kept (see pruneHosts).
+	hostNext map[string]hostTime
+	// hostBatch: how many waiters of one host a call asks for at most.
+	hostBatch int
 
 	kick      chan struct{}
 	stop      chan struct{}
@@ -106,10 +118,17 @@ type Scheduler struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 
-	onGrant func(proxy int, redisUs int64) // tests: every grant with its Redis time
+	onGrant func(proxy int, host string, redisUs int64) // tests: every grant with its host and Redis time
 }
 
 var _ limits.Scheduler = (*Scheduler)(nil)
+
+// hostTime is when a host's next rate token comes due: us on the Redis
+// clock, at on the client's.
+type hostTime struct {
+	us int64
+	at time.Time
+}
 
 type waiter struct {
 	req  limits.Request
@@ -179,6 +198,8 @@ func New(ctx context.Context, c rediser, opt Options, cfg limits.Config) (*Sched
 		rng:       mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64())),
 		held:      map[string]*held{},
 		orphans:   map[string]time.Time{},
+		hostNext:  map[string]hostTime{},
+		hostBatch: hostBatch(cfg),
 		kick:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 	}
@@ -328,7 +349,7 @@ type result struct {
 // try runs the acquire script once for req alone (the fast path: none of
 // this process waits), charging its rate tokens when it reaches Redis.
 func (s *Scheduler) try(ctx context.Context, req limits.Request) result {
-	c := s.callAcquire(ctx, []limits.Request{req}, 0)
+	c := s.callAcquire(ctx, []limits.Request{req}, nil, 0)
 	if c.err != nil {
 		return result{err: c.err}
 	}
@@ -345,12 +366,13 @@ type acquireCall struct {
 
 // callAcquire runs the acquire script once for reqs, in order, which it tries
 // until one is told that nothing can start; due is the logical time
-// (dueUs) to charge the first one's rate tokens at when it is a little
-// before now, 0 for none (see acquire.lua). On an error every id is an
-// orphan: the call may have run.
-func (s *Scheduler) callAcquire(ctx context.Context, reqs []limits.Request, due int64) acquireCall {
+// (dueUs) to charge the first one's global and proxy rate tokens at when it
+// is a little before now, 0 for none, and hostDue[i], when given, the same
+// for the host rate of reqs[i] (see acquire.lua). On an error every id is
+// an orphan: the call may have run.
+func (s *Scheduler) callAcquire(ctx context.Context, reqs []limits.Request, hostDue []int64, due int64) acquireCall {
 	c := acquireCall{ids: make([]string, len(reqs))}
-	args := make([]any, 0, 1+4*len(reqs))
+	args := make([]any, 0, 1+5*len(reqs))
 	args = append(args, strconv.Itoa(len(reqs)))
 	for i, req := range reqs {
 		var avoid []string
@@ -363,8 +385,12 @@ func (s *Scheduler) callAcquire(ctx context.Context, reqs []limits.Request, due 
 		if i == 0 && due > 0 {
 			dueArg = strconv.FormatInt(due, 10)
 		}
+		hostArg := ""
+		if i < len(hostDue) && hostDue[i] > 0 {
+			hostArg = strconv.FormatInt(hostDue[i], 10)
+		}
 		c.ids[i] = newID()
-		args = append(args, c.ids[i], req.Host, strings.Join(avoid, "\n"), dueArg)
+		args = append(args, c.ids[i], req.Host, strings.Join(avoid, "\n"), dueArg, hostArg)
 	}
 	c.sent = s.now()
 	v, err := s.run(ctx, s.scripts.acquire, args...)
@@ -411,7 +437,11 @@ func (s *Scheduler) reply(ctx context.Context, c acquireCall, i int, req limits.
 			if str(v, 4) == "1" {
 				s.rateAt = sent.Add(d)
 			}
-			if now > 0 {
+			switch {
+			case now <= 0:
+			case str(v, 1) == "host":
+				s.hostNext[req.Host] = hostTime{us: now + w, at: sent.Add(d)}
+			default:
 				s.dueUs = now + w
 			}
 		}
@@ -436,12 +466,16 @@ func (s *Scheduler) reply(ctx context.Context, c acquireCall, i int, req limits.
 	if str(v, 6) == "1" {
 		s.event(pi, "probing", 0)
 	}
-	charged := atoi(str(v, 8)) // 0 in a repeated call's reply
+	charged := atoi(str(v, 8)) // 0 with no rate, and in a repeated call's reply
 	// The schedule goes on only while others wait (see dueUs).
 	if queued {
 		s.dueUs = 0
 		if next := atoi(str(v, 9)); next > 0 && s.nwait > 1 {
 			s.dueUs = next
+		}
+		delete(s.hostNext, req.Host)
+		if next, now := atoi(str(v, 11)), atoi(str(v, 7)); next > 0 && s.nwait > 1 {
+			s.hostNext[req.Host] = hostTime{us: next, at: sent.Add(time.Duration(next-now) * time.Microsecond)}
 		}
 	}
 	if g, now := atoi(str(v, 10)), atoi(str(v, 7)); g > now {
@@ -456,7 +490,7 @@ func (s *Scheduler) reply(ctx context.Context, c acquireCall, i int, req limits.
 		if at == 0 {
 			at = atoi(str(v, 7)) // a repeated call's reply: the time it ran
 		}
-		s.onGrant(pi, at)
+		s.onGrant(pi, req.Host, at)
 	}
 	return result{lease: l}
 }
@@ -555,6 +589,26 @@ func (s *Scheduler) dispatcher() {
 // enough that the script holds Redis briefly.
 const batchMax = 16
 
+// late is acquire.lua's LATE: an ask at most this late is charged on its
+// schedule, so one call may start that much of a rate's tokens.
+const late = 10 * time.Millisecond
+
+// hostBatch is how many waiters of one host one acquire call asks for at
+// most under cfg's host limits: one more than may start at most (the host
+// rate's burst and the tokens of a late ask, or the host concurrency cap),
+// so that the call also tells the host to wait; batchMax without host
+// limits.
+func hostBatch(cfg limits.Config) int {
+	n := batchMax
+	if h := cfg.Host; !h.Rate.IsZero() {
+		n = max(h.Burst, 1) + int(math.Ceil(float64(late)*h.Rate.N/float64(h.Rate.Per)))
+	}
+	if c := cfg.Host.Concurrency; c > 0 {
+		n = min(n, c)
+	}
+	return min(n+1, batchMax)
+}
+
 // pass tries the waiters in order once, batchMax to an acquire call. It
 // returns how long until the next pass is due (0: at once, -1: on a
 // wake-up or poll), and whether Redis failed.
@@ -569,6 +623,7 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 	clear(s.waiters[len(live):])
 	s.waiters = live
 	ws := append([]*waiter(nil), live...)
+	s.pruneHosts()
 	s.mu.Unlock()
 	if len(ws) == 0 {
 		return -1, false
@@ -593,24 +648,56 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 	var blocked map[string]bool
 	batch := make([]*waiter, 0, batchMax)
 	reqs := make([]limits.Request, 0, batchMax)
-	for len(ws) > 0 {
-		// The next waiters not done, whose hosts were not told to wait.
-		batch, reqs = batch[:0], reqs[:0]
+	var hostDue []int64 // with host rates only
+	// With host limits, a round asks for at most s.hostBatch waiters of a
+	// host, and those behind them (later) in a round after: a host whose
+	// limits let few start must not fill calls with waiters that would be
+	// told to wait while other hosts' waiters wait behind them.
+	var asked map[string]int
+	if s.hostBatch < batchMax {
+		asked = map[string]int{}
+	}
+	var later []*waiter
+	for len(ws) > 0 || len(later) > 0 {
+		if len(ws) == 0 { // a round is over: those held back, of hosts all of whose asks passed
+			ws, later = later, nil
+			clear(asked)
+		}
+		// The next waiters not done, whose hosts were not told to wait
+		// and whose hosts' rate tokens have come due.
+		batch, reqs, hostDue = batch[:0], reqs[:0], hostDue[:0]
 		s.mu.Lock()
+		now := s.now()
 		for len(ws) > 0 && len(batch) < batchMax {
 			w := ws[0]
 			ws = ws[1:]
-			if !w.done && !blocked[w.req.Host] {
-				batch = append(batch, w)
-				reqs = append(reqs, w.req)
+			if w.done || blocked[w.req.Host] {
+				continue
 			}
+			hn := s.hostNext[w.req.Host]
+			if d := hn.at.Sub(now); d > 0 {
+				soon(d)
+				continue
+			}
+			if asked != nil {
+				if asked[w.req.Host] >= s.hostBatch {
+					later = append(later, w)
+					continue
+				}
+				asked[w.req.Host]++
+			}
+			if len(s.hostNext) > 0 {
+				hostDue = append(hostDue, hn.us)
+			}
+			batch = append(batch, w)
+			reqs = append(reqs, w.req)
 		}
 		due := s.dueUs
 		s.mu.Unlock()
 		if len(batch) == 0 {
-			break
+			continue
 		}
-		c := s.callAcquire(s.base, reqs, due)
+		c := s.callAcquire(s.base, reqs, hostDue, due)
 		if c.err != nil {
 			return failed(c.err)
 		}
@@ -647,6 +734,24 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 		}
 	}
 	return next, false
+}
+
+// pruneHosts drops the times of hosts none of s.waiters is for: a host's
+// schedule goes on only while some of its attempts wait, and the map
+// stays as small as the queue. Call with s.mu held.
+func (s *Scheduler) pruneHosts() {
+	if len(s.hostNext) == 0 {
+		return
+	}
+	keep := make(map[string]bool, len(s.waiters))
+	for _, w := range s.waiters {
+		keep[w.req.Host] = true
+	}
+	for h := range s.hostNext {
+		if !keep[h] {
+			delete(s.hostNext, h)
+		}
+	}
 }
 
 // untilRate returns how long until rateAt: before it, no ask can pass.

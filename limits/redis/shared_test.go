@@ -159,7 +159,7 @@ func TestRateAcrossSchedulers(t *testing.T) {
 			var ss []*Scheduler
 			for range 4 {
 				s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
-				s.onGrant = func(_ int, us int64) { mu.Lock(); at = append(at, us); mu.Unlock() }
+				s.onGrant = func(_ int, _ string, us int64) { mu.Lock(); at = append(at, us); mu.Unlock() }
 				ss = append(ss, s)
 			}
 			const run = 1500 * time.Millisecond
@@ -200,6 +200,13 @@ func TestRateAcrossSchedulers(t *testing.T) {
 //
 // Most intervals, not all: an ask more than 10 ms late (a stalled test
 // machine) is charged when it reaches Redis, by design.
+//
+// The host cases rate four hosts at once: each host keeps its own
+// schedule. With one logical time for the whole process, a host's wait
+// overwrote another's, and each host lost its timer's lateness at every
+// token (--host-rate 25/s on four hosts gave 24.6/s each).
+func hostRate(c *limits.Config, r limits.Rate) { c.Host = limits.Spec{Rate: r, Burst: 1} }
+
 func TestRateKeepsItsSchedule(t *testing.T) {
 	slow, fast := limits.Rate{N: 50, Per: time.Second}, limits.Rate{N: 200, Per: time.Second}
 	for _, tc := range []struct {
@@ -208,21 +215,24 @@ func TestRateKeepsItsSchedule(t *testing.T) {
 		delay time.Duration // of every command sent to Redis
 		poll  time.Duration // Options.Poll; 0 for the default
 		set   func(*limits.Config, limits.Rate)
+		hosts int // rated each on its own, with 16 workers each; 0 for one
 	}{
-		{"global", slow, 0, 0, func(c *limits.Config, r limits.Rate) { c.Global = r }},
-		{"proxy", slow, 0, 0, func(c *limits.Config, r limits.Rate) { c.Budgets[0] = limits.Spec{Rate: r, Burst: 1} }},
-		{"host", slow, 0, 0, func(c *limits.Config, r limits.Rate) { c.Host = limits.Spec{Rate: r, Burst: 1} }},
-		{"global, slow Redis", fast, 3500 * time.Microsecond, 0, func(c *limits.Config, r limits.Rate) { c.Global = r }},
+		{"global", slow, 0, 0, func(c *limits.Config, r limits.Rate) { c.Global = r }, 0},
+		{"proxy", slow, 0, 0, func(c *limits.Config, r limits.Rate) { c.Budgets[0] = limits.Spec{Rate: r, Burst: 1} }, 0},
+		{"host", slow, 0, 0, hostRate, 0},
+		{"global, slow Redis", fast, 3500 * time.Microsecond, 0, func(c *limits.Config, r limits.Rate) { c.Global = r }, 0},
 		{"proxy, slow Redis", fast, 3500 * time.Microsecond, 0, func(c *limits.Config, r limits.Rate) {
 			c.Budgets[0] = limits.Spec{Rate: r, Burst: 1}
-		}},
+		}, 0},
 		// A round trip longer than a token's period: one call must start
 		// every waiter whose token has come due, or the rate falls to one
 		// start a round trip (286/s here).
 		{"global, Redis slower than the rate", limits.Rate{N: 1000, Per: time.Second}, 3500 * time.Microsecond, 0,
-			func(c *limits.Config, r limits.Rate) { c.Global = r }},
+			func(c *limits.Config, r limits.Rate) { c.Global = r }, 0},
 		{"global, polled", limits.Rate{N: 1, Per: 80 * time.Millisecond}, 0, 75 * time.Millisecond,
-			func(c *limits.Config, r limits.Rate) { c.Global = r }},
+			func(c *limits.Config, r limits.Rate) { c.Global = r }, 0},
+		{"four hosts", slow, 0, 0, hostRate, 4},
+		{"four hosts, slow Redis", fast, 3500 * time.Microsecond, 0, hostRate, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t)
@@ -233,9 +243,23 @@ func TestRateKeepsItsSchedule(t *testing.T) {
 				hooks = append(hooks, lateHook(tc.delay))
 			}
 			s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second, Poll: tc.poll}, cfg, hooks...)
+			hosts := []string{"x:80"}
+			if tc.hosts > 0 {
+				hosts = hosts[:0]
+				for i := range tc.hosts {
+					hosts = append(hosts, fmt.Sprintf("h%d:80", i))
+				}
+			}
 			var mu sync.Mutex
-			var at []int64
-			s.onGrant = func(_ int, us int64) { mu.Lock(); at = append(at, us); mu.Unlock() }
+			at := map[string][]int64{} // by host when the rate is each host's
+			s.onGrant = func(_ int, host string, us int64) {
+				if len(hosts) == 1 {
+					host = ""
+				}
+				mu.Lock()
+				at[host] = append(at[host], us)
+				mu.Unlock()
+			}
 			run := time.Second
 			if tc.poll > 0 {
 				run = 2 * time.Second // 24 intervals
@@ -245,25 +269,29 @@ func TestRateKeepsItsSchedule(t *testing.T) {
 			// Enough workers that some wait while others give their leases
 			// back: an Acquire that finds none waiting is charged when it
 			// reaches Redis, as limits.Local charges one.
-			hammer(ctx, t, []*Scheduler{s}, cfg, 16, []string{"x:80"}, 0, newCounter())
+			hammer(ctx, t, []*Scheduler{s}, cfg, 16*len(hosts), hosts, 0, newCounter())
 			mu.Lock()
-			got := slices.Clone(at)
-			mu.Unlock()
+			defer mu.Unlock()
+			if len(hosts) > 1 && len(at) != len(hosts) {
+				t.Fatalf("charges for %d hosts, want %d", len(at), len(hosts))
+			}
 			T := tc.rate.Per.Microseconds() / int64(tc.rate.N)
-			checkBound(t, tc.name, slices.Clone(got), float64(T), 1)
-			on := 0
-			for i := 1; i < len(got); i++ {
-				if got[i]-got[i-1] == T {
-					on++
+			for host, got := range at {
+				checkBound(t, tc.name+" "+host, slices.Clone(got), float64(T), 1)
+				on := 0
+				for i := 1; i < len(got); i++ {
+					if got[i]-got[i-1] == T {
+						on++
+					}
 				}
-			}
-			if len(got) < 20 || on < (len(got)-1)*9/10 {
-				t.Errorf("%d of %d intervals between charges were %dµs: %v", on, len(got)-1, T, got)
-			}
-			// The run's start (a worker's first call) and a loaded
-			// machine's stalls: 0.8 of the tokens the run had.
-			if want := int(run.Microseconds() / T); len(got) < want*8/10 {
-				t.Errorf("%d charges in %s at one per %dµs, want at least %d", len(got), run, T, want*8/10)
+				if len(got) < 20 || on < (len(got)-1)*9/10 {
+					t.Errorf("%s: %d of %d intervals between charges were %dµs: %v", host, on, len(got)-1, T, got)
+				}
+				// The run's start (a worker's first call) and a loaded
+				// machine's stalls: 0.8 of the tokens the run had.
+				if want := int(run.Microseconds() / T); len(got) < want*8/10 {
+					t.Errorf("%s: %d charges in %s at one per %dµs, want at least %d", host, len(got), run, T, want*8/10)
+				}
 			}
 		})
 	}
@@ -308,7 +336,7 @@ func TestNoTokensFromALull(t *testing.T) {
 	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
 	var mu sync.Mutex
 	var at []int64
-	s.onGrant = func(_ int, us int64) { mu.Lock(); at = append(at, us); mu.Unlock() }
+	s.onGrant = func(_ int, _ string, us int64) { mu.Lock(); at = append(at, us); mu.Unlock() }
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	l, err := s.Acquire(ctx, limits.Request{Host: "x:80"})
