@@ -191,7 +191,9 @@ if have hey && [[ " ${BENCH_SKIP:-} " != *" hey-go "* ]]; then
 	fi
 fi
 fetch="$work/fetch"
-bench_loopback "$work" -urls 0 -proxies 0 -hosts "$BENCH_REDIS_HOSTS" -for 60m
+hosts=1
+if want redishost; then hosts="$BENCH_REDIS_HOSTS"; fi
+bench_loopback "$work" -urls 0 -proxies 0 -hosts "$hosts" -for 60m
 gotarget="$(cat "$work/target.txt")"
 
 mapfile -t ports < <("$work/loopback" -free-ports 4)

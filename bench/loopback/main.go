@@ -21,8 +21,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -97,10 +99,13 @@ func run(dir string, n, size, proxyCount, hosts int, latency, life time.Duration
 	if err := os.WriteFile(filepath.Join(dir, "target.txt"), []byte(base+"\n"), 0o644); err != nil {
 		return err
 	}
+	hostsFile := filepath.Join(dir, "hosts.txt")
 	if hosts > 1 {
-		if err := os.WriteFile(filepath.Join(dir, "hosts.txt"), []byte(strings.Join(bases, "\n")+"\n"), 0o644); err != nil {
+		if err := os.WriteFile(hostsFile, []byte(strings.Join(bases, "\n")+"\n"), 0o644); err != nil {
 			return err
 		}
+	} else if err := os.Remove(hostsFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	urls, err := os.Create(filepath.Join(dir, "urls.txt"))
 	if err != nil {

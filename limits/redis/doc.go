@@ -40,10 +40,10 @@
 // one call tries up to 16 of them in the queue's order, each charged from
 // the schedule the one before it left, and starts every one whose limits
 // allow, so a round trip longer than a token's period does not hold a rate
-// to one start a round trip. Under host limits a call asks for one more of
-// a host's waiters than its limits may let start (its burst and the tokens
-// of a late ask, or its concurrency cap), so that a busy host's waiters do
-// not fill the calls while other hosts' wait behind them.
+// to one start a round trip. Under host limits a call asks for at most one
+// more of a host's waiters than its limits may let start (its burst and the
+// tokens of a late ask, or its concurrency cap), so that a busy host's
+// waiters do not fill the calls while other hosts' wait behind them.
 //
 // Client clocks do not matter: a process's clock only schedules its own
 // renewals and timers.

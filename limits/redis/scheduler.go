@@ -100,14 +100,19 @@ type Scheduler struct {
 	// charged when it reaches Redis, as limits.Local charges one. It is
 	// the time of the global and proxy rates.
 	dueUs int64
-	// hostNext is, for each host whose rate holds its waiters back, when
-	// its next token comes due: dueUs and rateAt for the host's rate, which
-	// every host keeps on its own. With one time for all, a host's wait
-	// overwrote another's and every host lost its lateness at each token;
-	// and with no time for each, every release woke the dispatcher to ask
-	// for waiters whose hosts' tokens had not come due. Only hosts of
-	// waiters are kept (see pruneHosts).
+	// hostNext is dueUs and rateAt for the host rate, which every host
+	// keeps on its own: for each host with waiters, when its next token
+	// comes due, as the last wait told for it, or while others of the host
+	// wait, its last grant. With one time for all, a host's wait overwrote
+	// another's and every host lost its lateness at each token; and with
+	// no time for each, every release woke the dispatcher to ask for
+	// waiters whose hosts' tokens had not come due. With a host rate only.
 	hostNext map[string]hostTime
+	// hostWait counts the waiters of each host, with a host rate only: a
+	// host's schedule goes on only while some of its attempts wait, and is
+	// dropped with its last waiter.
+	hostWait  map[string]int
+	hostRated bool
 	// hostBatch: how many waiters of one host a call asks for at most.
 	hostBatch int
 
@@ -199,6 +204,8 @@ func New(ctx context.Context, c rediser, opt Options, cfg limits.Config) (*Sched
 		held:      map[string]*held{},
 		orphans:   map[string]time.Time{},
 		hostNext:  map[string]hostTime{},
+		hostWait:  map[string]int{},
+		hostRated: !cfg.Host.Rate.IsZero(),
 		hostBatch: hostBatch(cfg),
 		kick:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
@@ -300,6 +307,9 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 	}
 	s.waiters = append(s.waiters, w)
 	s.nwait++
+	if s.hostRated {
+		s.hostWait[req.Host]++
+	}
 	s.mu.Unlock()
 	s.wake()
 	var stopped error // context.Canceled when req.Stop ended the wait
@@ -313,8 +323,7 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 	s.mu.Lock()
 	taken := w.done
 	if !taken {
-		w.done = true
-		s.nwait--
+		s.unqueue(w)
 	}
 	s.mu.Unlock()
 	if taken { // a grant raced with the cancellation: give it back
@@ -424,6 +433,9 @@ func (s *Scheduler) reply(ctx context.Context, c acquireCall, i int, req limits.
 		if err := s.setup(ctx, true); err != nil {
 			return result{err: err}
 		}
+		s.mu.Lock()
+		clear(s.hostNext) // of tokens Redis no longer has
+		s.mu.Unlock()
 		return result{wait: 0}
 	case "wait":
 		w, now := atoi(str(v, 2)), atoi(str(v, 3))
@@ -439,10 +451,10 @@ func (s *Scheduler) reply(ctx context.Context, c acquireCall, i int, req limits.
 			}
 			switch {
 			case now <= 0:
-			case str(v, 1) == "host":
-				s.hostNext[req.Host] = hostTime{us: now + w, at: sent.Add(d)}
-			default:
+			case str(v, 1) != "host":
 				s.dueUs = now + w
+			case s.hostRated && (!queued || s.hostWait[req.Host] > 0): // an Acquire about to wait, or a waiter
+				s.hostNext[req.Host] = hostTime{us: now + w, at: sent.Add(d)}
 			}
 		}
 		s.mu.Unlock()
@@ -473,8 +485,10 @@ func (s *Scheduler) reply(ctx context.Context, c acquireCall, i int, req limits.
 		if next := atoi(str(v, 9)); next > 0 && s.nwait > 1 {
 			s.dueUs = next
 		}
+		// A repeated call's reply has no next: the host's next ask is
+		// charged when it arrives.
 		delete(s.hostNext, req.Host)
-		if next, now := atoi(str(v, 11)), atoi(str(v, 7)); next > 0 && s.nwait > 1 {
+		if next, now := atoi(str(v, 11)), atoi(str(v, 7)); next > 0 && s.hostWait[req.Host] > 1 {
 			s.hostNext[req.Host] = hostTime{us: next, at: sent.Add(time.Duration(next-now) * time.Microsecond)}
 		}
 	}
@@ -596,8 +610,8 @@ const late = 10 * time.Millisecond
 // hostBatch is how many waiters of one host one acquire call asks for at
 // most under cfg's host limits: one more than may start at most (the host
 // rate's burst and the tokens of a late ask, or the host concurrency cap),
-// so that the call also tells the host to wait; batchMax without host
-// limits.
+// so that the call also tells the host to wait, and at most batchMax;
+// batchMax without host limits.
 func hostBatch(cfg limits.Config) int {
 	n := batchMax
 	if h := cfg.Host; !h.Rate.IsZero() {
@@ -623,7 +637,6 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 	clear(s.waiters[len(live):])
 	s.waiters = live
 	ws := append([]*waiter(nil), live...)
-	s.pruneHosts()
 	s.mu.Unlock()
 	if len(ws) == 0 {
 		return -1, false
@@ -631,11 +644,25 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 	if d := s.untilRate(); d > 0 {
 		return d, false
 	}
-	next := time.Duration(-1)
-	soon := func(d time.Duration) {
-		if d >= 0 && (next < 0 || d < next) {
-			next = d
+	// wakeAt: when the next pass is due, the soonest of the waits told,
+	// each from when it was told (a pass makes calls one after another);
+	// zero for none.
+	var wakeAt time.Time
+	soonAt := func(t time.Time) {
+		if wakeAt.IsZero() || t.Before(wakeAt) {
+			wakeAt = t
 		}
+	}
+	soon := func(d time.Duration) {
+		if d >= 0 {
+			soonAt(s.now().Add(d))
+		}
+	}
+	next := func() time.Duration {
+		if wakeAt.IsZero() {
+			return -1
+		}
+		return max(wakeAt.Sub(s.now()), 0)
 	}
 	all := ws
 	failed := func(err error) (time.Duration, bool) {
@@ -675,8 +702,8 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 				continue
 			}
 			hn := s.hostNext[w.req.Host]
-			if d := hn.at.Sub(now); d > 0 {
-				soon(d)
+			if hn.at.After(now) {
+				soonAt(hn.at)
 				continue
 			}
 			if asked != nil {
@@ -713,8 +740,7 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 					r.lease.Release()
 					continue
 				}
-				w.done = true
-				s.nwait--
+				s.unqueue(w)
 				w.ch <- grant{l: r.lease}
 				s.mu.Unlock()
 			case r.host:
@@ -725,33 +751,32 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 				soon(r.wait)
 			default:
 				soon(r.wait)
-				return next, false // nothing can start: those behind would be told the same
+				return next(), false // nothing can start: those behind would be told the same
 			}
 		}
 		if d := s.untilRate(); d > 0 { // a grant's reply told of the global rate's next token
 			soon(d)
-			return next, false
+			return next(), false
 		}
 	}
-	return next, false
+	return next(), false
 }
 
-// pruneHosts drops the times of hosts none of s.waiters is for: a host's
-// schedule goes on only while some of its attempts wait, and the map
-// stays as small as the queue. Call with s.mu held.
-func (s *Scheduler) pruneHosts() {
-	if len(s.hostNext) == 0 {
+// unqueue marks w done: granted, failed or cancelled. A host's schedule
+// ends with its last waiter. Call with s.mu held.
+func (s *Scheduler) unqueue(w *waiter) {
+	w.done = true
+	s.nwait--
+	if !s.hostRated {
 		return
 	}
-	keep := make(map[string]bool, len(s.waiters))
-	for _, w := range s.waiters {
-		keep[w.req.Host] = true
+	h := w.req.Host
+	if n := s.hostWait[h] - 1; n > 0 {
+		s.hostWait[h] = n
+		return
 	}
-	for h := range s.hostNext {
-		if !keep[h] {
-			delete(s.hostNext, h)
-		}
-	}
+	delete(s.hostWait, h)
+	delete(s.hostNext, h)
 }
 
 // untilRate returns how long until rateAt: before it, no ask can pass.
@@ -770,8 +795,7 @@ func (s *Scheduler) fail(ws []*waiter, err error) {
 	}
 	for _, w := range ws {
 		if !w.done {
-			w.done = true
-			s.nwait--
+			s.unqueue(w)
 			w.ch <- grant{err: err}
 		}
 	}
@@ -962,8 +986,7 @@ func (s *Scheduler) Close() error {
 		s.closed = true
 		for _, w := range s.waiters {
 			if !w.done {
-				w.done = true
-				s.nwait--
+				s.unqueue(w)
 				w.ch <- grant{err: limits.ErrClosed}
 			}
 		}

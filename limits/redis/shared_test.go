@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -205,8 +206,6 @@ func TestRateAcrossSchedulers(t *testing.T) {
 // schedule. With one logical time for the whole process, a host's wait
 // overwrote another's, and each host lost its timer's lateness at every
 // token (--host-rate 25/s on four hosts gave 24.6/s each).
-func hostRate(c *limits.Config, r limits.Rate) { c.Host = limits.Spec{Rate: r, Burst: 1} }
-
 func TestRateKeepsItsSchedule(t *testing.T) {
 	slow, fast := limits.Rate{N: 50, Per: time.Second}, limits.Rate{N: 200, Per: time.Second}
 	for _, tc := range []struct {
@@ -215,7 +214,7 @@ func TestRateKeepsItsSchedule(t *testing.T) {
 		delay time.Duration // of every command sent to Redis
 		poll  time.Duration // Options.Poll; 0 for the default
 		set   func(*limits.Config, limits.Rate)
-		hosts int // rated each on its own, with 16 workers each; 0 for one
+		hosts int // each rated on its own, 16 workers for each (an attempt's host is drawn at random); 0: one
 	}{
 		{"global", slow, 0, 0, func(c *limits.Config, r limits.Rate) { c.Global = r }, 0},
 		{"proxy", slow, 0, 0, func(c *limits.Config, r limits.Rate) { c.Budgets[0] = limits.Spec{Rate: r, Burst: 1} }, 0},
@@ -277,7 +276,8 @@ func TestRateKeepsItsSchedule(t *testing.T) {
 			}
 			T := tc.rate.Per.Microseconds() / int64(tc.rate.N)
 			for host, got := range at {
-				checkBound(t, tc.name+" "+host, slices.Clone(got), float64(T), 1)
+				name := strings.TrimSpace(tc.name + " " + host)
+				checkBound(t, name, slices.Clone(got), float64(T), 1)
 				on := 0
 				for i := 1; i < len(got); i++ {
 					if got[i]-got[i-1] == T {
@@ -285,17 +285,19 @@ func TestRateKeepsItsSchedule(t *testing.T) {
 					}
 				}
 				if len(got) < 20 || on < (len(got)-1)*9/10 {
-					t.Errorf("%s: %d of %d intervals between charges were %dµs: %v", host, on, len(got)-1, T, got)
+					t.Errorf("%s: %d of %d intervals between charges were %dµs: %v", name, on, len(got)-1, T, got)
 				}
 				// The run's start (a worker's first call) and a loaded
 				// machine's stalls: 0.8 of the tokens the run had.
 				if want := int(run.Microseconds() / T); len(got) < want*8/10 {
-					t.Errorf("%s: %d charges in %s at one per %dµs, want at least %d", host, len(got), run, T, want*8/10)
+					t.Errorf("%s: %d charges in %s at one per %dµs, want at least %d", name, len(got), run, T, want*8/10)
 				}
 			}
 		})
 	}
 }
+
+func hostRate(c *limits.Config, r limits.Rate) { c.Host = limits.Spec{Rate: r, Burst: 1} }
 
 // TestGlobalRateAsksOncePerStart: while a global rate holds every waiter
 // back, a process asks Redis about once per start. A grant's reply tells
@@ -326,52 +328,73 @@ func TestGlobalRateAsksOncePerStart(t *testing.T) {
 
 // TestNoTokensFromALull: after a lull shorter than LATE, attempts that
 // arrive at once are charged from the moment they arrive, not from the
-// last grant's schedule: a process's schedule goes on only while some of
-// its attempts wait. Carried over a lull, 7 of 20 such attempts at 1000/s
-// were charged in the past and started within 0.34 ms of each other.
+// last grant's schedule: a process's schedule, and for the host rate the
+// host's, goes on only while some of its attempts wait. Carried over a
+// lull, 7 of 20 such attempts at 1000/s were charged in the past and
+// started within 0.34 ms of each other.
 func TestNoTokensFromALull(t *testing.T) {
-	srv := redistest.Start(t)
-	cfg := proxies(1, limits.Spec{})
-	cfg.Global = limits.Rate{N: 1000, Per: time.Second}
-	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
-	var mu sync.Mutex
-	var at []int64
-	s.onGrant = func(_ int, _ string, us int64) { mu.Lock(); at = append(at, us); mu.Unlock() }
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	l, err := s.Acquire(ctx, limits.Request{Host: "x:80"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Release()
-	time.Sleep(3 * time.Millisecond) // 3 tokens, well within LATE
-	c := srv.Client()
-	defer c.Close()
-	lull, err := c.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	for range 20 {
-		wg.Go(func() {
-			l, err := s.Acquire(ctx, limits.Request{Host: "x:80"})
-			if err != nil {
-				t.Error(err)
-				return
+	r := limits.Rate{N: 1000, Per: time.Second}
+	for _, tc := range []struct {
+		name string
+		set  func(*limits.Config)
+	}{
+		{"global", func(c *limits.Config) { c.Global = r }},
+		{"host", func(c *limits.Config) { c.Host = limits.Spec{Rate: r, Burst: 1} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			cfg := proxies(1, limits.Spec{})
+			tc.set(&cfg)
+			s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+			var mu sync.Mutex
+			var at []int64
+			s.onGrant = func(_ int, _ string, us int64) { mu.Lock(); at = append(at, us); mu.Unlock() }
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			// Two at once: the second is told to wait for its token and
+			// is granted from the queue, where the schedule is kept.
+			var pre sync.WaitGroup
+			for range 2 {
+				pre.Go(func() {
+					l, err := s.Acquire(ctx, limits.Request{Host: "x:80"})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					l.Release()
+				})
 			}
-			l.Release()
+			pre.Wait()
+			time.Sleep(3 * time.Millisecond) // 3 tokens, well within LATE
+			c := srv.Client()
+			defer c.Close()
+			lull, err := c.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for range 20 {
+				wg.Go(func() {
+					l, err := s.Acquire(ctx, limits.Request{Host: "x:80"})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					l.Release()
+				})
+			}
+			wg.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			for _, us := range at[2:] {
+				if us < lull.UnixMicro() {
+					t.Errorf("charged %dµs before the lull ended: %v", lull.UnixMicro()-us, at)
+					break
+				}
+			}
+			checkBound(t, "after a lull", slices.Clone(at), 1000, 1)
 		})
 	}
-	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	for _, us := range at[1:] {
-		if us < lull.UnixMicro() {
-			t.Errorf("charged %dµs before the lull ended: %v", lull.UnixMicro()-us, at)
-			break
-		}
-	}
-	checkBound(t, "after a lull", slices.Clone(at), 1000, 1)
 }
 
 // countHook counts the commands that run the script of hash, by EVALSHA
@@ -487,4 +510,33 @@ func TestAvoid(t *testing.T) {
 		l.Release()
 	}
 	checkIdle(t, srv)
+}
+
+// TestHostBatch: a call asks for one more of a host's waiters than the
+// host's limits may let start, at most batchMax, and the Go side's late is
+// acquire.lua's LATE, from which the tokens of a late ask are counted.
+func TestHostBatch(t *testing.T) {
+	if want := fmt.Sprintf("local LATE = %d\n", late.Microseconds()); !strings.Contains(acquireLua, want) {
+		t.Fatalf("acquire.lua has no %q: late and LATE differ", want)
+	}
+	for _, tc := range []struct {
+		name string
+		host limits.Spec
+		want int
+	}{
+		{"no host limits", limits.Spec{}, batchMax},
+		{"50/s: a token and none more in 10ms", limits.Spec{Rate: limits.Rate{N: 50, Per: time.Second}, Burst: 1}, 3},
+		{"200/s burst 2: 2 and 2 more in 10ms", limits.Spec{Rate: limits.Rate{N: 200, Per: time.Second}, Burst: 2}, 5},
+		{"1000/s: a token and 10 more", limits.Spec{Rate: limits.Rate{N: 1000, Per: time.Second}}, 12},
+		{"2000/s: more than a call holds", limits.Spec{Rate: limits.Rate{N: 2000, Per: time.Second}}, batchMax},
+		{"concurrency 2", limits.Spec{Concurrency: 2}, 3},
+		{"concurrency 2 and 1000/s", limits.Spec{Concurrency: 2, Rate: limits.Rate{N: 1000, Per: time.Second}}, 3},
+		{"concurrency 40", limits.Spec{Concurrency: 40}, batchMax},
+	} {
+		cfg := proxies(1, limits.Spec{})
+		cfg.Host = tc.host
+		if got := hostBatch(cfg); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
 }
