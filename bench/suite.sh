@@ -14,7 +14,7 @@
 #   --install    run bench/setup.sh first (installs the missing peers; root)
 #   --repeats N  runs of every tool in every case (default 3, quick 1)
 #   --only LIST  cases to run: direct,sustained,big,squid,tinyproxy,slow,rate,fastrate,
-#                redisrate,redishost
+#                redisrate,redishost,redisproxy
 #   --tsv FILE   machine-readable results (default $TMPDIR/fetch-bench.tsv): a
 #                row "result" per case and tool (median, min, max, every run,
 #                fetch/tool), a row "pairs" per proxy case with pairs (the
@@ -66,6 +66,9 @@
 #                            as many starts spread over that many hosts (ports
 #                            of the Go target), each host at that rate; the
 #                            figure is the rate of the host furthest from it
+#   BENCH_REDIS_PROXIES=4    the same N and rate with --proxy-rate, through
+#                            that many Go proxies, each at that rate; the
+#                            figure is the mean rate of all over their number
 #   BENCH_WRK_SECS=3/1       how long each wrk run lasts (wrk runs by time)
 #   BENCH_PAIRS=12/2         fetch and wrk pairs through each proxy (0: none,
 #                            the proxy goals then from the repeats' medians)
@@ -124,6 +127,7 @@ size BENCH_REDIS_RATE 1000 1000
 size BENCH_REDIS_HOST_N 10000 2000
 size BENCH_REDIS_HOST_RATE 250 250
 size BENCH_REDIS_HOSTS 4 4
+size BENCH_REDIS_PROXIES 4 4
 size BENCH_WRK_SECS 3 1
 size BENCH_PAIRS 12 2
 if [ -z "$repeats" ]; then
@@ -133,7 +137,7 @@ case "$repeats" in '' | *[!0-9]* | 0) echo "suite.sh: --repeats takes a positive
 c="$BENCH_C"
 hey_module="github.com/rakyll/hey@v0.1.4" # Debian's hey is this version
 tsv="${tsv:-${TMPDIR:-/tmp}/fetch-bench.tsv}"
-all_cases="direct sustained big squid tinyproxy slow rate fastrate redisrate redisrate2 redishost redishost2"
+all_cases="direct sustained big squid tinyproxy slow rate fastrate redisrate redisrate2 redishost redishost2 redisproxy redisproxy2"
 want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 
 for tool in bc timeout awk; do
@@ -191,9 +195,10 @@ if have hey && [[ " ${BENCH_SKIP:-} " != *" hey-go "* ]]; then
 	fi
 fi
 fetch="$work/fetch"
-hosts=1
+hosts=1 proxies=0
 if want redishost; then hosts="$BENCH_REDIS_HOSTS"; fi
-bench_loopback "$work" -urls 0 -proxies 0 -hosts "$hosts" -for 60m
+if want redisproxy; then proxies="$BENCH_REDIS_PROXIES"; fi
+bench_loopback "$work" -urls 0 -proxies "$proxies" -hosts "$hosts" -for 60m
 gotarget="$(cat "$work/target.txt")"
 
 mapfile -t ports < <("$work/loopback" -free-ports 4)
@@ -566,21 +571,31 @@ if want fastrate; then pace fastrate "$BENCH_FAST_RATE_N" "$BENCH_FAST_RATE"; fi
 # timed on arrival at the Go target. FLAG --rate: one rate for all, the
 # figure its mean rate; --host-rate: the starts spread over the target's
 # hosts (hosts.txt), each with its own rate, the figure the mean rate of the
-# host furthest from RATE.
+# host furthest from RATE; --proxy-rate: through the Go proxies
+# (proxies.txt), each with its own rate, the figure the mean rate of all
+# over the number of proxies.
 pace_redis() {
-	local case="$1" n="$2" rate="$3" flag="$4" r procs cs k got first last pids hosts h hr worst e span
-	local redis="redis://127.0.0.1:${ports[3]}"
-	if [ "$flag" = --rate ]; then
+	local case="$1" n="$2" rate="$3" flag="$4" r procs cs k got first last pids hosts h hr worst e span np=1
+	local redis="redis://127.0.0.1:${ports[3]}" via=()
+	hosts=("$gotarget")
+	case "$flag" in
+	--rate)
 		echo "suite.sh: $case: $n starts at $rate/s through Redis, by one process and by two, timed on arrival at the Go target"
 		mklist "$case" "$n" "$gotarget/rate/"
-		hosts=("$gotarget")
-	else
-		hosts=("$gotarget")
+		;;
+	--proxy-rate)
+		np="$(wc -l <"$work/proxies.txt")"
+		via=(--proxies "$work/proxies.txt")
+		echo "suite.sh: $case: $n starts through $np proxies at $rate/s each through Redis, by one process and by two, timed on arrival at the Go target"
+		mklist "$case" "$n" "$gotarget/rate/"
+		;;
+	--host-rate)
 		if [ -s "$work/hosts.txt" ]; then mapfile -t hosts <"$work/hosts.txt"; fi
 		echo "suite.sh: $case: $n starts on ${#hosts[@]} hosts at $rate/s each through Redis, by one process and by two, timed on arrival at the Go target"
 		printf '%s\n' "${hosts[@]}" | awk -v n="$n" '{ h[NR - 1] = $0 } END {
 			for (i = 0; i < n; i++) print h[i % NR] "/rate/" i }' >"$work/$case.txt"
-	fi
+		;;
+	esac
 	for r in $(seq "$repeats"); do
 		for procs in 1 2; do
 			cs="$case"
@@ -589,25 +604,25 @@ pace_redis() {
 			curl -s -o /dev/null "$gotarget/_arrivals?reset=1"
 			if [ "$procs" = 1 ]; then
 				timed 300 TERM "$fetch" -q -o "$work/records.jsonl" --retries 0 -c "$c" "$flag" "$rate/s" --redis "$redis" \
-					"$work/$case.txt"
+					"${via[@]}" "$work/$case.txt"
 			else
 				pids=()
 				for k in $(seq "$procs"); do
 					timeout -k 10 300 "$fetch" -q -o "$work/records$k.jsonl" --retries 0 -c "$c" "$flag" "$rate/s" --redis "$redis" \
-						--shard "$k/$procs" "$work/$case.txt" &
+						"${via[@]}" --shard "$k/$procs" "$work/$case.txt" &
 					pids+=($!)
 				done
 				wait "${pids[@]}"
 			fi
 			worst="" e=-1
 			for h in "${hosts[@]}"; do
-				if [ "$flag" = --rate ]; then
-					read -r got first last < <(curl -s "$gotarget/_arrivals")
-				else
+				if [ "$flag" = --host-rate ]; then
 					read -r got first last < <(curl -s "$gotarget/_arrivals?host=${h#http://}")
+				else
+					read -r got first last < <(curl -s "$gotarget/_arrivals")
 				fi
 				if [ "$got" -lt 2 ]; then worst="" && note "$cs" fetch "$r" "only $got arrivals at $h: no figure" && break; fi
-				hr="$(echo "scale=6; ($got - 1) * 1000000000 / ($last - $first)" | bc)"
+				hr="$(echo "scale=6; ($got - 1) * 1000000000 / ($last - $first) / $np" | bc)"
 				if [ "$(echo "d = $hr - $rate; if (d < 0) d = -d; d > $e" | bc -l)" = 1 ]; then
 					worst="$hr" e="$(echo "d = $hr - $rate; if (d < 0) d = -d; d" | bc -l)"
 					span="$got starts in $(echo "scale=3; ($last - $first) / 1000000000" | bc)s"
@@ -616,24 +631,25 @@ pace_redis() {
 			curl -s -o /dev/null "$gotarget/_arrivals?reset=1"
 			[ -n "$worst" ] || continue
 			add "$cs" fetch "$worst"
-			if [ "$flag" = --rate ]; then
-				note "$cs" fetch "$r" "$span, $procs process(es)"
-			else
-				note "$cs" fetch "$r" "$procs process(es); the host furthest from the rate: $(printf '%.2f' "$worst")/s, $span"
-			fi
+			case "$flag" in
+			--rate) note "$cs" fetch "$r" "$span, $procs process(es)" ;;
+			--proxy-rate) note "$cs" fetch "$r" "$span through $np proxies, $(printf '%.2f' "$worst")/s each, $procs process(es)" ;;
+			*) note "$cs" fetch "$r" "$procs process(es); the host furthest from the rate: $(printf '%.2f' "$worst")/s, $span" ;;
+			esac
 		done
 	done
 	rm -f "$work"/records?.jsonl
 }
-if want redisrate || want redishost; then
+if want redisrate || want redishost || want redisproxy; then
 	if ! have redis-server; then
-		echo "suite.sh: redisrate, redishost: redis-server is not installed: skipped"
+		echo "suite.sh: redisrate, redishost, redisproxy: redis-server is not installed: skipped"
 	elif bench_redis "$work/redis" "${ports[3]}"; then
 		server_pids+=("$BENCH_PID")
 		if want redisrate; then pace_redis redisrate "$BENCH_REDIS_RATE_N" "$BENCH_REDIS_RATE" --rate; fi
 		if want redishost; then pace_redis redishost "$BENCH_REDIS_HOST_N" "$BENCH_REDIS_HOST_RATE" --host-rate; fi
+		if want redisproxy; then pace_redis redisproxy "$BENCH_REDIS_HOST_N" "$BENCH_REDIS_HOST_RATE" --proxy-rate; fi
 	else
-		echo "suite.sh: redisrate, redishost: redis-server did not start: skipped"
+		echo "suite.sh: redisrate, redishost, redisproxy: redis-server did not start: skipped"
 	fi
 fi
 elapsed=$(( $(date +%s) - started ))
@@ -652,7 +668,7 @@ median() { local m _; read -r m _ < <(stats "$1" "$2"); echo "${m:-}"; }
 fmt() {
 	case "$1" in
 	slow) printf '%.3f' "$2" ;;
-	rate | fastrate | redisrate* | redishost*) printf '%.2f' "$2" ;;
+	rate | fastrate | redis*) printf '%.2f' "$2" ;;
 	cpu | *_cpu | *_px) printf '%.1f' "$2" ;;
 	*) printf '%.0f' "$2" ;;
 	esac
@@ -682,6 +698,8 @@ declare -A label=(
 	[redisrate2]="the same, 2 processes, rate/s"
 	[redishost]="$BENCH_REDIS_HOST_N on $BENCH_REDIS_HOSTS hosts at ${BENCH_REDIS_HOST_RATE}/s each, redis, worst rate/s"
 	[redishost2]="the same, 2 processes, worst rate/s"
+	[redisproxy]="$BENCH_REDIS_HOST_N via $BENCH_REDIS_PROXIES proxies at ${BENCH_REDIS_HOST_RATE}/s each, redis, rate/s each"
+	[redisproxy2]="the same, 2 processes, rate/s each"
 )
 tools=(fetch hey hey-go curl vegeta wrk)
 rows=(direct cpu)
@@ -808,11 +826,11 @@ goal big curl '>=' 1 "100 KiB: fetch req/s / curl's >= 1"
 goal_pairs squid 0.95 "squid: fetch req/s / wrk's >= 0.95"
 goal_pairs tinyproxy 0.8 "tinyproxy: fetch req/s / wrk's >= 0.8"
 goal slow - '<=' 1.03 "latency-bound: fetch makespan / ideal <= 1.03"
-for cs in rate fastrate redisrate redisrate2 redishost redishost2; do
+for cs in rate fastrate redisrate redisrate2 redishost redishost2 redisproxy redisproxy2; do
 	case "$cs" in
 	rate) want_rate="$BENCH_RATE" ;;
 	fastrate) want_rate="$BENCH_FAST_RATE" ;;
-	redishost*) want_rate="$BENCH_REDIS_HOST_RATE" ;;
+	redishost* | redisproxy*) want_rate="$BENCH_REDIS_HOST_RATE" ;;
 	*) want_rate="$BENCH_REDIS_RATE" ;;
 	esac
 	f_rate="$(median "$cs" fetch)"
@@ -821,6 +839,7 @@ for cs in rate fastrate redisrate redisrate2 redishost redishost2; do
 	fi
 	what="mean rate"
 	[[ "$cs" != redishost* ]] || what="furthest host's rate"
+	[[ "$cs" != redisproxy* ]] || what="mean rate per proxy"
 	goal "${cs}_err" - '<=' 0.005 "$cs: |fetch $what / ${want_rate} - 1| <= 0.005"
 done
 if [ -n "$hey_go" ]; then

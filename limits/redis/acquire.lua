@@ -1,7 +1,7 @@
 -- acquire: ARGV after the header: n, then n requests of five arguments
 -- each: lease id, host, avoided proxies ("\n"-joined), due and host due:
 -- the process's logical times for rates ('' for none; see below), due read
--- for the first request only. The requests are a process's waiters in its
+-- from the first request, for all. The requests are a process's waiters in its
 -- queue's order, tried in turn in one call: one round trip asks for as
 -- many as can start. Returns a reply for each request tried, in order; it
 -- stops after a 'wait' 'all', a 'reset' or a 'dead' (those behind would be
@@ -33,10 +33,11 @@ local now = nowUs()
 -- later), so the lateness does not add up, but only when due has passed
 -- and is at most LATE µs before now. A limiter that was idle can so give
 -- at most LATE µs of tokens at once: a process that stalled catches up
--- with its schedule by at most that much. Within one call, a grant's next
--- (when the same request's next token comes due) is the due of the
--- request after it, and its hostNext the host due of the next request of
--- its host, as the process would send them in its next ask.
+-- with its schedule by at most that much. Every request of a call is
+-- charged from the same due (and its host's): a limiter's tokens are
+-- charged at the later of due and when they came due, so the requests
+-- after a grant on one limiter are charged on schedule too, whether they
+-- go to the same limiter (its next token) or another (its own).
 local LATE = 10000
 local swept = false
 
@@ -223,22 +224,16 @@ end
 
 local n = tonumber(ARGV[H + 1])
 local due = tonumber(ARGV[H + 5])
-local out, hostWait, hostDue = {}, {}, {}
+local out, hostWait = {}, {}
 for i = 1, n do
   local a = H + 1 + (i - 1) * 5
   local host = ARGV[a + 2]
   local r = hostWait[host]
   if not r then
-    r = acquireOne(ARGV[a + 1], host, ARGV[a + 3], due, hostDue[host] or tonumber(ARGV[a + 5]))
+    r = acquireOne(ARGV[a + 1], host, ARGV[a + 3], due, tonumber(ARGV[a + 5]))
     if r[1] == 'wait' and r[2] == 'host' then hostWait[host] = r end
   end
   out[i] = r
-  if r[1] == 'ok' then
-    local nxt, hnxt = tonumber(r[10] or '0'), tonumber(r[12] or '0')
-    if nxt > 0 then due = nxt else due = nil end
-    if hnxt > 0 then hostDue[host] = hnxt end
-  elseif r[1] ~= 'wait' or r[2] ~= 'host' then
-    break
-  end
+  if r[1] ~= 'ok' and (r[1] ~= 'wait' or r[2] ~= 'host') then break end
 end
 return out

@@ -37,10 +37,12 @@
 // waiting is charged when it reaches Redis. While the global rate holds
 // every waiter back, a process does not ask before its next token comes due
 // (a grant's reply and a wait tell when). A process's waiters ask together:
-// one call tries up to 16 of them in the queue's order, each charged from
-// the schedule the one before it left, and starts every one whose limits
-// allow, so a round trip longer than a token's period does not hold a rate
-// to one start a round trip. Under host limits a call asks for at most one
+// one call tries up to 16 of them in the queue's order, all charged from
+// the process's logical time (each limiter's token at the later of that
+// time and when the token came due, so that after a grant on one proxy the
+// next waiter is charged on schedule whether it goes to the same proxy or
+// another), and starts every one whose limits allow, so a round trip longer
+// than a token's period does not hold a rate to one start a round trip. Under host limits a call asks for at most one
 // more of a host's waiters than its limits may let start (its burst and the
 // tokens of a late ask, or its concurrency cap), so that a busy host's
 // waiters do not fill the calls while other hosts' wait behind them.

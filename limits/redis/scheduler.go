@@ -375,9 +375,9 @@ type acquireCall struct {
 
 // callAcquire runs the acquire script once for reqs, in order, which it tries
 // until one is told that nothing can start; due is the logical time
-// (dueUs) to charge the first one's global and proxy rate tokens at when it
-// is a little before now, 0 for none, and hostDue[i], when given, the same
-// for the host rate of reqs[i] (see acquire.lua). On an error every id is
+// (dueUs) to charge their global and proxy rate tokens from when it is a
+// little before now, 0 for none, and hostDue[i], when given, the same for
+// the host rate of reqs[i] (see acquire.lua). On an error every id is
 // an orphan: the call may have run.
 func (s *Scheduler) callAcquire(ctx context.Context, reqs []limits.Request, hostDue []int64, due int64) acquireCall {
 	c := acquireCall{ids: make([]string, len(reqs))}

@@ -214,28 +214,36 @@ func TestRateKeepsItsSchedule(t *testing.T) {
 		delay time.Duration // of every command sent to Redis
 		poll  time.Duration // Options.Poll; 0 for the default
 		set   func(*limits.Config, limits.Rate)
-		hosts int // each rated on its own, 16 workers for each (an attempt's host is drawn at random); 0: one
+		// by "host" or "proxy": that many (n) hosts or proxies, each rated
+		// on its own and checked on its own, with 16 workers for each (an
+		// attempt's host is drawn at random); "": one of each
+		by string
+		n  int
 	}{
-		{"global", slow, 0, 0, func(c *limits.Config, r limits.Rate) { c.Global = r }, 0},
-		{"proxy", slow, 0, 0, func(c *limits.Config, r limits.Rate) { c.Budgets[0] = limits.Spec{Rate: r, Burst: 1} }, 0},
-		{"host", slow, 0, 0, hostRate, 0},
-		{"global, slow Redis", fast, 3500 * time.Microsecond, 0, func(c *limits.Config, r limits.Rate) { c.Global = r }, 0},
-		{"proxy, slow Redis", fast, 3500 * time.Microsecond, 0, func(c *limits.Config, r limits.Rate) {
-			c.Budgets[0] = limits.Spec{Rate: r, Burst: 1}
-		}, 0},
+		{"global", slow, 0, 0, func(c *limits.Config, r limits.Rate) { c.Global = r }, "", 0},
+		{"proxy", slow, 0, 0, proxyRate, "", 0},
+		{"host", slow, 0, 0, hostRate, "", 0},
+		{"global, slow Redis", fast, 3500 * time.Microsecond, 0, func(c *limits.Config, r limits.Rate) { c.Global = r }, "", 0},
+		{"proxy, slow Redis", fast, 3500 * time.Microsecond, 0, proxyRate, "", 0},
 		// A round trip longer than a token's period: one call must start
 		// every waiter whose token has come due, or the rate falls to one
 		// start a round trip (286/s here).
 		{"global, Redis slower than the rate", limits.Rate{N: 1000, Per: time.Second}, 3500 * time.Microsecond, 0,
-			func(c *limits.Config, r limits.Rate) { c.Global = r }, 0},
+			func(c *limits.Config, r limits.Rate) { c.Global = r }, "", 0},
 		{"global, polled", limits.Rate{N: 1, Per: 80 * time.Millisecond}, 0, 75 * time.Millisecond,
-			func(c *limits.Config, r limits.Rate) { c.Global = r }, 0},
-		{"four hosts", slow, 0, 0, hostRate, 4},
-		{"four hosts, slow Redis", fast, 3500 * time.Microsecond, 0, hostRate, 4},
+			func(c *limits.Config, r limits.Rate) { c.Global = r }, "", 0},
+		{"four hosts", slow, 0, 0, hostRate, "host", 4},
+		{"four hosts, slow Redis", fast, 3500 * time.Microsecond, 0, hostRate, "host", 4},
+		{"four proxies", slow, 0, 0, proxyRate, "proxy", 4},
+		{"four proxies, slow Redis", fast, 3500 * time.Microsecond, 0, proxyRate, "proxy", 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t)
-			cfg := proxies(1, limits.Spec{})
+			np := 1
+			if tc.by == "proxy" {
+				np = tc.n
+			}
+			cfg := proxies(np, limits.Spec{})
 			tc.set(&cfg, tc.rate)
 			var hooks []goredis.Hook
 			if tc.delay > 0 {
@@ -243,20 +251,24 @@ func TestRateKeepsItsSchedule(t *testing.T) {
 			}
 			s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second, Poll: tc.poll}, cfg, hooks...)
 			hosts := []string{"x:80"}
-			if tc.hosts > 0 {
+			if tc.by == "host" {
 				hosts = hosts[:0]
-				for i := range tc.hosts {
+				for i := range tc.n {
 					hosts = append(hosts, fmt.Sprintf("h%d:80", i))
 				}
 			}
 			var mu sync.Mutex
-			at := map[string][]int64{} // by host when the rate is each host's
-			s.onGrant = func(_ int, host string, us int64) {
-				if len(hosts) == 1 {
-					host = ""
+			at := map[string][]int64{} // by what is rated on its own
+			s.onGrant = func(proxy int, host string, us int64) {
+				var k string
+				switch tc.by {
+				case "host":
+					k = host
+				case "proxy":
+					k = cfg.ProxyIDs[proxy]
 				}
 				mu.Lock()
-				at[host] = append(at[host], us)
+				at[k] = append(at[k], us)
 				mu.Unlock()
 			}
 			run := time.Second
@@ -268,15 +280,15 @@ func TestRateKeepsItsSchedule(t *testing.T) {
 			// Enough workers that some wait while others give their leases
 			// back: an Acquire that finds none waiting is charged when it
 			// reaches Redis, as limits.Local charges one.
-			hammer(ctx, t, []*Scheduler{s}, cfg, 16*len(hosts), hosts, 0, newCounter())
+			hammer(ctx, t, []*Scheduler{s}, cfg, 16*max(tc.n, 1), hosts, 0, newCounter())
 			mu.Lock()
 			defer mu.Unlock()
-			if len(hosts) > 1 && len(at) != len(hosts) {
-				t.Fatalf("charges for %d hosts, want %d", len(at), len(hosts))
+			if len(at) != max(tc.n, 1) {
+				t.Fatalf("charges for %d %ss, want %d", len(at), tc.by, tc.n)
 			}
 			T := tc.rate.Per.Microseconds() / int64(tc.rate.N)
-			for host, got := range at {
-				name := strings.TrimSpace(tc.name + " " + host)
+			for k, got := range at {
+				name := strings.TrimSpace(tc.name + " " + k)
 				checkBound(t, name, slices.Clone(got), float64(T), 1)
 				on := 0
 				for i := 1; i < len(got); i++ {
@@ -298,6 +310,12 @@ func TestRateKeepsItsSchedule(t *testing.T) {
 }
 
 func hostRate(c *limits.Config, r limits.Rate) { c.Host = limits.Spec{Rate: r, Burst: 1} }
+
+func proxyRate(c *limits.Config, r limits.Rate) {
+	for i := range c.Budgets {
+		c.Budgets[i] = limits.Spec{Rate: r, Burst: 1}
+	}
+}
 
 // TestGlobalRateAsksOncePerStart: while a global rate holds every waiter
 // back, a process asks Redis about once per start. A grant's reply tells
