@@ -379,6 +379,7 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 		return usageError(err)
 	}
 	defer eng.Close()
+	opts.Config.Proxies = nil // the engine has what it needs of them (see fetch.New)
 	if dir := opts.Config.SaveDir; dir != "" {
 		if err := fetch.PrepareSaveDir(dir, opts.Config.Timeout); err != nil {
 			return usageErrorf("--save-dir: %w", err)
