@@ -371,18 +371,7 @@ func TestNoTokensFromALull(t *testing.T) {
 			defer cancel()
 			// Two at once: the second is told to wait for its token and
 			// is granted from the queue, where the schedule is kept.
-			var pre sync.WaitGroup
-			for range 2 {
-				pre.Go(func() {
-					l, err := s.Acquire(ctx, limits.Request{Host: "x:80"})
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					l.Release()
-				})
-			}
-			pre.Wait()
+			acquireAtOnce(ctx, t, s, 2)
 			time.Sleep(3 * time.Millisecond) // 3 tokens, well within LATE
 			c := srv.Client()
 			defer c.Close()
@@ -390,18 +379,7 @@ func TestNoTokensFromALull(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var wg sync.WaitGroup
-			for range 20 {
-				wg.Go(func() {
-					l, err := s.Acquire(ctx, limits.Request{Host: "x:80"})
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					l.Release()
-				})
-			}
-			wg.Wait()
+			acquireAtOnce(ctx, t, s, 20)
 			mu.Lock()
 			defer mu.Unlock()
 			for _, us := range at[2:] {
@@ -413,6 +391,23 @@ func TestNoTokensFromALull(t *testing.T) {
 			checkBound(t, "after a lull", slices.Clone(at), 1000, 1)
 		})
 	}
+}
+
+// acquireAtOnce takes n leases for host x:80 at once from s and gives each
+// back when it has it.
+func acquireAtOnce(ctx context.Context, t *testing.T, s *Scheduler, n int) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			l, err := s.Acquire(ctx, limits.Request{Host: "x:80"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			l.Release()
+		})
+	}
+	wg.Wait()
 }
 
 // countHook counts the commands that run the script of hash, by EVALSHA
