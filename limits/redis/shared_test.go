@@ -351,7 +351,10 @@ func TestGlobalRateAsksOncePerStart(t *testing.T) {
 // last grant's schedule: a process's schedule, and for the host rate the
 // host's, goes on only while some of its attempts wait. Carried over a
 // lull, 7 of 20 such attempts at 1000/s were charged in the past and
-// started within 0.34 ms of each other.
+// started within 0.34 ms of each other. The charges alone cannot show a
+// schedule kept too long (the first ask after the lull finds none waiting
+// and is charged on arrival, which moves the limiter past any stale time),
+// so the test also looks at the process's times once none waits.
 func TestNoTokensFromALull(t *testing.T) {
 	r := limits.Rate{N: 1000, Per: time.Second}
 	for _, tc := range []struct {
@@ -371,9 +374,17 @@ func TestNoTokensFromALull(t *testing.T) {
 			s.onGrant = func(_ int, _ string, us int64) { mu.Lock(); at = append(at, us); mu.Unlock() }
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			// Two at once: the second is told to wait for its token and
-			// is granted from the queue, where the schedule is kept.
-			acquireAtOnce(ctx, t, s, 2)
+			// Five at once: some are told to wait for their tokens and are
+			// granted from the queue, where the schedule is kept.
+			const pre = 5
+			acquireAtOnce(ctx, t, s, pre)
+			// None waits: no schedule is left to charge a later ask from.
+			s.mu.Lock()
+			due, hosts, waits := s.dueUs, len(s.hostNext), len(s.hostWait)
+			s.mu.Unlock()
+			if due != 0 || hosts != 0 || waits != 0 {
+				t.Errorf("with none waiting, the process keeps due %d and %d host times (%d hosts counted)", due, hosts, waits)
+			}
 			time.Sleep(3 * time.Millisecond) // 3 tokens, well within LATE
 			c := srv.Client()
 			defer c.Close()
@@ -384,7 +395,7 @@ func TestNoTokensFromALull(t *testing.T) {
 			acquireAtOnce(ctx, t, s, 20)
 			mu.Lock()
 			defer mu.Unlock()
-			for _, us := range at[2:] {
+			for _, us := range at[pre:] {
 				if us < lull.UnixMicro() {
 					t.Errorf("charged %dµs before the lull ended: %v", lull.UnixMicro()-us, at)
 					break
