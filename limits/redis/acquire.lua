@@ -1,11 +1,12 @@
--- acquire: ARGV after the header: n, then n requests of five arguments
--- each: lease id, host, avoided proxies ("\n"-joined), due and host due:
--- the process's logical times for rates ('' for none; see below), due read
--- from the first request, for all. The requests are a process's waiters in its
--- queue's order, tried in turn in one call: one round trip asks for as
--- many as can start. Returns a reply for each request tried, in order; it
--- stops after a 'wait' 'all', a 'reset' or a 'dead' (those behind would be
--- told the same). A request whose host was told to wait earlier in the
+-- acquire: ARGV after the header: n, due, then n requests of four
+-- arguments each: lease id, host, avoided proxies ("\n"-joined) and host
+-- due. due and host due are the process's logical times for rates ('' for
+-- none; see below). The requests are a process's waiters in its queue's
+-- order, tried in turn in one call: one round trip asks for as many as can
+-- start. Returns a reply for each request tried, in order; it stops after
+-- a 'wait' 'all', a 'reset' or a 'dead' (those behind would be told the
+-- same), and the epoch, the grace after a reset and a pool that cannot
+-- serve are looked at once for the call. A request whose host was told to wait earlier in the
 -- call is told the same without being tried. For each request it chooses
 -- a proxy by the policy among the first M budgets of bidx and their first
 -- M proxies, skipping benched, at-cap and rate-limited ones, and takes the
@@ -39,24 +40,28 @@ local now = nowUs()
 -- after a grant on one limiter are charged on schedule too, whether they
 -- go to the same limiter (its next token) or another (its own).
 local LATE = 10000
-local swept = false
 
 local function onTime(due)
   if due and (due > now or now - due > LATE) then return nil end
   return due
 end
 
-local function acquireOne(id, host, avoidS, due, hdue)
-  due, hdue = onTime(due), onTime(hdue)
-  local eid, graceEnd = epoch()
-  if not eid then return {'reset'} end
-  if now < graceEnd then return {'wait', 'all', I(graceEnd - now), I(now), '1'} end
-  -- A pool that could not serve stays so for the rest of the run.
-  local dead = redis.call('HGET', K_tat, 'dead')
-  if dead then
-    local f = split(dead, ' ')
-    return {'dead', f[1], f[2], f[3]}
-  end
+local n, due = tonumber(ARGV[H + 1]), onTime(tonumber(ARGV[H + 2]))
+local eid, graceEnd = epoch()
+if not eid then return {{'reset'}} end
+if now < graceEnd then return {{'wait', 'all', I(graceEnd - now), I(now), '1'}} end
+-- A pool that could not serve stays so for the rest of the run.
+local dead = redis.call('HGET', K_tat, 'dead')
+if dead then
+  local f = split(dead, ' ')
+  return {{'dead', f[1], f[2], f[3]}}
+end
+sweepLeases(now)
+sweepHosts(now)
+benchEnds(now)
+
+local function acquireOne(id, host, avoidS, hdue)
+  hdue = onTime(hdue)
   -- The same id again (a client library's retry of a call that did run):
   -- answer as the first time rather than take a second permit.
   if redis.call('ZSCORE', K_leases, id) then
@@ -65,12 +70,6 @@ local function acquireOne(id, host, avoidS, due, hdue)
       return {'ok', f[1], f[2], redis.call('HGET', K_pin, f[1]) or '1',
               redis.call('HGET', K_hosts, 'i|' .. f[3]) or '1', eid, f[4], f[5]}
     end
-  end
-  if not swept then
-    sweepLeases(now)
-    sweepHosts(now)
-    benchEnds(now)
-    swept = true
   end
 
   local hin = num(redis.call('HGET', K_hosts, 'i|' .. host), 0)
@@ -222,15 +221,13 @@ local function acquireOne(id, host, avoidS, due, hdue)
           I(nextAt(gnew, globT, globTau)), I(nextAt(hnew, hostT, hostTau))}
 end
 
-local n = tonumber(ARGV[H + 1])
-local due = tonumber(ARGV[H + 5])
 local out, hostWait = {}, {}
 for i = 1, n do
-  local a = H + 1 + (i - 1) * 5
+  local a = H + 2 + (i - 1) * 4
   local host = ARGV[a + 2]
   local r = hostWait[host]
   if not r then
-    r = acquireOne(ARGV[a + 1], host, ARGV[a + 3], due, tonumber(ARGV[a + 5]))
+    r = acquireOne(ARGV[a + 1], host, ARGV[a + 3], tonumber(ARGV[a + 4]))
     if r[1] == 'wait' and r[2] == 'host' then hostWait[host] = r end
   end
   out[i] = r

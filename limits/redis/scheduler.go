@@ -365,6 +365,14 @@ func (s *Scheduler) try(ctx context.Context, req limits.Request) result {
 	return s.reply(ctx, c, 0, req, false)
 }
 
+// usArg is a time in µs as the scripts take it: "" for none (0).
+func usArg(us int64) string {
+	if us <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(us, 10)
+}
+
 // acquireCall is one run of the acquire script for one or more requests.
 type acquireCall struct {
 	ids     []string // the lease ids, one a request
@@ -376,13 +384,13 @@ type acquireCall struct {
 // callAcquire runs the acquire script once for reqs, in order, which it tries
 // until one is told that nothing can start; due is the logical time
 // (dueUs) to charge their global and proxy rate tokens from when it is a
-// little before now, 0 for none, and hostDue[i], when given, the same for
-// the host rate of reqs[i] (see acquire.lua). On an error every id is
+// little before now, 0 for none, and hostDue[i] the same for the host rate
+// of reqs[i] (nil: none for any; see acquire.lua). On an error every id is
 // an orphan: the call may have run.
 func (s *Scheduler) callAcquire(ctx context.Context, reqs []limits.Request, hostDue []int64, due int64) acquireCall {
 	c := acquireCall{ids: make([]string, len(reqs))}
-	args := make([]any, 0, 1+5*len(reqs))
-	args = append(args, strconv.Itoa(len(reqs)))
+	args := make([]any, 0, 2+4*len(reqs))
+	args = append(args, strconv.Itoa(len(reqs)), usArg(due))
 	for i, req := range reqs {
 		var avoid []string
 		for _, p := range req.Avoid {
@@ -390,16 +398,12 @@ func (s *Scheduler) callAcquire(ctx context.Context, reqs []limits.Request, host
 				avoid = append(avoid, s.plan.pnames[p])
 			}
 		}
-		dueArg := ""
-		if i == 0 && due > 0 {
-			dueArg = strconv.FormatInt(due, 10)
-		}
-		hostArg := ""
-		if i < len(hostDue) && hostDue[i] > 0 {
-			hostArg = strconv.FormatInt(hostDue[i], 10)
+		var hd int64
+		if i < len(hostDue) {
+			hd = hostDue[i]
 		}
 		c.ids[i] = newID()
-		args = append(args, c.ids[i], req.Host, strings.Join(avoid, "\n"), dueArg, hostArg)
+		args = append(args, c.ids[i], req.Host, strings.Join(avoid, "\n"), usArg(hd))
 	}
 	c.sent = s.now()
 	v, err := s.run(ctx, s.scripts.acquire, args...)
@@ -675,7 +679,7 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 	var blocked map[string]bool
 	batch := make([]*waiter, 0, batchMax)
 	reqs := make([]limits.Request, 0, batchMax)
-	var hostDue []int64 // with host rates only
+	hostDue := make([]int64, 0, batchMax)
 	// With host limits, a round asks for at most s.hostBatch waiters of a
 	// host, and those behind them (later) in a round after: a host whose
 	// limits let few start must not fill calls with waiters that would be
@@ -713,9 +717,7 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 				}
 				asked[w.req.Host]++
 			}
-			if len(s.hostNext) > 0 {
-				hostDue = append(hostDue, hn.us)
-			}
+			hostDue = append(hostDue, hn.us)
 			batch = append(batch, w)
 			reqs = append(reqs, w.req)
 		}
