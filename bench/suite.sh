@@ -61,7 +61,8 @@
 #                            one process and by two (--shard 1/2 and 2/2)
 #                            sharing the rate; fetch only, as no peer shares
 #                            a rate between processes
-#   BENCH_REDIS_HOST_N=10000/2000, BENCH_REDIS_HOST_RATE=250 and
+#   BENCH_REDIS_EACH_N=10000/2000, BENCH_REDIS_EACH_RATE=250 (the rate of
+#                            each host or proxy) and
 #                            BENCH_REDIS_HOSTS=4   the same with --host-rate:
 #                            as many starts spread over that many hosts (ports
 #                            of the Go target), each host at that rate; the
@@ -124,8 +125,8 @@ size BENCH_FAST_RATE_N 50000 5000
 size BENCH_FAST_RATE 5000 5000
 size BENCH_REDIS_RATE_N 10000 2000
 size BENCH_REDIS_RATE 1000 1000
-size BENCH_REDIS_HOST_N 10000 2000
-size BENCH_REDIS_HOST_RATE 250 250
+size BENCH_REDIS_EACH_N 10000 2000
+size BENCH_REDIS_EACH_RATE 250 250
 size BENCH_REDIS_HOSTS 4 4
 size BENCH_REDIS_PROXIES 4 4
 size BENCH_WRK_SECS 3 1
@@ -646,8 +647,8 @@ if want redisrate || want redishost || want redisproxy; then
 	elif bench_redis "$work/redis" "${ports[3]}"; then
 		server_pids+=("$BENCH_PID")
 		if want redisrate; then pace_redis redisrate "$BENCH_REDIS_RATE_N" "$BENCH_REDIS_RATE" --rate; fi
-		if want redishost; then pace_redis redishost "$BENCH_REDIS_HOST_N" "$BENCH_REDIS_HOST_RATE" --host-rate; fi
-		if want redisproxy; then pace_redis redisproxy "$BENCH_REDIS_HOST_N" "$BENCH_REDIS_HOST_RATE" --proxy-rate; fi
+		if want redishost; then pace_redis redishost "$BENCH_REDIS_EACH_N" "$BENCH_REDIS_EACH_RATE" --host-rate; fi
+		if want redisproxy; then pace_redis redisproxy "$BENCH_REDIS_EACH_N" "$BENCH_REDIS_EACH_RATE" --proxy-rate; fi
 	else
 		echo "suite.sh: redisrate, redishost, redisproxy: redis-server did not start: skipped"
 	fi
@@ -696,9 +697,9 @@ declare -A label=(
 	[fastrate]="$BENCH_FAST_RATE_N at ${BENCH_FAST_RATE}/s, mean rate/s"
 	[redisrate]="$BENCH_REDIS_RATE_N at ${BENCH_REDIS_RATE}/s redis, rate/s"
 	[redisrate2]="the same, 2 processes, rate/s"
-	[redishost]="$BENCH_REDIS_HOST_N on $BENCH_REDIS_HOSTS hosts at ${BENCH_REDIS_HOST_RATE}/s each, redis, worst rate/s"
+	[redishost]="$BENCH_REDIS_EACH_N on $BENCH_REDIS_HOSTS hosts at ${BENCH_REDIS_EACH_RATE}/s each, redis, worst rate/s"
 	[redishost2]="the same, 2 processes, worst rate/s"
-	[redisproxy]="$BENCH_REDIS_HOST_N via $BENCH_REDIS_PROXIES proxies at ${BENCH_REDIS_HOST_RATE}/s each, redis, rate/s each"
+	[redisproxy]="$BENCH_REDIS_EACH_N via $BENCH_REDIS_PROXIES proxies at ${BENCH_REDIS_EACH_RATE}/s each, redis, rate/s each"
 	[redisproxy2]="the same, 2 processes, rate/s each"
 )
 tools=(fetch hey hey-go curl vegeta wrk)
@@ -830,7 +831,7 @@ for cs in rate fastrate redisrate redisrate2 redishost redishost2 redisproxy red
 	case "$cs" in
 	rate) want_rate="$BENCH_RATE" ;;
 	fastrate) want_rate="$BENCH_FAST_RATE" ;;
-	redishost* | redisproxy*) want_rate="$BENCH_REDIS_HOST_RATE" ;;
+	redishost* | redisproxy*) want_rate="$BENCH_REDIS_EACH_RATE" ;;
 	*) want_rate="$BENCH_REDIS_RATE" ;;
 	esac
 	f_rate="$(median "$cs" fetch)"
