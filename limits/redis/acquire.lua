@@ -72,21 +72,29 @@ local function acquireOne(id, host, avoidS, hdue)
     end
   end
 
-  local hin = num(redis.call('HGET', K_hosts, 'i|' .. host), 0)
-  if hostCap > 0 and hin >= hostCap then
+  -- Every command costs Redis's one thread a microsecond or so: a limit
+  -- not in use is not read.
+  local hi = 'i|' .. host
+  if hostCap > 0 and num(redis.call('HGET', K_hosts, hi), 0) >= hostCap then
     redis.call('SET', K_want, '1', 'PX', 2000)
     return {'wait', 'host', '-1', I(now)}
   end
-  local hw, hnew, hat = gcra(redis.call('HGET', K_hosts, 't|' .. host), now, hostT, hostTau, hdue)
-  if hw > 0 then return {'wait', 'host', I(hw), I(now)} end
-  local gw, gnew, gat = gcra(redis.call('HGET', K_tat, 'g'), now, globT, globTau, due)
-  if gw > 0 then return {'wait', 'all', I(gw), I(now), '1'} end
+  local hw, hnew, hat = 0, nil, 0
+  if hostT > 0 then
+    hw, hnew, hat = gcra(redis.call('HGET', K_hosts, 't|' .. host), now, hostT, hostTau, hdue)
+    if hw > 0 then return {'wait', 'host', I(hw), I(now)} end
+  end
+  local gw, gnew, gat = 0, nil, 0
+  if globT > 0 then
+    gw, gnew, gat = gcra(redis.call('HGET', K_tat, 'g'), now, globT, globTau, due)
+    if gw > 0 then return {'wait', 'all', I(gw), I(now), '1'} end
+  end
 
   local avoid = {}
   if avoidS ~= '' then
     for _, p in ipairs(split(avoidS, '\n')) do avoid[p] = true end
   end
-  local paired = redis.call('HEXISTS', K_hosts, 'q|' .. host) == 1
+  local paired = pushBase > 0 and redis.call('HEXISTS', K_hosts, 'q|' .. host) == 1
   local soonest = -1
   local function soon(w)
     if soonest < 0 or w < soonest then soonest = w end
@@ -101,9 +109,9 @@ local function acquireOne(id, host, avoidS, hdue)
   end
   for _, b in ipairs(budgets) do
     local c = bcfg(b)
-    local inf = num(redis.call('HGET', K_bin, b), 0)
-    if c.cap <= 0 or inf < c.cap then
-      local w, bnew, bat = gcra(redis.call('HGET', K_tat, 'b|' .. b), now, c.T, c.tau, due)
+    if c.cap <= 0 or num(redis.call('HGET', K_bin, b), 0) < c.cap then
+      local w, bnew, bat = 0, nil, 0
+      if c.T > 0 then w, bnew, bat = gcra(redis.call('HGET', K_tat, 'b|' .. b), now, c.T, c.tau, due) end
       if w > 0 then
         soon(w)
       else
@@ -180,6 +188,8 @@ local function acquireOne(id, host, avoidS, hdue)
   if pick.new then redis.call('HSET', K_tat, 'b|' .. b, F(pick.new)) end
   if hnew then redis.call('HSET', K_hosts, 't|' .. host, F(hnew)) end
   if gnew then redis.call('HSET', K_tat, 'g', F(gnew)) end
+  -- A candidate of pidx is neither benched nor has its probe out: it is
+  -- available unless this is its probe.
   local probe = '0'
   if redis.call('HGET', K_probe, p) == '0' then
     redis.call('HSET', K_probe, p, '1')
@@ -188,16 +198,19 @@ local function acquireOne(id, host, avoidS, hdue)
   end
   redis.call('ZADD', K_leases, F(now + ttl), id)
   local pin = redis.call('HINCRBY', K_pin, p, 1)
-  redis.call('HINCRBY', K_bin, b, 1)
-  local hin2 = redis.call('HINCRBY', K_hosts, 'i|' .. host, 1)
-  if hin2 == 1 then redis.call('ZREM', K_hexp, host) end
+  local bin = redis.call('HINCRBY', K_bin, b, 1)
+  -- A host's idle-state sweep (hexp) leaves a host with attempts in flight
+  -- alone, so it need not be told the host is busy again.
+  local hin2 = redis.call('HINCRBY', K_hosts, hi, 1)
+  local pused, bused
   if policy == 2 then
     local s = redis.call('INCR', K_seq)
     redis.call('HSET', K_pused, p, s)
     redis.call('HSET', K_bused, b, s)
+    pused, bused = s, s
   else
-    redis.call('HINCRBY', K_pused, p, 1)
-    redis.call('HINCRBY', K_bused, b, 1)
+    pused = redis.call('HINCRBY', K_pused, p, 1)
+    bused = redis.call('HINCRBY', K_bused, b, 1)
   end
   local pflag = '0'
   if pick.pair then
@@ -207,9 +220,8 @@ local function acquireOne(id, host, avoidS, hdue)
     pflag = '1'
   end
   redis.call('HSET', K_linfo, id, p .. '\n' .. b .. '\n' .. host .. '\n' .. probe .. '\n' .. I(now) .. '\n' .. pflag)
-  local _, pi = pcfg(p)
-  psync(p, b, c, pi)
-  bsync(b, c)
+  psync(p, c, probe == '0', pused, pin)
+  bsync(b, c, bin, bused)
   -- The time the tokens were charged at: the latest of the limiters'. And
   -- when the same request's next token comes due: the latest of the global
   -- and proxy limiters' next, and the host's on its own, which the process

@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -13,7 +15,14 @@ import (
 // with four Scheduler instances (standing in for processes) on one Redis
 // and 50 proxies, against limits.Local with the same proxies. ns/op is
 // the mean time per pair over all goroutines (b.RunParallel), so 1e9/ns_op
-// is the attempts per second the setup sustains.
+// is the attempts per second the setup sustains. The Redis cases also
+// report what a pair costs the server, which a whole run's figures hide
+// in their noise: redis-µs/op, the server's CPU time (INFO cpu: its
+// networking too); script-µs/op, the time its scripts ran (INFO
+// commandstats, EVALSHA), and cmds/op, the commands the scripts called.
+// "serial" is one caller on one Scheduler, so that every acquire is a call
+// of its own, as at a steady rate: the batches of the parallel case hide
+// the part of a call that does not depend on its size.
 func BenchmarkAcquireRelease(b *testing.B) {
 	cfg := proxies(50, limits.Spec{Concurrency: 1000})
 	b.Run("redis-4x50", func(b *testing.B) {
@@ -24,8 +33,26 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		}
 		var n atomic.Int64
 		b.SetParallelism(4) // 4×GOMAXPROCS goroutines: each scheduler has several callers
+		c0 := readCost(b, srv)
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) { pairs(b, pb, ss[n.Add(1)%4]) })
+		b.StopTimer()
+		readCost(b, srv).since(c0).report(b)
+	})
+	b.Run("redis-serial", func(b *testing.B) {
+		srv := redistest.Start(b)
+		s := newSched(b, srv, Options{Namespace: "t"}, cfg)
+		c0 := readCost(b, srv)
+		b.ResetTimer()
+		for range b.N {
+			l, err := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			l.Release()
+		}
+		b.StopTimer()
+		readCost(b, srv).since(c0).report(b)
 	})
 	b.Run("local-50", func(b *testing.B) {
 		s := limits.NewLocal(cfg)
@@ -45,4 +72,55 @@ func pairs(b *testing.B, pb *testing.PB, s limits.Scheduler) {
 		}
 		l.Release()
 	}
+}
+
+// cost is what a Redis server has spent so far, from INFO.
+type cost struct {
+	cpuUs    float64 // used_cpu_user + used_cpu_sys, µs
+	scriptUs float64 // usec of evalsha
+	cmds     float64 // calls of every command but evalsha and info
+}
+
+func readCost(b *testing.B, srv *redistest.Server) cost {
+	b.Helper()
+	v, err := srv.Do("INFO", "all")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var c cost
+	for _, line := range strings.Split(v.(string), "\r\n") {
+		k, val, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch {
+		case k == "used_cpu_user" || k == "used_cpu_sys":
+			f, _ := strconv.ParseFloat(val, 64)
+			c.cpuUs += f * 1e6
+		case strings.HasPrefix(k, "cmdstat_"):
+			name := strings.TrimPrefix(k, "cmdstat_")
+			for _, kv := range strings.Split(val, ",") {
+				f, fv, _ := strings.Cut(kv, "=")
+				n, _ := strconv.ParseFloat(fv, 64)
+				switch {
+				case f == "usec" && name == "evalsha":
+					c.scriptUs += n
+				case f == "calls" && name != "evalsha" && name != "info":
+					c.cmds += n
+				}
+			}
+		}
+	}
+	return c
+}
+
+func (c cost) since(c0 cost) cost {
+	return cost{c.cpuUs - c0.cpuUs, c.scriptUs - c0.scriptUs, c.cmds - c0.cmds}
+}
+
+func (c cost) report(b *testing.B) {
+	n := float64(b.N)
+	b.ReportMetric(c.cpuUs/n, "redis-µs/op")
+	b.ReportMetric(c.scriptUs/n, "script-µs/op")
+	b.ReportMetric(c.cmds/n, "cmds/op")
 }

@@ -26,6 +26,7 @@ local H = 18
 
 local SUCCESS, FAULT, PUSHBACK, REJECTED, BANNED = 1, 2, 3, 4, 5
 local BAN_HOSTS = 5 -- limits.BanHosts: distinct hosts banning a proxy in a row bench it
+local FORGIVE = 10 -- limits' streakToForgive: successes in a row that reset the cooldown's doubling
 local FOREVER = 3.15e15 -- a hundred years, in microseconds: the bench of a rejected proxy
 local SPAN = 4294967296               -- pidx: budget b's proxies score in [bi*SPAN, bi*SPAN+SPAN-1]
 local OFF = SPAN - 1                  -- a proxy's score when benched or its probe is out
@@ -97,18 +98,31 @@ end
 
 local function usedDefault(idx) if policy == 2 then return idx end return 0 end
 
--- psync rescores proxy p in pidx from its state.
-local function psync(p, b, c, pi)
+-- psync rescores proxy p of budget config c in pidx from its state. The
+-- caller passes what it knows already, so that it is not read again (every
+-- command a script calls costs Redis's one thread a microsecond or so): av,
+-- whether p is available; used, its attempts (or round-robin turn); inf,
+-- its attempts in flight; pi, its index among its budget's members, which
+-- only the round-robin default of used needs. Each may be nil: read.
+local function psync(p, c, av, used, inf, pi)
+  if av == nil then av = available(p) end
   local s
-  if not available(p) then
+  if not av then
     s = OFF
+  elseif policy == 3 then
+    s = 0
   else
-    local used = num(redis.call('HGET', K_pused, p), usedDefault(pi))
+    if used == nil then
+      used = tonumber(redis.call('HGET', K_pused, p))
+      if not used and policy == 2 then
+        if not pi then _, pi = pcfg(p) end
+        used = pi
+      end
+      used = used or 0
+    end
     if policy == 0 then
-      local inf = num(redis.call('HGET', K_pin, p), 0)
+      if inf == nil then inf = num(redis.call('HGET', K_pin, p), 0) end
       s = math.min(inf, 2047) * 2097152 + math.min(used, 2097151)
-    elseif policy == 3 then
-      s = 0
     else
       s = math.min(used, OFF - 1)
     end
@@ -117,26 +131,30 @@ local function psync(p, b, c, pi)
 end
 
 -- bsync puts budget b in bidx, scored by the policy, when it has room and
--- an available member, and takes it out otherwise.
-local function bsync(b, c)
-  local inf = num(redis.call('HGET', K_bin, b), 0)
+-- an available member, and takes it out otherwise. inf (its attempts in
+-- flight) and used (its attempts, or round-robin turn) may be given when
+-- known, as psync's.
+local function bsync(b, c, inf, used)
+  if inf == nil then inf = num(redis.call('HGET', K_bin, b), 0) end
   local av = num(redis.call('HGET', K_bavail, b), c.members)
   if (c.cap > 0 and inf >= c.cap) or av <= 0 then
     redis.call('ZREM', K_bidx, b)
     return
   end
-  local used = num(redis.call('HGET', K_bused, b), usedDefault(c.bi))
   local s
-  if policy == 0 then
-    local cap = c.cap
-    if cap <= 0 then cap = 1000 end
-    s = math.min(math.floor(inf * 1048576 / cap), 1048575) * SPAN + math.min(used, OFF)
-  elseif policy == 1 then
-    s = math.floor(used / c.members)
-  elseif policy == 2 then
-    s = used
-  else
+  if policy == 3 then
     s = 0
+  else
+    if used == nil then used = num(redis.call('HGET', K_bused, b), usedDefault(c.bi)) end
+    if policy == 0 then
+      local cap = c.cap
+      if cap <= 0 then cap = 1000 end
+      s = math.min(math.floor(inf * 1048576 / cap), 1048575) * SPAN + math.min(used, OFF)
+    elseif policy == 1 then
+      s = math.floor(used / c.members)
+    else
+      s = used
+    end
   end
   redis.call('ZADD', K_bidx, F(s), b)
 end
@@ -181,21 +199,30 @@ local function leastUsedOther(p, c)
 end
 
 -- learn updates proxy health and pair pushback from an attempt's outcome,
--- as limits.Local does. It returns an event {state, cooldown} or nil.
-local function learn(p, b, c, host, o, now, granted, probe, pinflight)
+-- as limits.Local does; paired says whether the attempt was granted under
+-- a pushback pair of p and host. It returns an event {state, cooldown} or nil, and
+-- whether p is available now (nil: not known, see psync).
+--
+-- A proxy's health is "fails streak level row" in field p of health, missing
+-- when all are 0: the streak is kept only up to FORGIVE, all that counts of
+-- it, so that a healthy proxy's successes leave it as it is and it is not
+-- written again; row is 1 while field b|p holds the hosts that banned it in
+-- a row, so that a success need not delete a row that is not there.
+local function learn(p, b, c, host, o, now, granted, probe, pinflight, paired)
   local ev = nil
   local pr = redis.call('HGET', K_probe, p)
   local probing = pr ~= false
-  local fails, streak, level = 0, 0, 0
+  local fails, streak, level, row = 0, 0, 0, '0'
   local hv = redis.call('HGET', K_health, p)
   if hv then
     local f = split(hv, ' ')
-    fails, streak, level = tonumber(f[1]), tonumber(f[2]), tonumber(f[3])
+    fails, streak, level, row = tonumber(f[1]), tonumber(f[2]), tonumber(f[3]), f[4] or '1'
   end
   local benchEnd = redis.call('ZSCORE', K_bench, p)
   local wasAvail = pr ~= '1' and not benchEnd
+  local isAvail = wasAvail
   if benchEnd and tonumber(benchEnd) > now + FOREVER / 2 then
-    return nil -- rejected already: out of the run for good
+    return nil, false -- rejected already: out of the run for good
   end
   if o == REJECTED then
     -- Its credentials were refused: benched for ever, for every process.
@@ -203,7 +230,7 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight)
     redis.call('HDEL', K_health, p, 'b|' .. p)
     redis.call('ZADD', K_bench, F(now + FOREVER), p)
     if wasAvail then avail(b, c, -1) end
-    return {'rejected', '0'}
+    return {'rejected', '0'}, false
   end
   local bench = function()
     local d = cooldown * math.pow(2, math.min(level, 30))
@@ -213,6 +240,7 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight)
     redis.call('HSET', K_probe, p, '0')
     redis.call('ZADD', K_bench, F(now + d), p)
     if wasAvail then avail(b, c, -1) end
+    isAvail = false
     ev = {'benched', I(d)}
   end
   local banRow = false -- a ban that makes BAN_HOSTS distinct hosts in a row
@@ -228,23 +256,29 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight)
       if #hs + 1 >= BAN_HOSTS then
         redis.call('HDEL', K_health, bk)
         banRow = true
+        row = '0'
       else
         hs[#hs + 1] = host
         redis.call('HSET', K_health, bk, table.concat(hs, ' '))
+        row = '1'
       end
     end
   end
   if probing and not probe then
     -- begun before the bench: no verdict on the proxy now
   elseif o == SUCCESS or o == PUSHBACK then
-    redis.call('HDEL', K_health, 'b|' .. p) -- the row of bans is broken
+    if row ~= '0' then
+      redis.call('HDEL', K_health, 'b|' .. p) -- the row of bans is broken
+      row = '0'
+    end
     fails = 0
-    streak = streak + 1
-    if streak >= 10 then level = 0 end
+    streak = math.min(streak + 1, FORGIVE)
+    if streak >= FORGIVE then level = 0 end
     if probing then
       redis.call('HDEL', K_probe, p)
       redis.call('ZREM', K_bench, p)
       if not wasAvail then avail(b, c, 1) end
+      isAvail = true
       if policy ~= 2 then
         local lo = leastUsedOther(p, c)
         local u = num(redis.call('HGET', K_pused, p), 0)
@@ -263,14 +297,18 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight)
   elseif probe then -- a probe with no verdict (a ban among them): another may go
     redis.call('HSET', K_probe, p, '0')
     if not wasAvail and not redis.call('ZSCORE', K_bench, p) then avail(b, c, 1) end
+    isAvail = nil
   end
-  if fails == 0 and streak == 0 and level == 0 then
-    redis.call('HDEL', K_health, p)
+  if fails == 0 and streak == 0 and level == 0 and row == '0' then
+    if hv then redis.call('HDEL', K_health, p) end
   else
-    redis.call('HSET', K_health, p, I(fails) .. ' ' .. I(math.min(streak, 1000)) .. ' ' .. I(level))
+    local v = I(fails) .. ' ' .. I(streak) .. ' ' .. I(level) .. ' ' .. row
+    if v ~= hv then redis.call('HSET', K_health, p, v) end
   end
 
-  if pushBase <= 0 then return ev end
+  -- A success changes a pair only when it was granted under it: a pair made
+  -- since is newer than the attempt.
+  if pushBase <= 0 or not (o == PUSHBACK or o == BANNED or (o == SUCCESS and paired)) then return ev, isAvail end
   local key = 'p|' .. p .. '|' .. host
   local pair = getPair(key)
   local fresh = pair == nil or granted > pair.pushedAt
@@ -299,7 +337,7 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight)
       if pair.window >= pair.full then redis.call('HDEL', K_hosts, key) else putPair(key, pair) end
     end
   end
-  return ev
+  return ev, isAvail
 end
 
 -- hostIdle schedules host h's state for sweeping once it says nothing.
@@ -334,9 +372,11 @@ local function drop(id, o, now)
   local c = bcfg(b)
   local pin = redis.call('HINCRBY', K_pin, p, -1)
   if pin <= 0 then redis.call('HDEL', K_pin, p) end
-  if redis.call('HINCRBY', K_bin, b, -1) <= 0 then redis.call('HDEL', K_bin, b) end
-  if redis.call('HINCRBY', K_hosts, 'i|' .. host, -1) <= 0 then
-    redis.call('HDEL', K_hosts, 'i|' .. host)
+  local bin = redis.call('HINCRBY', K_bin, b, -1)
+  if bin <= 0 then redis.call('HDEL', K_bin, b) end
+  local hi = 'i|' .. host
+  if redis.call('HINCRBY', K_hosts, hi, -1) <= 0 then
+    redis.call('HDEL', K_hosts, hi)
     hostIdle(host, now)
   end
   if paired then
@@ -344,10 +384,9 @@ local function drop(id, o, now)
     local pair = getPair(key)
     if pair then pair.inflight = pair.inflight - 1; putPair(key, pair) end
   end
-  local ev = learn(p, b, c, host, o, now, granted, probe, pin + 1)
-  local _, pi = pcfg(p)
-  psync(p, b, c, pi)
-  bsync(b, c)
+  local ev, av = learn(p, b, c, host, o, now, granted, probe, pin + 1, paired)
+  psync(p, c, av, nil, math.max(pin, 0))
+  bsync(b, c, math.max(bin, 0))
   if redis.call('EXISTS', K_want) == 1 then redis.call('PUBLISH', chan, '1') end
   return ev or true
 end
@@ -364,8 +403,9 @@ local function benchEnds(now)
     redis.call('ZREM', K_bench, p)
     local b, pi = pcfg(p)
     local c = bcfg(b)
-    if redis.call('HGET', K_probe, p) ~= '1' then avail(b, c, 1) end
-    psync(p, b, c, pi)
+    local av = redis.call('HGET', K_probe, p) ~= '1'
+    if av then avail(b, c, 1) end
+    psync(p, c, av, nil, nil, pi)
     bsync(b, c)
   end
 end

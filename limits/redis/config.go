@@ -19,6 +19,13 @@ import (
 // difference.
 var ErrConflict = errors.New("limits/redis: namespace in use with other limits")
 
+// stateVersion names how the scripts lay out a namespace's state in Redis.
+// It is a line of the limits text, so that processes that would read each
+// other's state wrongly (fetch versions either side of a change to it) do
+// not share a namespace: the second is refused with ErrConflict naming it.
+// Version 2: a proxy's health has a fourth field, its ban row's flag.
+const stateVersion = "2"
+
 // setupItem is one field the setup script installs: kind 'l' (a line of
 // the limits text processes compare), 'b' (a budget) or 'p' (a proxy).
 type setupItem struct{ kind, field, value string }
@@ -109,6 +116,7 @@ func newPlan(cfg limits.Config, ttl time.Duration) (*plan, error) {
 	}
 
 	l := pl.lines
+	l["state"] = stateVersion
 	l["lease-ttl"] = ttl.String()
 	l["policy"] = policyName(cfg.Policy)
 	l["host"] = specText(cfg.Host)

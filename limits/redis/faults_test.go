@@ -279,6 +279,29 @@ func TestConfigConflict(t *testing.T) {
 	}
 }
 
+// TestStateVersionConflict: a namespace laid out by a fetch version before
+// stateVersion (its limits text has no "state" line) is not shared: the
+// process is refused, naming the line.
+func TestStateVersionConflict(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := poolConfig()
+	newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+	// What an older version would have installed: the same limits but the
+	// line, and so another digest.
+	if _, err := srv.Do("HDEL", "{t}:limits", "state"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Do("HSET", "{t}:limits", "~sum", "older"); err != nil {
+		t.Fatal(err)
+	}
+	cl := srv.Client()
+	defer cl.Close()
+	_, err := New(context.Background(), cl, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+	if want := `state: live (none), this process "` + stateVersion + `"`; !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want ErrConflict naming %s", err, want)
+	}
+}
+
 // TestUnreachable: Dial and New with no server name the address, never
 // the password.
 func TestUnreachable(t *testing.T) {

@@ -25,13 +25,12 @@ for i = 0, n - 1 do
   elseif le ~= eid and now < graceEnd then
     redis.call('ZADD', K_leases, F(now + ttl), id)
     redis.call('HSET', K_linfo, id, p .. '\n' .. b .. '\n' .. host .. '\n0\n' .. I(now) .. '\n0')
-    redis.call('HINCRBY', K_pin, p, 1)
-    redis.call('HINCRBY', K_bin, b, 1)
-    if redis.call('HINCRBY', K_hosts, 'i|' .. host, 1) == 1 then redis.call('ZREM', K_hexp, host) end
+    local pin = redis.call('HINCRBY', K_pin, p, 1)
+    local bin = redis.call('HINCRBY', K_bin, b, 1)
+    redis.call('HINCRBY', K_hosts, 'i|' .. host, 1)
     local c = bcfg(b)
-    local _, pi = pcfg(p)
-    psync(p, b, c, pi)
-    bsync(b, c)
+    psync(p, c, nil, nil, pin)
+    bsync(b, c, bin)
     st = '1'
   end
   out[#out + 1] = st

@@ -51,7 +51,7 @@ if step == 'install' then
     else
       redis.call('HSET', K_cfg, 'p|' .. f, v)
       local b, pi = pcfg(f)
-      psync(f, b, bcfg(b), pi)
+      psync(f, bcfg(b), nil, nil, nil, pi)
     end
   end
   return {'ok'}
