@@ -200,7 +200,8 @@ end
 
 -- learn updates proxy health and pair pushback from an attempt's outcome,
 -- as limits.Local does; paired says whether the attempt was granted under
--- a pushback pair of p and host. It returns an event {state, cooldown} or nil, and
+-- a pushback pair of p and host, and pair is then that pair as the caller
+-- has just read and written it (nil: gone), so that it is not read again. It returns an event {state, cooldown} or nil, and
 -- whether p is available now (nil: not known, see psync).
 --
 -- A proxy's health is "fails streak level row" in field p of health, missing
@@ -208,7 +209,7 @@ end
 -- it, so that a healthy proxy's successes leave it as it is and it is not
 -- written again; row is 1 while field b|p holds the hosts that banned it in
 -- a row, so that a success need not delete a row that is not there.
-local function learn(p, b, c, host, o, now, granted, probe, pinflight, paired)
+local function learn(p, b, c, host, o, now, granted, probe, pinflight, paired, pair)
   local ev = nil
   local pr = redis.call('HGET', K_probe, p)
   local probing = pr ~= false
@@ -310,7 +311,7 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight, paired)
   -- since is newer than the attempt.
   if pushBase <= 0 or not (o == PUSHBACK or o == BANNED or (o == SUCCESS and paired)) then return ev, isAvail end
   local key = 'p|' .. p .. '|' .. host
-  local pair = getPair(key)
+  if not paired then pair = getPair(key) end
   local fresh = pair == nil or granted > pair.pushedAt
   if (o == PUSHBACK or o == BANNED) and fresh then
     if not pair then
@@ -379,12 +380,13 @@ local function drop(id, o, now)
     redis.call('HDEL', K_hosts, hi)
     hostIdle(host, now)
   end
+  local pair = nil
   if paired then
     local key = 'p|' .. p .. '|' .. host
-    local pair = getPair(key)
+    pair = getPair(key)
     if pair then pair.inflight = pair.inflight - 1; putPair(key, pair) end
   end
-  local ev, av = learn(p, b, c, host, o, now, granted, probe, pin + 1, paired)
+  local ev, av = learn(p, b, c, host, o, now, granted, probe, pin + 1, paired, pair)
   psync(p, c, av, nil, math.max(pin, 0))
   bsync(b, c, math.max(bin, 0))
   if redis.call('EXISTS', K_want) == 1 then redis.call('PUBLISH', chan, '1') end
