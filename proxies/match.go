@@ -64,43 +64,53 @@ func (m *matcher) reserve(n, size int) {
 // add adds s to the set; "" is ignored, and so is a string of 4 GiB or
 // more, which no line of a proxy list can hold.
 func (m *matcher) add(s string) {
-	if s == "" || len(s) >= 1<<32 {
-		return
-	}
-	switch len(s) {
-	case 1:
-		m.one[s[0]/64] |= 1 << (s[0] % 64)
-		return
-	case 2:
-		if m.two == nil {
-			m.two = make([]uint64, 1<<16/64)
+	m.text = append(m.text, s...)
+	m.addLast(len(s))
+}
+
+// addLast adds the last n bytes of m.text, which the caller appended to
+// it, to the set, and takes them off the text again when they are there
+// already or kept elsewhere: so a string made in place (a Basic token)
+// is added without a copy of its own.
+func (m *matcher) addLast(n int) {
+	off := len(m.text) - n
+	s := m.text[off:]
+	if n < 3 || n >= 1<<32 {
+		m.text = m.text[:off]
+		switch n {
+		case 1:
+			m.one[s[0]/64] |= 1 << (s[0] % 64)
+		case 2:
+			if m.two == nil {
+				m.two = make([]uint64, 1<<16/64)
+			}
+			k := uint16(s[0])<<8 | uint16(s[1])
+			m.two[k/64] |= 1 << (k % 64)
 		}
-		k := uint16(s[0])<<8 | uint16(s[1])
-		m.two[k/64] |= 1 << (k % 64)
 		return
 	}
 	if 2*(m.n+1) > len(m.slots) {
 		m.grow()
 	}
-	h := maphash.String(m.seed, s)
+	h := maphash.Bytes(m.seed, s)
 	mask := len(m.slots) - 1
 	for i := int(h) & mask; ; i = (i + 1) & mask {
 		sl := &m.slots[i]
 		if sl.n == 0 {
-			*sl = slot{h: uint32(h), n: uint32(len(s)), off: len(m.text)}
-			m.text = append(m.text, s...)
+			*sl = slot{h: uint32(h), n: uint32(n), off: off}
 			m.n++
 			break
 		}
-		if sl.h == uint32(h) && string(m.text[sl.off:sl.off+int(sl.n)]) == s {
-			return // there already
+		if sl.h == uint32(h) && int(sl.n) == n && string(m.text[sl.off:sl.off+n]) == string(s) {
+			m.text = m.text[:off] // there already
+			return
 		}
 	}
-	bit := uint64(1) << min(len(s), longLen)
-	if len(s) >= longLen {
-		m.addLong(len(s))
+	bit := uint64(1) << min(n, longLen)
+	if n >= longLen {
+		m.addLong(n)
 	}
-	m.addHead(key3(s, 0), bit)
+	m.addHead(uint32(s[0])<<16|uint32(s[1])<<8|uint32(s[2]), bit)
 }
 
 func (m *matcher) addLong(n int) {

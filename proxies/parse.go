@@ -108,8 +108,8 @@ func Parse(name string, r io.Reader) ([]Proxy, error) {
 func parse(name string, r io.Reader, room int, size int64) ([]Proxy, error) {
 	br := bufio.NewReaderSize(r, maxLineLen+2) // room for the line and "\r\n"
 	var ps []Proxy
-	var read int64         // bytes of the list read so far
-	var strs arena.Strings // the proxies' lines, identities and sources
+	var read int64 // bytes of the list read so far
+	var bl blocks
 	for n := 1; ; n++ {
 		raw, err := br.ReadSlice('\n')
 		read += int64(len(raw))
@@ -122,7 +122,7 @@ func parse(name string, r io.Reader, room int, size int64) ([]Proxy, error) {
 		if len(raw) == 0 && err != nil {
 			return fit(ps), nil
 		}
-		p, t, ok, lerr := parseLine(&strs, name, n, raw)
+		p, t, ok, lerr := parseLine(&bl, name, n, raw)
 		if lerr != nil {
 			return nil, lerr
 		}
@@ -132,7 +132,7 @@ func parse(name string, r io.Reader, room int, size int64) ([]Proxy, error) {
 			if t.n > room-len(ps) {
 				return nil, &LineError{File: name, Line: n, Reason: fmt.Sprintf("sessions=%d: the proxy lists would hold more than %d proxies", t.n, maxProxies)}
 			}
-			ps = t.expand(ps, p)
+			ps = t.expand(ps, p, &bl.urls)
 		case len(ps) >= room:
 			return nil, &LineError{File: name, Line: n, Reason: fmt.Sprintf("the proxy lists hold more than %d proxies", maxProxies)}
 		default:
@@ -145,6 +145,15 @@ func parse(name string, r io.Reader, room int, size int64) ([]Proxy, error) {
 			return fit(ps), nil
 		}
 	}
+}
+
+// blocks are what parse keeps a list's proxies in, shared by them (see
+// arena): their lines, identities and sources, and their URLs; and the
+// fields of the line being parsed, made once for all the lines.
+type blocks struct {
+	strs   arena.Strings
+	urls   urlAlloc
+	fields []string
 }
 
 // fit returns ps, or a copy of it made to size when the estimate from the
@@ -183,7 +192,7 @@ func skipped(b []byte) bool {
 // parseLine parses physical line n (with its line end). ok is false for a
 // blank or comment line; t is the template of a line with sessions=N, whose
 // proxy p is then what its sessions have in common.
-func parseLine(strs *arena.Strings, name string, n int, raw []byte) (p Proxy, t *sessionTemplate, ok bool, err error) {
+func parseLine(bl *blocks, name string, n int, raw []byte) (p Proxy, t *sessionTemplate, ok bool, err error) {
 	fail := func(reason string, err error) (Proxy, *sessionTemplate, bool, error) {
 		return Proxy{}, nil, false, &LineError{File: name, Line: n, Reason: reason, Err: err}
 	}
@@ -212,8 +221,9 @@ func parseLine(strs *arena.Strings, name string, n int, raw []byte) (p Proxy, t 
 	// The line is kept (the URL's parts are pieces of it), with the
 	// proxy's identity and source, in blocks shared with the other lines'
 	// (see arena).
-	line := strs.Bytes(b)
-	fields := strings.Fields(line)
+	line := bl.strs.Bytes(b)
+	bl.fields = appendFields(bl.fields[:0], line)
+	fields := bl.fields
 	for i, f := range fields {
 		if strings.HasPrefix(f, "#") {
 			fields = fields[:i]
@@ -225,7 +235,7 @@ func parseLine(strs *arena.Strings, name string, n int, raw []byte) (p Proxy, t 
 	}
 	// {session} is not valid in a URL: the line is checked with session 1.
 	hasMark := strings.Contains(fields[0], sessionMark)
-	u, err := ParseURL(strings.ReplaceAll(fields[0], sessionMark, "1"))
+	u, err := parseURL(strings.ReplaceAll(fields[0], sessionMark, "1"), &bl.urls)
 	if err != nil {
 		var ue *urlError
 		if errors.As(err, &ue) {
@@ -235,7 +245,7 @@ func parseLine(strs *arena.Strings, name string, n int, raw []byte) (p Proxy, t 
 	}
 	var buf [256]byte
 	id := appendIdentity(buf[:0], u)
-	p = Proxy{URL: u, ID: strs.Bytes(id), Source: strs.Bytes(appendSource(id[len(id):], name, n))}
+	p = Proxy{URL: u, ID: bl.strs.Bytes(id), Source: bl.strs.Bytes(appendSource(id[len(id):], name, n))}
 	q := quoter{line: line, u: u, fields: fields[1:]}
 	var (
 		sessions int
@@ -318,6 +328,35 @@ func parseLine(strs *arena.Strings, name string, n int, raw []byte) (p Proxy, t 
 		return p, t, true, nil
 	}
 	return p, nil, true, nil
+}
+
+// appendFields appends the fields of line, as strings.Fields splits it, to
+// dst: without an allocation for a line of ASCII when dst has room.
+func appendFields(dst []string, line string) []string {
+	for i := 0; i < len(line); i++ {
+		if line[i] >= utf8.RuneSelf {
+			return append(dst, strings.Fields(line)...)
+		}
+	}
+	for {
+		i := 0
+		for i < len(line) && asciiSpace(line[i]) {
+			i++
+		}
+		if line = line[i:]; line == "" {
+			return dst
+		}
+		j := 0
+		for j < len(line) && !asciiSpace(line[j]) {
+			j++
+		}
+		dst, line = append(dst, line[:j]), line[j:]
+	}
+}
+
+// asciiSpace reports whether c is white space as strings.Fields has it.
+func asciiSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
 }
 
 func trimBOM(b []byte) []byte {

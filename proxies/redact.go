@@ -93,7 +93,9 @@ func NewRedactor(ps []Proxy) *Redactor {
 		}
 		encodings(user, bare)
 		encodings(pass, bare)
-		bare(base64.StdEncoding.EncodeToString([]byte(userpass))) // Proxy-Authorization: Basic
+		// Proxy-Authorization: Basic, encoded in place in secret's text.
+		secret.text = base64.StdEncoding.AppendEncode(secret.text, []byte(userpass))
+		secret.addLast(base64.StdEncoding.EncodedLen(len(userpass)))
 	}
 	r := &Redactor{sessionPieces: pieces}
 	if !pairs.empty() {

@@ -75,17 +75,18 @@ func pieces(raw string) ([]string, bool) {
 	return ps, true
 }
 
-// url returns the URL of session k (1..n).
-func (t *sessionTemplate) url(k int) *url.URL {
+// url returns the URL of session k (1..n), from a's blocks.
+func (t *sessionTemplate) url(k int, a *urlAlloc) *url.URL {
 	s := t.prefix + strconv.Itoa(k)
-	u := *t.base
+	u := a.url(*t.base)
 	user := strings.Join(t.user, s)
+	u.User = a.users.New()
 	if t.hasPass {
-		u.User = url.UserPassword(user, strings.Join(t.pass, s))
+		*u.User = *url.UserPassword(user, strings.Join(t.pass, s))
 	} else {
-		u.User = url.User(user)
+		*u.User = *url.User(user)
 	}
-	return &u
+	return u
 }
 
 // secrets returns what every proxy of t has in common that must not be
@@ -110,11 +111,11 @@ func (t *sessionTemplate) secrets() []string {
 }
 
 // expand appends the n proxies of the line p with template t, each with its
-// own URL and identity.
-func (t *sessionTemplate) expand(dst []Proxy, p Proxy) []Proxy {
+// own URL (from a's blocks) and identity.
+func (t *sessionTemplate) expand(dst []Proxy, p Proxy, a *urlAlloc) []Proxy {
 	for k := 1; k <= t.n; k++ {
 		q := p
-		q.URL = t.url(k)
+		q.URL = t.url(k, a)
 		q.ID = Identity(q.URL)
 		q.Session = k
 		q.tmpl = t

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/fetch-dev/fetch/internal/arena"
 )
 
 // ErrBadURL is wrapped by every error ParseURL returns, and so by every
@@ -49,8 +51,129 @@ const maxHostLen = 253
 // be printed: use Identity.
 //
 // Errors wrap ErrBadURL and never quote any part of raw.
-func ParseURL(raw string) (*url.URL, error) {
+func ParseURL(raw string) (*url.URL, error) { return parseURL(raw, nil) }
+
+// parseURL is ParseURL with the URL, and its user information when it
+// needs no decoding, taken from a (nil: allocated one by one).
+func parseURL(raw string, a *urlAlloc) (*url.URL, error) {
 	raw = strings.TrimSpace(raw)
+	if u, ok := parseSimple(raw, a); ok {
+		return u, nil
+	}
+	return parseGeneral(raw, a)
+}
+
+// urlAlloc hands out the URLs of a list's proxies and their user
+// information from shared blocks (see arena.Slab): for a list of 100,000
+// identities, a few hundred objects for the garbage collector to mark all
+// run long instead of 200,000.
+type urlAlloc struct {
+	urls  arena.Slab[url.URL]
+	users arena.Slab[url.Userinfo]
+}
+
+// url returns a URL holding v, from a's blocks unless a is nil.
+func (a *urlAlloc) url(v url.URL) *url.URL {
+	var u *url.URL
+	if a == nil {
+		u = new(url.URL)
+	} else {
+		u = a.urls.New()
+	}
+	*u = v
+	return u
+}
+
+// parseSimple parses raw when it is written as lists write nearly every
+// proxy: a scheme in lower case, user information (if any) of a user name
+// and an optional password made of letters, digits and "-._~" only, so that
+// nothing needs decoding, a host in lower case that is an IPv4 address or a
+// DNS name, a port without leading zeros, and at most a "/" after it. It
+// takes about a tenth of the general path's time and allocates nothing of
+// its own; ok is false for anything else, which parseGeneral then parses
+// (and refuses with the reason). The two give the same URL for what
+// parseSimple takes (FuzzParseSimple).
+func parseSimple(raw string, a *urlAlloc) (u *url.URL, ok bool) {
+	var scheme string
+	for _, s := range [...]string{"http", "https", "socks5", "socks5h"} {
+		if len(raw) > len(s)+3 && raw[:len(s)] == s && raw[len(s):len(s)+3] == "://" {
+			scheme = s
+			break
+		}
+	}
+	if scheme == "" {
+		return nil, false
+	}
+	rest := strings.TrimSuffix(raw[len(scheme)+3:], "/")
+	var user *url.Userinfo
+	if at := strings.IndexByte(rest, '@'); at >= 0 {
+		name, pass, hasPass := strings.Cut(rest[:at], ":")
+		if name == "" || !unreserved(name) || !unreserved(pass) {
+			return nil, false
+		}
+		switch {
+		case a == nil && hasPass:
+			user = url.UserPassword(name, pass)
+		case a == nil:
+			user = url.User(name)
+		default:
+			user = a.users.New()
+			if hasPass {
+				*user = *url.UserPassword(name, pass)
+			} else {
+				*user = *url.User(name)
+			}
+		}
+		rest = rest[at+1:]
+	}
+	colon := strings.IndexByte(rest, ':')
+	if colon < 1 || !simplePort(rest[colon+1:]) {
+		return nil, false
+	}
+	for i := range colon {
+		c := rest[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return nil, false
+		}
+	}
+	if host, err := canonicalHost(rest); err != nil || host != rest[:colon] {
+		return nil, false
+	}
+	return a.url(url.URL{Scheme: scheme, User: user, Host: rest}), true
+}
+
+// unreserved reports whether s is made of RFC 3986's unreserved characters
+// only: letters, digits and "-._~", which user information holds as they
+// are.
+func unreserved(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~') {
+			return false
+		}
+	}
+	return true
+}
+
+// simplePort reports whether s is a port from 1 to 65535 without leading
+// zeros.
+func simplePort(s string) bool {
+	if len(s) == 0 || len(s) > 5 || s[0] == '0' {
+		return false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n <= 65535
+}
+
+// parseGeneral is parseURL for any URL: net/url parses it, then each part
+// is checked and made canonical.
+func parseGeneral(raw string, a *urlAlloc) (*url.URL, error) {
 	if raw == "" {
 		return nil, badURL("empty")
 	}
@@ -104,7 +227,7 @@ func ParseURL(raw string) (*url.URL, error) {
 	if !canonicalAs(u.Host, host, port) {
 		hostport = net.JoinHostPort(host, port)
 	}
-	return &url.URL{Scheme: u.Scheme, User: u.User, Host: hostport}, nil
+	return a.url(url.URL{Scheme: u.Scheme, User: u.User, Host: hostport}), nil
 }
 
 // canonicalAs reports whether hostport is host and port joined as

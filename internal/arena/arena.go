@@ -39,3 +39,24 @@ func (a *Strings) Bytes(p []byte) string {
 	a.b.Write(p)
 	return a.b.String()[start:]
 }
+
+// Slab hands out values of T from shared blocks of slabLen, as Strings does
+// strings and for the same reason: one object for the garbage collector to
+// mark per block instead of one per value. A value keeps its whole block
+// alive. The zero Slab is ready to use; it is not safe for concurrent use.
+type Slab[T any] struct {
+	free []T // the rest of the block being handed out
+}
+
+// slabLen is how many values a block of a Slab holds.
+const slabLen = 256
+
+// New returns a pointer to a new zero T.
+func (s *Slab[T]) New() *T {
+	if len(s.free) == 0 {
+		s.free = make([]T, slabLen)
+	}
+	p := &s.free[0]
+	s.free = s.free[1:]
+	return p
+}

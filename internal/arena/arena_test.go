@@ -35,3 +35,26 @@ func TestStringsShareBlocks(t *testing.T) {
 		t.Fatalf("%v allocations a string", n)
 	}
 }
+
+// TestSlabHandsOutDistinctValues: every value is zero when handed out and
+// its own, across blocks, and values cost an allocation per block.
+func TestSlabHandsOutDistinctValues(t *testing.T) {
+	var s Slab[[2]int]
+	var got []*[2]int
+	for i := range 3*slabLen + 1 {
+		p := s.New()
+		if *p != [2]int{} {
+			t.Fatalf("value %d is %v when handed out", i, *p)
+		}
+		*p = [2]int{i, -i}
+		got = append(got, p)
+	}
+	for i, p := range got {
+		if *p != [2]int{i, -i} {
+			t.Fatalf("value %d holds %v", i, *p)
+		}
+	}
+	if n := testing.AllocsPerRun(10*slabLen, func() { s.New() }); n > 1.0/slabLen+0.001 {
+		t.Fatalf("%v allocations a value, want one a block of %d", n, slabLen)
+	}
+}

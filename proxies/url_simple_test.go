@@ -1,0 +1,102 @@
+package proxies
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestParseSimple: the fast path takes the forms lists write nearly every
+// proxy in, gives what the general path gives for them, and leaves every
+// other form to the general path.
+func TestParseSimple(t *testing.T) {
+	for _, tc := range []struct {
+		raw    string
+		simple bool // parseSimple takes it
+	}{
+		{"http://127.0.0.1:3128", true},
+		{"http://user-session-7:pw@127.0.0.1:8080", true},
+		{"http://user-session-7:pw@127.0.0.1:8080/", true},
+		{"https://u.s_e~r:P.a-S_s~9@gate.example.com:7000", true},
+		{"socks5://user@10.1.2.3:1080", true},
+		{"socks5h://user:@proxy-1.example:1080", true},
+		{"http://1.2.3.04:80", true}, // not an address: a name, as the general path has it
+		{"http://p.example", false},  // no port: the default is filled in
+		{"http://p.example:0080", false},
+		{"http://P.example:80", false},
+		{"HTTP://p.example:80", false},
+		{"http://user%40x:pw@p.example:80", false},
+		{"http://user:p:w@p.example:80", false},
+		{"http://:pw@p.example:80", false},
+		{"http://@p.example:80", false},
+		{"http://[::1]:80", false},
+		{"http://p.example:80/x", false},
+		{"http://p.example:80//", false},
+		{"http://p.example:80?x", false},
+		{"http://a@b@p.example:80", false},
+		{"http://-p.example:80", false},
+		{"http://p..example:80", false},
+		{"http://p.example:65536", false},
+		{"ftp://p.example:21", false},
+	} {
+		t.Run(tc.raw, func(t *testing.T) {
+			var a urlAlloc
+			for _, alloc := range []*urlAlloc{nil, &a} {
+				u, ok := parseSimple(tc.raw, alloc)
+				if ok != tc.simple {
+					t.Fatalf("parseSimple(%q) took it: %v, want %v", tc.raw, ok, tc.simple)
+				}
+				if !ok {
+					continue
+				}
+				want, err := parseGeneral(tc.raw, nil)
+				if err != nil {
+					t.Fatalf("parseGeneral(%q): %v, parseSimple took it", tc.raw, err)
+				}
+				if !reflect.DeepEqual(u, want) {
+					t.Fatalf("parseSimple(%q) = %#v, parseGeneral %#v", tc.raw, u, want)
+				}
+			}
+		})
+	}
+}
+
+// TestParseSimpleAllocations: the fast path with blocks allocates nothing
+// of its own for a proxy.
+func TestParseSimpleAllocations(t *testing.T) {
+	var a urlAlloc
+	a.urls.New()
+	a.users.New() // the first blocks
+	n := testing.AllocsPerRun(100, func() {
+		if _, ok := parseSimple("http://user-session-7:pw@127.0.0.1:8080", &a); !ok {
+			t.Fatal("not taken")
+		}
+	})
+	if n > 0.02 { // a new block of each every 256 URLs
+		t.Fatalf("%v allocations a URL", n)
+	}
+}
+
+// FuzzParseSimple: whatever parseSimple takes, parseGeneral takes too and
+// parses to the same URL.
+func FuzzParseSimple(f *testing.F) {
+	for _, s := range []string{
+		"http://user-session-7:pw@127.0.0.1:8080", "socks5h://u@p.example:1", "https://a:b@1.2.3.04:443/",
+		"http://u:@p.example:65535", "http://P.example:80", "http://p.example:080", "socks5://x@-a:1",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, ok := parseSimple(strings.TrimSpace(raw), nil)
+		if !ok {
+			return
+		}
+		want, err := parseGeneral(strings.TrimSpace(raw), nil)
+		if err != nil {
+			t.Fatalf("parseSimple(%q) = %q; parseGeneral refuses it: %v", raw, u.Redacted(), err)
+		}
+		if !reflect.DeepEqual(u, want) {
+			t.Fatalf("parseSimple(%q) = %#v, parseGeneral %#v", raw, u, want)
+		}
+	})
+}
