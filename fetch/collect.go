@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sync"
@@ -14,38 +15,59 @@ import (
 type collector struct {
 	mu      sync.Mutex
 	rep     Report
-	byID    map[string]*proxyStats // by proxy identity
-	byRoute []*proxyStats          // the same by route index, found without hashing the identity
+	routes  []route       // the engine's, for their identities
+	byRoute []*proxyStats // by route index: found without hashing the identity
 	hosts   *hostTable
 	start   time.Time
 }
 
-// proxyStats is what the collector keeps of one proxy: its part of the
+// proxyStats is what the collector keeps of one route: its part of the
 // report, and the durations of its attempts' phases.
 type proxyStats struct {
-	rep    *ProxyReport
+	rep    ProxyReport
 	phases [numPhases]histogram // by phase index; empty until one happens
 }
 
 // stats returns rt's statistics, made when they are first needed: a pool
-// of 100,000 sessions of which a run uses a few costs a few. Routes of the
-// same identity share them. Call with c.mu held.
+// of 100,000 sessions of which a run uses a few costs a few, and a route's
+// first attempt costs one allocation, not a look-up of its identity in a
+// map that grows with the pool. Routes of the same identity (an Engine's
+// Config may list a proxy twice) are added up by report. Call with c.mu
+// held.
 func (c *collector) stats(rt *route) *proxyStats {
-	if ps := c.byRoute[rt.index]; ps != nil {
-		return ps
-	}
-	ps := c.byID[rt.id]
+	ps := c.byRoute[rt.index]
 	if ps == nil {
-		ps = &proxyStats{rep: &ProxyReport{Pool: rt.pool}} // PhasesMS: made by report
-		c.byID[rt.id] = ps
-		c.rep.Proxies[rt.id] = ps.rep
+		ps = &proxyStats{rep: ProxyReport{Pool: rt.pool}} // PhasesMS: made by report
+		c.byRoute[rt.index] = ps
 	}
-	c.byRoute[rt.index] = ps
 	return ps
 }
 
+// merge adds o's statistics to ps's, as if their attempts and state
+// changes had been ps's: counts add up, the most in flight is the larger,
+// state changes are merged in time order and the state is the later one's.
+func (ps *proxyStats) merge(o *proxyStats) {
+	p, q := &ps.rep, &o.rep
+	p.Attempts += q.Attempts
+	p.OK += q.OK
+	p.Failed += q.Failed
+	p.Banned += q.Banned
+	p.MaxInFlight = max(p.MaxInFlight, q.MaxInFlight)
+	if len(q.Health) > 0 {
+		if len(p.Health) == 0 || q.Health[len(q.Health)-1].AtMS >= p.Health[len(p.Health)-1].AtMS {
+			p.State = q.State
+		}
+		p.Health = append(p.Health, q.Health...)
+		slices.SortStableFunc(p.Health, func(a, b StateChange) int { return cmp.Compare(a.AtMS, b.AtMS) })
+		p.Health = p.Health[:min(len(p.Health), maxStateChanges)]
+	}
+	for i := range ps.phases {
+		ps.phases[i].merge(&o.phases[i])
+	}
+}
+
 // proxy returns rt's part of the report. Call with c.mu held.
-func (c *collector) proxy(rt *route) *ProxyReport { return c.stats(rt).rep }
+func (c *collector) proxy(rt *route) *ProxyReport { return &c.stats(rt).rep }
 
 // health notes a proxy's change of state.
 func (c *collector) health(rt *route, ev limits.HealthEvent) {
@@ -65,17 +87,16 @@ func (c *collector) health(rt *route, ev limits.HealthEvent) {
 // maxStateChanges bounds the state changes kept per proxy in a report.
 const maxStateChanges = 1000
 
-func newCollector(start time.Time, reportHosts, routes int) *collector {
+func newCollector(start time.Time, reportHosts int, routes []route) *collector {
 	c := &collector{
 		start: start,
 		hosts: newHostTable(reportHosts),
 		rep: Report{
 			ByKind:  map[string]int{},
 			ByPhase: map[string]int{},
-			Proxies: map[string]*ProxyReport{},
 		},
-		byID:    map[string]*proxyStats{},
-		byRoute: make([]*proxyStats, routes),
+		routes:  routes,
+		byRoute: make([]*proxyStats, len(routes)),
 	}
 	return c
 }
@@ -85,7 +106,7 @@ func (c *collector) attempt(rt *route, host string, ok bool, proxyInFlight, host
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps := c.stats(rt)
-	p := ps.rep
+	p := &ps.rep
 	c.hosts.add(host, ok, hostInFlight)
 	p.Attempts++
 	if ok {
@@ -134,15 +155,41 @@ func (c *collector) report(elapsedMS float64) *Report {
 	rep := c.rep
 	rep.ElapsedMS = elapsedMS
 	rep.Hosts, rep.HostsOther = c.hosts.report()
-	for _, ps := range c.byID {
-		if ps.rep.PhasesMS == nil {
-			ps.rep.PhasesMS = map[string]Quantiles{}
+	// A route's statistics, or for an identity of several routes, theirs
+	// added up in a copy (the routes' own stay as they are).
+	type entry struct {
+		ps  *proxyStats
+		sum bool // ps is a copy made to add routes up
+	}
+	byID := map[string]entry{}
+	for i, ps := range c.byRoute {
+		if ps == nil {
+			continue
 		}
+		id := c.routes[i].id
+		e, ok := byID[id]
+		switch {
+		case !ok:
+			byID[id] = entry{ps: ps}
+			continue
+		case !e.sum:
+			sum := &proxyStats{rep: ProxyReport{Pool: e.ps.rep.Pool}}
+			sum.merge(e.ps)
+			e = entry{ps: sum, sum: true}
+			byID[id] = e
+		}
+		e.ps.merge(ps)
+	}
+	rep.Proxies = make(map[string]*ProxyReport, len(byID))
+	for id, e := range byID {
+		ps := e.ps
+		ps.rep.PhasesMS = map[string]Quantiles{}
 		for i := range ps.phases {
 			if hg := &ps.phases[i]; hg.n > 0 {
 				ps.rep.PhasesMS[Phases[i]] = Quantiles{P50: hg.quantile(0.50), P95: hg.quantile(0.95)}
 			}
 		}
+		rep.Proxies[id] = &ps.rep
 	}
 	return &rep
 }
@@ -180,8 +227,17 @@ func histBucket(ms float64) int32 {
 	return int32(math.Log(ms/histFloor) / logHistBase)
 }
 
-func (h *histogram) add(ms float64) {
-	b := histBucket(ms)
+func (h *histogram) add(ms float64) { h.addN(histBucket(ms), 1) }
+
+// merge adds o's durations to h's.
+func (h *histogram) merge(o *histogram) {
+	for _, bin := range o.bins {
+		h.addN(bin.bucket, bin.count)
+	}
+}
+
+// addN adds n durations of bucket b.
+func (h *histogram) addN(b int32, n int64) {
 	if h.bins == nil {
 		h.bins = h.first[:0] // a proxy of a large pool often has one bucket: no allocation
 	}
@@ -195,11 +251,11 @@ func (h *histogram) add(ms float64) {
 		}
 	}
 	if i < len(h.bins) && h.bins[i].bucket == b {
-		h.bins[i].count++
+		h.bins[i].count += n
 	} else {
-		h.bins = slices.Insert(h.bins, i, histBin{bucket: b, count: 1})
+		h.bins = slices.Insert(h.bins, i, histBin{bucket: b, count: n})
 	}
-	h.n++
+	h.n += n
 }
 
 // quantile returns the q-quantile (0 < q <= 1), as the middle of its bucket,
