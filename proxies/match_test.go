@@ -2,6 +2,7 @@ package proxies
 
 import (
 	"cmp"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -55,12 +56,15 @@ func TestMatcherAsReplacer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for range tc.sets {
 				var set []string
-				m := newMatcher()
+				m, bulk := newMatcher(), newMatcher() // one by one, and in bulk (see seal)
+				bulk.startBulk()
 				for range 1 + rng.IntN(tc.size) {
 					s := word(tc.alpha, tc.min+rng.IntN(tc.max-tc.min+1))
 					set = append(set, s)
 					m.add(s)
+					bulk.add(s)
 				}
+				bulk.seal()
 				rep := replacerOf(set, "<>")
 				// The text is made of pieces of the set and of noise.
 				var sb strings.Builder
@@ -73,8 +77,12 @@ func TestMatcherAsReplacer(t *testing.T) {
 					}
 				}
 				text := sb.String()
-				if got, want := m.replace(text, "<>"), rep.Replace(text); got != want {
+				want := rep.Replace(text)
+				if got := m.replace(text, "<>"); got != want {
 					t.Fatalf("set %q\ntext %q\nmatcher  %q\nReplacer %q", set, text, got, want)
+				}
+				if got := bulk.replace(text, "<>"); got != want {
+					t.Fatalf("set %q\ntext %q\nmatcher in bulk %q\nReplacer %q", set, text, got, want)
 				}
 			}
 		})
@@ -107,5 +115,27 @@ func TestMatcherKeepsText(t *testing.T) {
 	text := strings.Repeat("no match here ", 4)
 	if n := testing.AllocsPerRun(10, func() { _ = m.replace(text, "***") }); n != 0 {
 		t.Fatalf("%v allocations for a text with nothing to replace", n)
+	}
+}
+
+// TestMatcherBulkDropsDuplicates: strings added in bulk more than once are
+// in the set once, and their repeats do not stay in the text.
+func TestMatcherBulkDropsDuplicates(t *testing.T) {
+	m := newMatcher()
+	m.startBulk()
+	m.reserve(2000, 2000*12)
+	for i := range 1000 {
+		m.add("samepassword") // every identity's password
+		m.add(fmt.Sprintf("user-%d", i))
+	}
+	m.seal()
+	if m.n != 1001 {
+		t.Fatalf("%d strings in the set, want 1001", m.n)
+	}
+	if want := len("samepassword") + 10*len("user-0") + 90*len("user-10") + 900*len("user-100"); len(m.text) != want {
+		t.Fatalf("%d bytes of text, want %d", len(m.text), want)
+	}
+	if got := m.replace("as user-999 with samepassword, not user-", "***"); got != "as *** with ***, not user-" {
+		t.Fatalf("replaced: %q", got)
 	}
 }

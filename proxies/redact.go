@@ -52,6 +52,8 @@ func NewRedactor(ps []Proxy) *Redactor {
 			size += len(p.URL.User.Username()) + len(pass) + 2
 		}
 	}
+	pairs.startBulk()
+	secret.startBulk()
 	pairs.reserve(own, size)
 	secret.reserve(2*own, size+base64.StdEncoding.EncodedLen(size))
 	bare := func(s string) {
@@ -97,6 +99,8 @@ func NewRedactor(ps []Proxy) *Redactor {
 		secret.text = base64.StdEncoding.AppendEncode(secret.text, []byte(userpass))
 		secret.addLast(base64.StdEncoding.EncodedLen(len(userpass)))
 	}
+	pairs.seal()
+	secret.seal()
 	r := &Redactor{sessionPieces: pieces}
 	if !pairs.empty() {
 		r.pairs = pairs
