@@ -128,7 +128,7 @@ func (s *Local) learnHealth(p int, host string, o Outcome, now time.Time, probe 
 		// Started before the bench: no verdict on the proxy now.
 	case o == Success || o == PushedBack:
 		ps.fails = 0
-		ps.bans.hosts = nil
+		delete(s.bans, int32(p))
 		if ps.streak++; ps.streak >= streakToForgive {
 			ps.level = 0
 		}
@@ -145,10 +145,10 @@ func (s *Local) learnHealth(p int, host string, o Outcome, now time.Time, probe 
 	case o == ProxyFault:
 		ps.streak = 0
 		ps.fails++
-		if s.health.MaxFailures > 0 && (ps.probing || ps.fails >= s.health.MaxFailures) {
+		if s.health.MaxFailures > 0 && (ps.probing || int(ps.fails) >= s.health.MaxFailures) {
 			s.bench(p, now)
 		}
-	case o == Banned && ps.bans.add(host) && s.health.MaxFailures > 0:
+	case o == Banned && s.banned(p, host) && s.health.MaxFailures > 0:
 		ps.streak = 0
 		s.bench(p, now)
 	default: // a probe with no verdict (a ban among them): another may go
@@ -170,8 +170,30 @@ func (s *Local) bench(p int, now time.Time) {
 	ps.level++
 	ps.fails = 0
 	ps.probing, ps.probeOut = true, false
-	ps.benchedUntil = now.Add(d)
+	ps.benched = true
+	s.benchedUntil[int32(p)] = now.Add(d)
 	s.event(p, now, "benched", d)
+}
+
+// unbench forgets when proxy p's bench ends. Call with s.mu held.
+func (s *Local) unbench(p int) {
+	s.proxies[p].benched = false
+	delete(s.benchedUntil, int32(p))
+}
+
+// banned notes a ban of proxy p by host and reports whether it makes
+// BanHosts distinct hosts in a row (see banStreak). Call with s.mu held.
+func (s *Local) banned(p int, host string) bool {
+	b := s.bans[int32(p)]
+	if b == nil {
+		b = &banStreak{}
+		s.bans[int32(p)] = b
+	}
+	row := b.add(host)
+	if len(b.hosts) == 0 {
+		delete(s.bans, int32(p))
+	}
+	return row
 }
 
 // reject takes proxy p out of the run for good: it refused its
@@ -186,7 +208,7 @@ func (s *Local) reject(p int, now time.Time) {
 	}
 	ps.rejected = true
 	ps.probing, ps.probeOut = false, false
-	ps.benchedUntil = time.Time{}
+	s.unbench(p)
 	s.rejectedN++
 	s.event(p, now, "rejected", 0)
 	s.checkPool(now)

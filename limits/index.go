@@ -237,9 +237,10 @@ func (s *Local) loadKey(b int) uint64 {
 }
 
 // available reports whether proxy p could take an attempt at now as far
-// as its own state goes.
-func (ps *proxyState) available(now time.Time) bool {
-	return !ps.rejected && !(ps.probing && ps.probeOut) && !ps.benchedUntil.After(now)
+// as its own state goes. Call with s.mu held.
+func (s *Local) available(p int, now time.Time) bool {
+	ps := &s.proxies[p]
+	return !ps.rejected && !(ps.probing && ps.probeOut) && !(ps.benched && s.benchedUntil[int32(p)].After(now))
 }
 
 // refreshProxy puts proxy p where its state says it belongs in the index,
@@ -250,7 +251,7 @@ func (s *Local) refreshProxy(p int, now time.Time) {
 	s.holdRate(p)
 	b := ps.budget
 	in := s.mpos[p] >= 0
-	want := ps.available(now)
+	want := s.available(p, now)
 	if want && !in && s.policy == Random {
 		ps.rkey = s.rclock + s.rng.ExpFloat64()
 	}
@@ -263,11 +264,11 @@ func (s *Local) refreshProxy(p int, now time.Time) {
 	case in:
 		s.ready[b].fix(int(s.mpos[p]), s.mpos, s.proxyLess)
 	}
-	if !ps.rejected && ps.benchedUntil.After(now) && !ps.wakeAt.Equal(ps.benchedUntil) {
-		ps.wakeAt = ps.benchedUntil
-		s.parked.push(wake{at: ps.wakeAt, id: int32(p)})
+	if until := s.benchedUntil[int32(p)]; ps.benched && !ps.rejected && until.After(now) && ps.wakeAt != wakeKey(until) {
+		ps.wakeAt = wakeKey(until)
+		s.parked.push(wake{at: until, id: int32(p)})
 	}
-	s.refreshBudget(b, now)
+	s.refreshBudget(int(b), now)
 }
 
 // refreshBudget puts budget b where its state says it belongs: open (in
@@ -280,8 +281,8 @@ func (s *Local) refreshBudget(b int, now time.Time) {
 	if want {
 		if at := bs.limiter.AllowAt(); at.After(now) {
 			want = false
-			if !bs.wakeAt.Equal(at) {
-				bs.wakeAt = at
+			if bs.wakeAt != wakeKey(at) {
+				bs.wakeAt = wakeKey(at)
 				s.parked.push(wake{at: at, id: int32(b), budget: true})
 			}
 		}
@@ -304,13 +305,13 @@ func (s *Local) refreshBudget(b int, now time.Time) {
 func (s *Local) unpark(now time.Time) time.Duration {
 	for len(s.parked) > 0 {
 		w := s.parked[0]
-		var at *time.Time
+		var at *int64
 		if w.budget {
 			at = &s.budgets[w.id].wakeAt
 		} else {
 			at = &s.proxies[w.id].wakeAt
 		}
-		if !w.at.Equal(*at) {
+		if wakeKey(w.at) != *at {
 			s.parked.pop() // stale
 			continue
 		}
@@ -318,7 +319,7 @@ func (s *Local) unpark(now time.Time) time.Duration {
 			return w.at.Sub(now)
 		}
 		s.parked.pop()
-		*at = time.Time{}
+		*at = 0
 		if w.budget {
 			s.refreshBudget(int(w.id), now)
 		} else {

@@ -2,9 +2,11 @@ package limits
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // refPick is the scheduler's choice of proxy as it was made before the
@@ -19,7 +21,7 @@ func (s *Local) refPick(req Request, now time.Time) int {
 		if b.capacity > 0 && b.inFlight >= b.capacity || ps.rejected || ps.probing && ps.probeOut {
 			continue
 		}
-		if b.limiter.WaitAt(now) > 0 || ps.benchedUntil.After(now) {
+		if b.limiter.WaitAt(now) > 0 || ps.benched && s.benchedUntil[int32(i)].After(now) {
 			continue
 		}
 		if pr := s.pairs[pairKey{i, req.Host}]; pr != nil && (pr.inFlight >= pr.window || pr.next.After(now)) {
@@ -54,7 +56,7 @@ func (s *Local) loadCmp(a, b int) int {
 func (s *Local) refBetter(i, j int) bool {
 	pi, pj := &s.proxies[i], &s.proxies[j]
 	if s.policy == LeastInFlight {
-		if c := s.loadCmp(pi.budget, pj.budget); c != 0 {
+		if c := s.loadCmp(int(pi.budget), int(pj.budget)); c != 0 {
 			return c < 0
 		}
 	}
@@ -207,4 +209,32 @@ func TestRoundRobinTakesTurns(t *testing.T) {
 		}
 	}
 	busy.Release()
+}
+
+// TestProxyStateSmall: what the scheduler keeps for each proxy is 80 bytes
+// and holds no pointer (see proxyState), so that a pool of 100,000 costs 8
+// MB the garbage collector does not mark.
+func TestProxyStateSmall(t *testing.T) {
+	if n := unsafe.Sizeof(proxyState{}); n > 80 {
+		t.Errorf("proxyState is %d bytes, want at most 80", n)
+	}
+	var pointers func(reflect.Type) bool
+	pointers = func(t reflect.Type) bool {
+		switch t.Kind() {
+		case reflect.Pointer, reflect.Slice, reflect.Map, reflect.String, reflect.Interface, reflect.Chan, reflect.Func, reflect.UnsafePointer:
+			return true
+		case reflect.Struct:
+			for i := range t.NumField() {
+				if pointers(t.Field(i).Type) {
+					return true
+				}
+			}
+		case reflect.Array:
+			return pointers(t.Elem())
+		}
+		return false
+	}
+	if pointers(reflect.TypeFor[proxyState]()) {
+		t.Error("proxyState holds a pointer")
+	}
 }

@@ -49,8 +49,10 @@ type Local struct {
 	poolTimer     Timer      // fires when the pool has waited Health.PoolWait
 	dead          *PoolError // set once the pool cannot serve
 
-	health   Health
-	pushback Pushback
+	health       Health
+	benchedUntil map[int32]time.Time  // the benched proxies' ends of bench
+	bans         map[int32]*banStreak // the proxies banned by hosts in a row
+	pushback     Pushback
 	events   Events // not yet taken by Events
 	pairs    map[pairKey]*pairState
 	draining bool  // no request will come but those waiting or in flight
@@ -73,35 +75,44 @@ type Local struct {
 
 var _ Scheduler = (*Local)(nil)
 
+// proxyState is what the scheduler keeps of one proxy. It holds no
+// pointer and no more than it must (80 bytes): a pool of 100,000 identities
+// keeps 100,000 of them, which the garbage collector then neither marks
+// nor the kernel hands over page by page twice as many of. What only a
+// benched or banned proxy has is kept aside (Local.benchedUntil, Local.bans).
 type proxyState struct {
-	budget   int
-	inFlight int
 	used     int64 // attempts granted so far
+	budget   int32
+	inFlight int32
 
-	fails        int       // consecutive ProxyFault outcomes
-	streak       int       // consecutive successes
-	level        int       // benchings since the last long streak: the cooldown doubles with each
-	benchedUntil time.Time // zero unless benched
-	probing      bool      // after a bench: one attempt at a time until one succeeds
-	probeOut     bool      // the probe is in flight
-	rejected     bool      // refused its credentials: out of the run for good
-	bans         banStreak // the hosts that banned it in a row (see health.go)
+	fails      int32 // consecutive ProxyFault outcomes
+	streak     int32 // consecutive successes
+	level      int32 // benchings since the last long streak: the cooldown doubles with each
+	holdBucket int32 // its bucket in the hold-back's tree; -1: none
+	benched    bool  // its benchedUntil is set
+	probing    bool  // after a bench: one attempt at a time until one succeeds
+	probeOut   bool  // the probe is in flight
+	rejected   bool  // refused its credentials: out of the run for good
 
 	est time.Duration // moving average of how long a successful attempt holds its lease
 
-	turn       int64     // round-robin: the grant that last went to it
-	rkey       float64   // random: its next turn on the random clock
-	wakeAt     time.Time // when it is parked in the index until; zero: not parked
-	holdBucket int32     // its bucket in the hold-back's tree; -1: none
-	holdRate   float64   // the rate it adds there
+	turn     int64   // round-robin: the grant that last went to it
+	rkey     float64 // random: its next turn on the random clock
+	wakeAt   int64   // wakeKey of when it is parked in the index until; 0: not parked
+	holdRate float64 // the rate it adds in the hold-back's tree
 }
 
 type budgetState struct {
 	capacity int // 0: unlimited
 	inFlight int
 	limiter  GCRA
-	wakeAt   time.Time // when it is parked in the index until; zero: not parked
+	wakeAt   int64 // wakeKey of when it is parked in the index until; 0: not parked
 }
+
+// wakeKey is what a proxy or budget keeps of when it is parked until: a
+// key that tells one time from another (in the index, a wake-up for any
+// other time is stale), not the time itself, which holds a pointer.
+func wakeKey(t time.Time) int64 { return t.UnixNano() }
 
 // nominal is the budget's capacity, or for an unlimited budget the nominal
 // capacity of 1000 that its attempts in flight are counted against when it is
@@ -136,6 +147,9 @@ func NewLocal(cfg Config) *Local {
 		health:   cfg.Health,
 		pushback: cfg.Pushback,
 		pairs:    make(map[pairKey]*pairState),
+
+		benchedUntil: make(map[int32]time.Time),
+		bans:         make(map[int32]*banStreak),
 	}
 	if s.clock == nil {
 		s.clock = realClock{}
@@ -143,7 +157,10 @@ func NewLocal(cfg Config) *Local {
 	s.global = NewGCRA(cfg.Global, 1)
 	s.budgets = make([]budgetState, len(cfg.Budgets))
 	for i, b := range cfg.Budgets {
-		s.budgets[i] = budgetState{capacity: b.Concurrency, limiter: NewGCRA(b.Rate, b.Burst)}
+		// Field by field: a GCRA holds a time, and a struct with a pointer
+		// written whole costs a write barrier while a collection runs.
+		bs, g := &s.budgets[i], NewGCRA(b.Rate, b.Burst)
+		bs.capacity, bs.limiter.t, bs.limiter.tau = b.Concurrency, g.t, g.tau
 	}
 	s.roomy = len(s.budgets)
 	s.proxies = make([]proxyState, len(cfg.BudgetOf))
@@ -153,7 +170,7 @@ func NewLocal(cfg Config) *Local {
 		if b < 0 || b >= len(s.budgets) {
 			panic(fmt.Sprintf("limits: proxy %d has budget %d of %d", i, b, len(s.budgets)))
 		}
-		s.proxies[i].budget = b
+		s.proxies[i].budget = int32(b)
 		s.proxies[i].holdBucket = -1
 		s.members[b]++
 	}
@@ -400,8 +417,8 @@ func (s *Local) tryGrant(req Request, now, due time.Time, ahead int) (*Lease, ti
 	probe := ps.probing && !ps.probeOut
 	if probe {
 		ps.probeOut = true
-		if !ps.benchedUntil.IsZero() {
-			ps.benchedUntil = time.Time{}
+		if ps.benched {
+			s.unbench(p)
 			s.event(p, now, "probing", 0)
 		}
 	}
@@ -414,7 +431,7 @@ func (s *Local) tryGrant(req Request, now, due time.Time, ahead int) (*Lease, ti
 		pr.next = now.Add(pr.spacing)
 		pr.inFlight++
 	}
-	l := &Lease{Proxy: p, Budget: ps.budget, ProxyInFlight: ps.inFlight, HostInFlight: h.inFlight,
+	l := &Lease{Proxy: p, Budget: int(ps.budget), ProxyInFlight: int(ps.inFlight), HostInFlight: h.inFlight,
 		local: localGrant{s: s, host: req.Host, granted: now, probe: probe, pair: pr}}
 	return l, 0
 }

@@ -118,7 +118,7 @@ func (s *Local) pick(req Request, now time.Time, ahead int) (int, time.Duration)
 
 // setAside takes proxy i out of the index for the rest of the pick.
 func (s *Local) setAside(i int) {
-	b := s.proxies[i].budget
+	b := int(s.proxies[i].budget)
 	s.ready[b].remove(int32(i), s.mpos, s.proxyLess)
 	s.aside = append(s.aside, int32(i))
 	if len(s.ready[b]) == 0 {
@@ -132,7 +132,7 @@ func (s *Local) setAside(i int) {
 // putBack returns the proxies set aside to the index.
 func (s *Local) putBack(now time.Time) {
 	for _, i := range s.aside {
-		b := s.proxies[i].budget
+		b := int(s.proxies[i].budget)
 		s.ready[b].push(i, s.mpos, s.proxyLess)
 		s.refreshBudget(b, now)
 	}

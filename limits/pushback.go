@@ -51,7 +51,7 @@ func (s *Local) learnPushback(p int, host string, o Outcome, now, granted time.T
 		if pr == nil {
 			// The proxy's attempts in flight, this one included, stand in
 			// for the pair's: the window starts at half of them.
-			inFlight := s.proxies[p].inFlight
+			inFlight := int(s.proxies[p].inFlight)
 			pr = &pairState{window: max(inFlight/2, 1), full: max(inFlight, 2)}
 			s.pairs[k] = pr
 		} else if pr.window > 1 {
