@@ -53,11 +53,11 @@ type Local struct {
 	benchedUntil map[int32]time.Time  // the benched proxies' ends of bench
 	bans         map[int32]*banStreak // the proxies banned by hosts in a row
 	pushback     Pushback
-	events   Events // not yet taken by Events
-	pairs    map[pairKey]*pairState
-	draining bool  // no request will come but those waiting or in flight
-	members  []int // proxies per budget
-	roomy    int   // budgets with a free concurrency slot
+	events       Events // not yet taken by Events
+	pairs        map[pairKey]*pairState
+	draining     bool  // no request will come but those waiting or in flight
+	members      []int // proxies per budget
+	roomy        int   // budgets with a free concurrency slot
 
 	// The index (see index.go).
 	ready  []heap32 // per budget, its available proxies, best first
