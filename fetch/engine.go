@@ -694,7 +694,7 @@ func (e *Engine) respond(ctx context.Context, j *job, tr *tracker, rt *route, re
 	defer resp.Body.Close()
 
 	var rest io.Reader = body // the body still to be read
-	if rt.proxy == nil || resp.StatusCode != http.StatusProxyAuthRequired {
+	if rt.scheme == "" || resp.StatusCode != http.StatusProxyAuthRequired {
 		b, start, err := e.checkBan(resp, body)
 		if err != nil {
 			res.err = e.failure(err, tr.current(), ctx, tr)
@@ -715,7 +715,7 @@ func (e *Engine) respond(ctx context.Context, j *job, tr *tracker, rt *route, re
 		res.retryAfter, res.hasRetryAf = retryAfter(resp.Header.Get("Retry-After"), clock.now())
 		return
 	}
-	if rt.proxy != nil && resp.StatusCode == http.StatusProxyAuthRequired {
+	if rt.scheme != "" && resp.StatusCode == http.StatusProxyAuthRequired {
 		res.err = e.newError(PhaseProxy, KindProxy, "proxy answered "+resp.Status)
 		res.rejected = true
 		return
@@ -735,10 +735,10 @@ func (e *Engine) respond(ctx context.Context, j *job, tr *tracker, rt *route, re
 // handshake reports whether attempts to u through this route have a proxy
 // handshake after the TCP connect.
 func (r *route) handshake(u *url.URL) bool {
-	if r.proxy == nil {
+	if r.scheme == "" {
 		return false
 	}
-	return r.proxy.Scheme != "http" || u.Scheme == "https"
+	return r.scheme != "http" || u.Scheme == "https"
 }
 
 // progressReader restarts the idle clock whenever bytes arrive.
@@ -769,7 +769,7 @@ func outcome(rt *route, res result) limits.Outcome {
 			return limits.PushedBack
 		}
 		return limits.Success // the proxy carried it; the target answered
-	case rt.proxy == nil, res.targetSide:
+	case rt.scheme == "", res.targetSide:
 		return limits.Neutral
 	case res.rejected:
 		return limits.Rejected

@@ -27,7 +27,7 @@ type route struct {
 	index  int    // in Engine.routes, and the scheduler's proxy index
 	id     string // identity for records: proxies.Identity, or "direct"
 	pool   string
-	proxy  *url.URL        // nil for direct
+	scheme string          // the proxy's scheme (http, https, socks5, socks5h); "" for direct
 	via    *routeTransport // the proxy's round tripper (proxied, below); nil for direct
 	client client
 
@@ -80,13 +80,14 @@ type transports struct {
 type gatewayKey struct{ scheme, host string }
 
 // gateway returns u without its credentials, one for all the identities
-// on a gateway.
+// on a gateway, with scheme http for an https proxy (its TLS is the
+// dialer's).
 func (ts *transports) gateway(u *url.URL) *url.URL {
 	key := gatewayKey{u.Scheme, u.Host}
 	if g := ts.gateways[key]; g != nil {
 		return g
 	}
-	g := &url.URL{Scheme: u.Scheme, Host: u.Host}
+	g := &url.URL{Scheme: "http", Host: u.Host}
 	if ts.gateways == nil {
 		ts.gateways = make(map[gatewayKey]*url.URL)
 	}
@@ -261,24 +262,30 @@ func (r *route) init(ts *transports, p *proxies.Proxy) {
 		}
 		rt = directTransport{h1: ts.directH1, tr: ts.direct}
 	} else {
-		r.id, r.pool, r.proxy = p.ID, p.Pool, p.URL
+		r.id, r.pool, r.scheme = p.ID, p.Pool, p.URL.Scheme
 		u := p.URL
-		if u.Scheme == "https" {
-			c := *u
-			c.Scheme = "http" // over the TLS the dialer did
-			u = &c
-		}
 		rtr := &r.proxied
-		*rtr = routeTransport{tr: ts.forProxy(p.URL), proxy: u, gateway: u, rotate: rotates(cfg, p)}
-		if p.URL.Scheme == "http" {
-			rtr.h1 = ts.plainH1
-		}
-		if u.User != nil && u.Scheme == "http" {
-			pass, _ := u.User.Password()
-			var cb, ab [256]byte
-			cred := append(append(append(cb[:0], u.User.Username()...), ':'), pass...)
-			rtr.auth = ts.strs.Bytes(base64.StdEncoding.AppendEncode(append(ab[:0], "Basic "...), cred))
+		*rtr = routeTransport{tr: ts.forProxy(u), rotate: rotates(cfg, p)}
+		switch {
+		case u.Scheme == "http" || u.Scheme == "https":
+			// The transport speaks plain HTTP proxy to both (for https over
+			// the TLS its dialer did). The route keeps its credentials, not
+			// the URL: net/http is given one only for what h1 does not send
+			// (see proxyURL), and a pool of 100,000 identities then keeps
+			// none of the 100,000 URLs it was read into.
 			rtr.gateway = ts.gateway(u)
+			rtr.user = u.User
+			if u.Scheme == "http" {
+				rtr.h1 = ts.plainH1
+			}
+			if u.User != nil {
+				pass, _ := u.User.Password()
+				var cb, ab [256]byte
+				cred := append(append(append(cb[:0], u.User.Username()...), ':'), pass...)
+				rtr.auth = ts.strs.Bytes(base64.StdEncoding.AppendEncode(append(ab[:0], "Basic "...), cred))
+			}
+		default: // SOCKS: the credentials go with the URL to the dialer
+			rtr.gateway = u
 		}
 		rt, r.via = rtr, rtr
 	}
@@ -318,11 +325,30 @@ func (ts *transports) closeIdle() {
 // them, so that it may use any connection to the gateway (see transports).
 type routeTransport struct {
 	tr      *renewing
-	proxy   *url.URL // with its credentials
-	gateway *url.URL // for plain requests: without them when auth is set
-	auth    string   // Proxy-Authorization for plain requests; "" for none
-	rotate  bool     // a new connection (and tunnel) for every attempt
-	h1      *h1      // for plain requests through an http:// proxy; nil for others
+	gateway *url.URL      // an http(s) proxy's, shared by its identities, without credentials; a SOCKS proxy's own, with them
+	user    *url.Userinfo // an http(s) proxy's credentials; nil for none
+	full    atomic.Pointer[url.URL]
+	auth    string // Proxy-Authorization for plain requests; "" for none
+	rotate  bool   // a new connection (and tunnel) for every attempt
+	h1      *h1    // for plain requests through an http:// proxy; nil for others
+}
+
+// proxyURL is the proxy's URL with its credentials, for a request that is
+// not plain (a CONNECT tunnel, bound to the credentials it was opened with):
+// the gateway's (scheme http, for an https proxy too) with the route's
+// credentials, made when first needed.
+func (t *routeTransport) proxyURL() *url.URL {
+	if t.user == nil {
+		return t.gateway
+	}
+	if u := t.full.Load(); u != nil {
+		return u
+	}
+	u := &url.URL{Scheme: t.gateway.Scheme, Host: t.gateway.Host, User: t.user}
+	if !t.full.CompareAndSwap(nil, u) {
+		return t.full.Load()
+	}
+	return u
 }
 
 // directTransport sends a direct route's plain http:// requests on h1 and
@@ -388,7 +414,7 @@ func proxyOfRequest(req *http.Request) (*url.URL, error) {
 	case req.URL.Scheme == "http":
 		return t.gateway, nil
 	}
-	return t.proxy, nil
+	return t.proxyURL(), nil
 }
 
 type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)

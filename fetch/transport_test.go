@@ -3,6 +3,7 @@ package fetch_test
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
 	"fmt"
 	"os"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -191,5 +193,54 @@ func TestConnectionsKeptAlivePerProxy(t *testing.T) {
 	}
 	if d := w.dialled.Load(); d > 40 {
 		t.Errorf("%d of 400 requests through 4 proxies at -c 8 dialled: connections not kept alive", d)
+	}
+}
+
+// TestEachIdentityItsCredentials: two identities on one gateway that takes
+// only one's credentials. Whichever way a request goes (a plain one on a
+// connection the identities share, carrying its own Proxy-Authorization;
+// a CONNECT tunnel, bound to the credentials it was opened with; through
+// an http, https or SOCKS5 proxy), the good identity's attempts are served
+// and the other's refused, also when the good one's connection is idle and
+// ready: no identity rides another's tunnel or credentials.
+func TestEachIdentityItsCredentials(t *testing.T) {
+	for _, kind := range []string{"http", "https", "socks5"} {
+		for _, target := range []string{"http", "https"} {
+			t.Run(kind+"/"+target, func(t *testing.T) {
+				px := startProxy(t, kind, fetchtest.ProxyOptions{User: "good", Password: "pw", TLS: kind == "https"})
+				tg := startTarget(t, fetchtest.TargetOptions{TLS: target == "https"})
+				withUser := func(user string) proxies.Proxy {
+					return proxyOf(t, strings.Replace(px.URL, "://", "://"+user+":pw@", 1), nil)
+				}
+				good, bad := withUser("good"), withUser("bad")
+				cfg := fetch.DefaultConfig()
+				cfg.Proxies = []proxies.Proxy{good, bad}
+				cfg.Retries = 0
+				cfg.Concurrency = 1 // one at a time: the good identity's connection is idle when the other's turn comes
+				cfg.Policy = limits.RoundRobin
+				roots := x509.NewCertPool()
+				roots.AppendCertsFromPEM(tg.CertPEM)
+				roots.AppendCertsFromPEM(px.CertPEM)
+				cfg.RootCAs = roots
+				var lines []string
+				for i := range 6 {
+					lines = append(lines, fmt.Sprintf("%s/c/%d?size=16", tg.URL, i))
+				}
+				recs, _ := run(t, cfg, lines...)
+				through := map[string]int{}
+				for _, r := range recs {
+					through[r.Proxy]++
+					switch {
+					case r.Proxy == good.ID && !r.OK:
+						t.Errorf("through the good identity: %+v", r.Error)
+					case r.Proxy == bad.ID && r.OK:
+						t.Errorf("through the identity the proxy refuses: ok (%s)", r.URL)
+					}
+				}
+				if through[good.ID] == 0 || through[bad.ID] == 0 {
+					t.Fatalf("attempts by identity: %v; want some through each", through)
+				}
+			})
+		}
 	}
 }
