@@ -19,7 +19,8 @@ import (
 // report what a pair costs the server, which a whole run's figures hide
 // in their noise: redis-µs/op, the server's CPU time (INFO cpu: its
 // networking too); script-µs/op, the time its scripts ran (INFO
-// commandstats, EVALSHA), and cmds/op, the commands the scripts called.
+// commandstats, EVALSHA); cmds/op, the commands the scripts called, and
+// calls/op, the calls of scripts.
 // "serial" is one caller on one Scheduler, so that every acquire is a call
 // of its own, as at a steady rate: the batches of the parallel case hide
 // the part of a call that does not depend on its size.
@@ -79,6 +80,7 @@ type cost struct {
 	cpuUs    float64 // used_cpu_user + used_cpu_sys, µs
 	scriptUs float64 // usec of evalsha
 	cmds     float64 // calls of every command but evalsha and info
+	calls    float64 // calls of scripts (evalsha)
 }
 
 func readCost(b *testing.B, srv *redistest.Server) cost {
@@ -105,7 +107,9 @@ func readCost(b *testing.B, srv *redistest.Server) cost {
 				switch {
 				case f == "usec" && name == "evalsha":
 					c.scriptUs += n
-				case f == "calls" && name != "evalsha" && name != "info":
+				case f == "calls" && name == "evalsha":
+					c.calls += n
+				case f == "calls" && name != "info":
 					c.cmds += n
 				}
 			}
@@ -115,7 +119,7 @@ func readCost(b *testing.B, srv *redistest.Server) cost {
 }
 
 func (c cost) since(c0 cost) cost {
-	return cost{c.cpuUs - c0.cpuUs, c.scriptUs - c0.scriptUs, c.cmds - c0.cmds}
+	return cost{c.cpuUs - c0.cpuUs, c.scriptUs - c0.scriptUs, c.cmds - c0.cmds, c.calls - c0.calls}
 }
 
 func (c cost) report(b *testing.B) {
@@ -123,4 +127,5 @@ func (c cost) report(b *testing.B) {
 	b.ReportMetric(c.cpuUs/n, "redis-µs/op")
 	b.ReportMetric(c.scriptUs/n, "script-µs/op")
 	b.ReportMetric(c.cmds/n, "cmds/op")
+	b.ReportMetric(c.calls/n, "calls/op")
 }

@@ -361,6 +361,10 @@ local function sweepHosts(now)
   end
 end
 
+-- wanted is whether some process waits (K_want), read by the first drop of
+-- a script, which tells them then; nil before.
+local wanted = nil
+
 -- drop removes lease id, gives back its counts and learns from outcome o.
 -- It returns false when the lease was not held, else the event or true.
 local function drop(id, o, now)
@@ -389,7 +393,10 @@ local function drop(id, o, now)
   local ev, av = learn(p, b, c, host, o, now, granted, probe, pin + 1, paired, pair)
   psync(p, c, av, nil, math.max(pin, 0))
   bsync(b, c, math.max(bin, 0))
-  if redis.call('EXISTS', K_want) == 1 then redis.call('PUBLISH', chan, '1') end
+  if wanted == nil then -- once a script: a call that gives back several leases wakes the waiting once
+    wanted = redis.call('EXISTS', K_want) == 1
+    if wanted then redis.call('PUBLISH', chan, '1') end
+  end
   return ev or true
 end
 

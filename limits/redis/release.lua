@@ -1,8 +1,19 @@
--- release: ARGV after the header: lease id, outcome. ZREM the lease and give
--- its counts back only if that removed it, so a second release is harmless.
--- Returns {'gone'}, {'ok'} or {'ok', state, cooldown µs} for a health change.
+-- release: ARGV after the header: pairs of lease id and outcome, one pair
+-- for each lease a call gives back (see releases in release.go). Each lease
+-- is ZREMmed and its counts given back only if that removed it, so a second
+-- release is harmless. Returns three values for each pair: 'gone', '', '';
+-- 'ok', '', ''; or 'ok', state, cooldown µs for a health change.
 local now = nowUs()
-local r = drop(ARGV[H + 1], tonumber(ARGV[H + 2]), now)
-if r == false then return {'gone'} end
-if r == true then return {'ok'} end
-return {'ok', r[1], r[2]}
+local out = {}
+for i = H + 1, #ARGV - 1, 2 do
+  local r = drop(ARGV[i], tonumber(ARGV[i + 1]), now)
+  local n = #out
+  if r == false then
+    out[n + 1], out[n + 2], out[n + 3] = 'gone', '', ''
+  elseif r == true then
+    out[n + 1], out[n + 2], out[n + 3] = 'ok', '', ''
+  else
+    out[n + 1], out[n + 2], out[n + 3] = 'ok', r[1], r[2] or 0
+  end
+end
+return out

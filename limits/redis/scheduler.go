@@ -71,6 +71,7 @@ type Scheduler struct {
 	rng       *mrand.Rand
 	setupMu   sync.Mutex
 	renewMu   sync.RWMutex // held by a renewal batch; a release waits for it
+	releases  releases
 	ps        *goredis.PubSub
 
 	mu      sync.Mutex
@@ -534,18 +535,7 @@ func (s *Scheduler) release(h *held, o limits.Outcome) {
 		s.wake()
 		return
 	}
-	ctx := s.base
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	v, err := s.run(context.WithoutCancel(ctx), s.scripts.release, h.id, strconv.Itoa(int(o)))
-	if err != nil {
-		s.orphan(h.id)
-	} else if st := str(v, 1); st != "" {
-		s.mu.Lock()
-		s.event(s.plan.proxies[h.proxy], st, time.Duration(atoi(str(v, 2)))*time.Microsecond)
-		s.mu.Unlock()
-	}
+	s.releases.send(s, releaseItem{h: h, o: o})
 	s.wake()
 }
 
