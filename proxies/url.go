@@ -108,7 +108,7 @@ func parseSimple(raw string, a *urlAlloc) (u *url.URL, ok bool) {
 	var user *url.Userinfo
 	if at := strings.IndexByte(rest, '@'); at >= 0 {
 		name, pass, hasPass := strings.Cut(rest[:at], ":")
-		if name == "" || !unreserved(name) || !unreserved(pass) {
+		if name == "" || !plain(name) || !plain(pass) { // nothing to decode
 			return nil, false
 		}
 		switch {
@@ -140,19 +140,6 @@ func parseSimple(raw string, a *urlAlloc) (u *url.URL, ok bool) {
 		return nil, false
 	}
 	return a.url(url.URL{Scheme: scheme, User: user, Host: rest}), true
-}
-
-// unreserved reports whether s is made of RFC 3986's unreserved characters
-// only: letters, digits and "-._~", which user information holds as they
-// are.
-func unreserved(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~') {
-			return false
-		}
-	}
-	return true
 }
 
 // simplePort reports whether s is a port from 1 to 65535 without leading
