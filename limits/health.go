@@ -129,7 +129,10 @@ func (s *Local) learnHealth(p int, host string, o Outcome, now time.Time, probe 
 	case o == Success || o == PushedBack:
 		ps.fails = 0
 		delete(s.bans, int32(p))
-		if ps.streak++; ps.streak >= streakToForgive {
+		if ps.streak < streakToForgive { // capped: an int32 of a long run's successes would wrap
+			ps.streak++
+		}
+		if ps.streak >= streakToForgive {
 			ps.level = 0
 		}
 		if ps.probing {

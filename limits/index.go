@@ -264,9 +264,11 @@ func (s *Local) refreshProxy(p int, now time.Time) {
 	case in:
 		s.ready[b].fix(int(s.mpos[p]), s.mpos, s.proxyLess)
 	}
-	if until := s.benchedUntil[int32(p)]; ps.benched && !ps.rejected && until.After(now) && ps.wakeAt != wakeKey(until) {
-		ps.wakeAt = wakeKey(until)
-		s.parked.push(wake{at: until, id: int32(p)})
+	if ps.benched && !ps.rejected {
+		if until := s.benchedUntil[int32(p)]; until.After(now) && ps.wakeAt != wakeKey(until) {
+			ps.wakeAt = wakeKey(until)
+			s.parked.push(wake{at: until, id: int32(p)})
+		}
 	}
 	s.refreshBudget(int(b), now)
 }

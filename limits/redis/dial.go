@@ -31,6 +31,10 @@ func Dial(ctx context.Context, rawURL string) (*goredis.Client, string, error) {
 		return nil, addr, fmt.Errorf("limits/redis: bad Redis URL %s: %s", addr, strings.ReplaceAll(err.Error(), rawURL, addr))
 	}
 	opt.MaxRetries = -1 // the scheduler retries what is safe to retry
+	// A call's context bounds its socket reads and writes too: without
+	// this, go-redis waits for a server that hangs until its ReadTimeout
+	// (3s), whatever the scheduler's timeout of a call (LeaseTTL/6).
+	opt.ContextTimeoutEnabled = true
 	c := goredis.NewClient(opt)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

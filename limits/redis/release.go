@@ -28,6 +28,9 @@ type releaseBatch struct {
 	items []releaseItem
 	done  chan struct{} // closed once the call has returned and its replies are taken in
 	turn  chan struct{} // closed when the call before has returned: the batch's first release sends it
+	// orphaned (set before done and turn are closed): the call before
+	// failed, so this one was not made; its leases are orphans.
+	orphaned bool
 }
 
 type releaseItem struct {
@@ -55,13 +58,35 @@ func (r *releases) send(s *Scheduler, it releaseItem) {
 		r.queue = append(r.queue, b)
 		r.mu.Unlock()
 		<-b.turn // taken off the queue: nothing rides along any more
+		if b.orphaned {
+			return
+		}
 	} else {
 		r.busy = true
 		r.mu.Unlock()
 	}
-	s.callRelease(b.items)
+	err := s.callRelease(b.items)
 	close(b.done)
 	r.mu.Lock()
+	if err != nil {
+		// Redis is failing: the releases waiting are not sent one call
+		// after another, each its own timeout, while their leases go
+		// unrenewed, but are orphans at once, released in the background
+		// when Redis answers again (a release waits for at most the call
+		// in flight, as it did alone).
+		failed := r.queue
+		r.queue, r.busy = nil, false
+		r.mu.Unlock()
+		for _, q := range failed {
+			for _, it := range q.items {
+				s.orphan(it.h.id)
+			}
+			q.orphaned = true
+			close(q.done)
+			close(q.turn)
+		}
+		return
+	}
 	if len(r.queue) == 0 {
 		r.busy = false
 		r.mu.Unlock()
@@ -75,8 +100,9 @@ func (r *releases) send(s *Scheduler, it releaseItem) {
 
 // callRelease runs the release script for items: each lease's counts are
 // given back, and a health change it brings is noted. A lease of a call
-// that failed is an orphan, released again in the background.
-func (s *Scheduler) callRelease(items []releaseItem) {
+// that failed is an orphan, released again in the background; the error
+// is the call's.
+func (s *Scheduler) callRelease(items []releaseItem) error {
 	args := make([]any, 0, 2*len(items))
 	for _, it := range items {
 		args = append(args, it.h.id, strconv.Itoa(int(it.o)))
@@ -90,7 +116,7 @@ func (s *Scheduler) callRelease(items []releaseItem) {
 		for _, it := range items {
 			s.orphan(it.h.id)
 		}
-		return
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -99,4 +125,5 @@ func (s *Scheduler) callRelease(items []releaseItem) {
 			s.event(s.plan.proxies[it.h.proxy], st, time.Duration(atoi(str(v, 3*i+2)))*time.Microsecond)
 		}
 	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,4 +78,66 @@ func scriptCalls(t *testing.T, srv *redistest.Server) int {
 		}
 	}
 	return 0
+}
+
+// TestReleasesWhileRedisHangs: with Redis hanging, releases that queue
+// behind a call on its way do not wait for one timeout after another: once
+// that call fails they are orphans at once, so no Release takes much more
+// than the one call it waited for (before, 512 releases took 9 timeouts in
+// a row); and when Redis answers again, the orphans are released in the
+// background and nothing is left over.
+func TestReleasesWhileRedisHangs(t *testing.T) {
+	srv := redistest.Start(t)
+	const ttl = 1200 * time.Millisecond // a call's timeout: ttl/6 = 200ms
+	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: ttl}, proxies(50, limits.Spec{Concurrency: 1000}))
+	const n = 512
+	ls := make([]*limits.Lease, n)
+	for i := range ls {
+		l, err := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls[i] = l
+	}
+	srv.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume()
+		}
+	}()
+	var slowest atomic.Int64
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		wg.Go(func() {
+			start := time.Now()
+			l.Finish(limits.Success)
+			if d := int64(time.Since(start)); d > slowest.Load() {
+				slowest.Store(d) // racy max: enough for a bound
+			}
+		})
+	}
+	wg.Wait()
+	srv.Resume()
+	resumed = true
+	// The call in flight, its timeout (200ms), and scheduling on a busy
+	// machine: 3 timeouts' worth. Nine of them in a row before.
+	if d := time.Duration(slowest.Load()); d > 3*ttl/6 {
+		t.Errorf("the slowest Release took %v while Redis hung, want at most %v", d, 3*ttl/6)
+	}
+	// The orphans go back when Redis answers (the heartbeat, every ttl/3).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		errs := counts(t, srv, "t", true)
+		if len(errs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			for _, e := range errs {
+				t.Error(e)
+			}
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

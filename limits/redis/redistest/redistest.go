@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,7 +80,8 @@ func (s *Server) Restart() {
 // does not retry commands by itself.
 func (s *Server) Client() *goredis.Client {
 	return goredis.NewClient(&goredis.Options{Network: "unix", Addr: s.Sock, MaxRetries: -1,
-		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
+		ContextTimeoutEnabled: true}) // as limits/redis.Dial's
 }
 
 // Shutdown stops the server the hard way, losing its data (SHUTDOWN NOSAVE).
@@ -104,6 +106,23 @@ func (s *Server) Stop() {
 	}
 	_ = s.cmd.Process.Kill()
 	s.wait()
+}
+
+// Pause stops the server's process (SIGSTOP) until Resume: a server that
+// hangs, neither answering nor closing its connections.
+func (s *Server) Pause() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.t.Fatal("redistest: ", err)
+	}
+}
+
+// Resume lets a paused server go on (SIGCONT).
+func (s *Server) Resume() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		s.t.Fatal("redistest: ", err)
+	}
 }
 
 func (s *Server) wait() {
