@@ -24,8 +24,9 @@ type collector struct {
 // proxyStats is what the collector keeps of one route: its part of the
 // report, and the durations of its attempts' phases.
 type proxyStats struct {
-	rep    ProxyReport
-	phases [numPhases]histogram // by phase index; empty until one happens
+	rep     ProxyReport
+	phases  [numPhases]histogram // by phase index; empty until one happens
+	stateAt float64              // AtMS of the last state change, kept or not (see maxStateChanges)
 }
 
 // stats returns rt's statistics, made when they are first needed: a pool
@@ -53,10 +54,10 @@ func (ps *proxyStats) merge(o *proxyStats) {
 	p.Failed += q.Failed
 	p.Banned += q.Banned
 	p.MaxInFlight = max(p.MaxInFlight, q.MaxInFlight)
+	if q.State != "" && (p.State == "" || o.stateAt >= ps.stateAt) {
+		p.State, ps.stateAt = q.State, o.stateAt
+	}
 	if len(q.Health) > 0 {
-		if len(p.Health) == 0 || q.Health[len(q.Health)-1].AtMS >= p.Health[len(p.Health)-1].AtMS {
-			p.State = q.State
-		}
 		p.Health = append(p.Health, q.Health...)
 		slices.SortStableFunc(p.Health, func(a, b StateChange) int { return cmp.Compare(a.AtMS, b.AtMS) })
 		p.Health = p.Health[:min(len(p.Health), maxStateChanges)]
@@ -73,7 +74,8 @@ func (c *collector) proxy(rt *route) *ProxyReport { return &c.stats(rt).rep }
 func (c *collector) health(rt *route, ev limits.HealthEvent) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := c.proxy(rt)
+	ps := c.stats(rt)
+	p := &ps.rep
 	sc := StateChange{AtMS: millis(ev.At.Sub(c.start)), State: ev.State}
 	if ev.Cooldown > 0 {
 		sc.CooldownMS = millis(ev.Cooldown)
@@ -81,7 +83,7 @@ func (c *collector) health(rt *route, ev limits.HealthEvent) {
 	if len(p.Health) < maxStateChanges {
 		p.Health = append(p.Health, sc)
 	}
-	p.State = ev.State
+	p.State, ps.stateAt = ev.State, sc.AtMS
 }
 
 // maxStateChanges bounds the state changes kept per proxy in a report.

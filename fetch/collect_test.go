@@ -54,3 +54,24 @@ func TestCollectorAddsUpAnIdentity(t *testing.T) {
 		t.Fatalf("route 0's own statistics changed: %+v, was %+v", after.rep, before.rep)
 	}
 }
+
+// TestCollectorStatePastTheCap: an identity's state is that of its last
+// change, also when that change came after its route kept
+// maxStateChanges of them.
+func TestCollectorStatePastTheCap(t *testing.T) {
+	start := time.Unix(1_700_000_000, 0)
+	routes := []route{{index: 0, id: "http://a:1"}, {index: 1, id: "http://a:1"}}
+	c := newCollector(start, 10, routes)
+	for i := 1; i <= maxStateChanges+1; i++ {
+		state := "benched"
+		if i%2 == 1 {
+			state = "probing"
+		}
+		c.health(&routes[0], limits.HealthEvent{At: start.Add(time.Duration(i) * time.Second), State: state})
+	}
+	// After the last change route 0 kept (at 1000 s), before its last one (1001 s).
+	c.health(&routes[1], limits.HealthEvent{Proxy: 1, At: start.Add(1000500 * time.Millisecond), State: "healthy"})
+	if got := c.report(0).Proxies["http://a:1"].State; got != "probing" {
+		t.Errorf("state %q, want probing: the last change, at 1001 s", got)
+	}
+}
