@@ -24,14 +24,7 @@ func TestReleasesGroupCommit(t *testing.T) {
 	cfg.Health = limits.Health{MaxFailures: 1, Cooldown: time.Minute}
 	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Minute}, cfg)
 	const n = 200
-	ls := make([]*limits.Lease, n)
-	for i := range ls {
-		l, err := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls[i] = l
-	}
+	ls := acquireN(t, s, n)
 	// One lease of one proxy fails (MaxFailures 1: its proxy is benched);
 	// the others succeed.
 	faulty := ls[n/2].Proxy
@@ -91,14 +84,7 @@ func TestReleasesWhileRedisHangs(t *testing.T) {
 	const ttl = 1200 * time.Millisecond // a call's timeout: ttl/6 = 200ms
 	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: ttl}, proxies(50, limits.Spec{Concurrency: 1000}))
 	const n = 512
-	ls := make([]*limits.Lease, n)
-	for i := range ls {
-		l, err := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls[i] = l
-	}
+	ls := acquireN(t, s, n)
 	srv.Pause()
 	resumed := false
 	defer func() {
@@ -140,4 +126,18 @@ func TestReleasesWhileRedisHangs(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// acquireN takes n leases on s, for host h:1.
+func acquireN(t *testing.T, s *Scheduler, n int) []*limits.Lease {
+	t.Helper()
+	ls := make([]*limits.Lease, n)
+	for i := range ls {
+		l, err := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls[i] = l
+	}
+	return ls
 }
