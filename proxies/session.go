@@ -79,13 +79,11 @@ func pieces(raw string) ([]string, bool) {
 func (t *sessionTemplate) url(k int, a *urlAlloc) *url.URL {
 	s := t.prefix + strconv.Itoa(k)
 	u := a.url(*t.base)
-	user := strings.Join(t.user, s)
-	u.User = a.users.New()
+	var pass string
 	if t.hasPass {
-		*u.User = *url.UserPassword(user, strings.Join(t.pass, s))
-	} else {
-		*u.User = *url.User(user)
+		pass = strings.Join(t.pass, s)
 	}
+	u.User = a.userinfo(strings.Join(t.user, s), pass, t.hasPass)
 	return u
 }
 
