@@ -33,9 +33,11 @@ type releaseBatch struct {
 	orphaned bool
 }
 
+// releaseItem is a lease to give back: its id, its proxy's name ("" when
+// not known), its outcome.
 type releaseItem struct {
-	h *held
-	o limits.Outcome
+	id, proxy string
+	o         limits.Outcome
 }
 
 // releaseMax is the most releases one call carries.
@@ -79,7 +81,7 @@ func (r *releases) send(s *Scheduler, it releaseItem) {
 		r.mu.Unlock()
 		for _, q := range failed {
 			for _, it := range q.items {
-				s.orphan(it.h.id)
+				s.orphan(it)
 			}
 			q.orphaned = true
 			close(q.done)
@@ -100,12 +102,12 @@ func (r *releases) send(s *Scheduler, it releaseItem) {
 
 // callRelease runs the release script for items: each lease's counts are
 // given back, and a health change it brings is noted. A lease of a call
-// that failed is an orphan, released again in the background; the error
-// is the call's.
+// that failed is an orphan, released again in the background (with its
+// outcome, from when it first became one); the error is the call's.
 func (s *Scheduler) callRelease(items []releaseItem) error {
 	args := make([]any, 0, 2*len(items))
 	for _, it := range items {
-		args = append(args, it.h.id, strconv.Itoa(int(it.o)))
+		args = append(args, it.id, strconv.Itoa(int(it.o)))
 	}
 	ctx := s.base
 	if ctx == nil {
@@ -114,15 +116,15 @@ func (s *Scheduler) callRelease(items []releaseItem) error {
 	v, err := s.run(context.WithoutCancel(ctx), s.scripts.release, args...)
 	if err != nil {
 		for _, it := range items {
-			s.orphan(it.h.id)
+			s.orphan(it)
 		}
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, it := range items {
-		if st := str(v, 3*i+1); st != "" {
-			s.event(s.plan.proxies[it.h.proxy], st, time.Duration(atoi(str(v, 3*i+2)))*time.Microsecond)
+		if st := str(v, 3*i+1); st != "" && it.proxy != "" {
+			s.event(s.plan.proxies[it.proxy], st, time.Duration(atoi(str(v, 3*i+2)))*time.Microsecond)
 		}
 	}
 	return nil

@@ -78,11 +78,14 @@ func scriptCalls(t *testing.T, srv *redistest.Server) int {
 // that call fails they are orphans at once, so no Release takes much more
 // than the one call it waited for (before, 512 releases took 9 timeouts in
 // a row); and when Redis answers again, the orphans are released in the
-// background and nothing is left over.
+// background, in calls of many, each with its outcome (a proxy fault among
+// them benches its proxy), and nothing is left over.
 func TestReleasesWhileRedisHangs(t *testing.T) {
 	srv := redistest.Start(t)
 	const ttl = 1200 * time.Millisecond // a call's timeout: ttl/6 = 200ms
-	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: ttl}, proxies(50, limits.Spec{Concurrency: 1000}))
+	cfg := proxies(50, limits.Spec{Concurrency: 1000})
+	cfg.Health = limits.Health{MaxFailures: 1, Cooldown: time.Minute}
+	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: ttl}, cfg)
 	const n = 512
 	ls := acquireN(t, s, n)
 	srv.Pause()
@@ -94,10 +97,16 @@ func TestReleasesWhileRedisHangs(t *testing.T) {
 	}()
 	var slowest atomic.Int64
 	var wg sync.WaitGroup
-	for _, l := range ls {
+	const faulty = 7
+	for i, l := range ls {
 		wg.Go(func() {
+			o := limits.Success
+			if i == faulty {
+				o = limits.ProxyFault
+				time.Sleep(20 * time.Millisecond) // behind the first call: an orphan
+			}
 			start := time.Now()
-			l.Finish(limits.Success)
+			l.Finish(o)
 			if d := int64(time.Since(start)); d > slowest.Load() {
 				slowest.Store(d) // racy max: enough for a bound
 			}
@@ -106,6 +115,7 @@ func TestReleasesWhileRedisHangs(t *testing.T) {
 	wg.Wait()
 	srv.Resume()
 	resumed = true
+	calls0 := scriptCalls(t, srv)
 	// The call in flight, its timeout (200ms), and scheduling on a busy
 	// machine: 3 timeouts' worth. Nine of them in a row before.
 	if d := time.Duration(slowest.Load()); d > 3*ttl/6 {
@@ -125,6 +135,20 @@ func TestReleasesWhileRedisHangs(t *testing.T) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// The orphans went back in calls of up to releaseMax, not one each
+	// (with the heartbeat's renewals: a few calls more).
+	if calls := scriptCalls(t, srv) - calls0; calls >= n/4 {
+		t.Errorf("%d script calls to release %d orphans, want fewer than %d", calls, n, n/4)
+	} else {
+		t.Logf("%d orphans released in %d script calls", n, calls)
+	}
+	var benched bool
+	for _, ev := range s.Events(nil) {
+		benched = benched || ev.Proxy == ls[faulty].Proxy && ev.State == "benched"
+	}
+	if !benched {
+		t.Errorf("proxy %d, whose lease failed while Redis hung, is not benched: its outcome was lost", ls[faulty].Proxy)
 	}
 }
 

@@ -78,7 +78,7 @@ type Scheduler struct {
 	waiters []*waiter
 	nwait   int
 	held    map[string]*held
-	orphans map[string]time.Time // leases whose acquire may or may not have run: release them
+	orphans map[string]orphan // leases to release in the background (see orphan)
 	epoch   string
 	events  limits.Events
 	closed  bool
@@ -203,7 +203,7 @@ func New(ctx context.Context, c rediser, opt Options, cfg limits.Config) (*Sched
 		now:       opt.Now,
 		rng:       mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64())),
 		held:      map[string]*held{},
-		orphans:   map[string]time.Time{},
+		orphans:   map[string]orphan{},
 		hostNext:  map[string]hostTime{},
 		hostWait:  map[string]int{},
 		hostRated: !cfg.Host.Rate.IsZero(),
@@ -413,7 +413,7 @@ func (s *Scheduler) callAcquire(ctx context.Context, reqs []limits.Request, host
 	}
 	if err != nil {
 		for _, id := range c.ids {
-			s.orphan(id)
+			s.orphan(releaseItem{id: id})
 		}
 		c.err = err
 		return c
@@ -514,11 +514,22 @@ func (s *Scheduler) reply(ctx context.Context, c acquireCall, i int, req limits.
 	return result{lease: l}
 }
 
-// orphan remembers a lease whose acquire may have run: it is released in
-// the background until that succeeds or the lease has expired anyway.
-func (s *Scheduler) orphan(id string) {
+// orphan is a lease released in the background (releaseOrphans) until
+// that succeeds or it has expired anyway: one whose acquire or release
+// failed and may or may not have run, or that was lost. A failed release
+// keeps its outcome, so that Redis still learns it.
+type orphan struct {
+	at    time.Time // since when
+	proxy string    // "" when not known (an acquire that failed)
+	o     limits.Outcome
+}
+
+// orphan remembers it as an orphan, from now unless it is one already.
+func (s *Scheduler) orphan(it releaseItem) {
 	s.mu.Lock()
-	s.orphans[id] = s.now()
+	if _, ok := s.orphans[it.id]; !ok {
+		s.orphans[it.id] = orphan{at: s.now(), proxy: it.proxy, o: it.o}
+	}
 	s.mu.Unlock()
 }
 
@@ -535,7 +546,7 @@ func (s *Scheduler) release(h *held, o limits.Outcome) {
 		s.wake()
 		return
 	}
-	s.releases.send(s, releaseItem{h: h, o: o})
+	s.releases.send(s, releaseItem{id: h.id, proxy: h.proxy, o: o})
 	s.wake()
 }
 
@@ -548,7 +559,7 @@ func (s *Scheduler) lose(h *held) {
 	h.gone = true
 	delete(s.held, h.id)
 	close(h.lost)
-	s.orphans[h.id] = s.now()
+	s.orphans[h.id] = orphan{at: s.now(), proxy: h.proxy}
 }
 
 // dispatcher serves the local queue of waiters.
@@ -933,22 +944,26 @@ func (s *Scheduler) untilExpiry() time.Duration {
 
 func (s *Scheduler) releaseOrphans() {
 	s.mu.Lock()
-	ids := make([]string, 0, len(s.orphans))
-	for id, at := range s.orphans {
-		if s.now().Sub(at) > 2*s.ttl { // expired long since: acquires sweep it
+	items := make([]releaseItem, 0, len(s.orphans))
+	for id, or := range s.orphans {
+		if s.now().Sub(or.at) > 2*s.ttl { // expired long since: acquires sweep it
 			delete(s.orphans, id)
 			continue
 		}
-		ids = append(ids, id)
+		items = append(items, releaseItem{id: id, proxy: or.proxy, o: or.o})
 	}
 	s.mu.Unlock()
-	for _, id := range ids {
-		if _, err := s.run(s.base, s.scripts.release, id, "0"); err != nil {
+	for len(items) > 0 {
+		n := min(len(items), releaseMax)
+		if s.callRelease(items[:n]) != nil {
 			return
 		}
 		s.mu.Lock()
-		delete(s.orphans, id)
+		for _, it := range items[:n] {
+			delete(s.orphans, it.id)
+		}
 		s.mu.Unlock()
+		items = items[n:]
 	}
 }
 
