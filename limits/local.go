@@ -89,7 +89,7 @@ type proxyState struct {
 	streak     int32 // consecutive successes
 	level      int32 // benchings since the last long streak: the cooldown doubles with each
 	holdBucket int32 // its bucket in the hold-back's tree; -1: none
-	benched    bool  // its benchedUntil is set
+	benched    bool  // it has a Local.benchedUntil: the index, which asks at every refresh, looks the map up only then
 	probing    bool  // after a bench: one attempt at a time until one succeeds
 	probeOut   bool  // the probe is in flight
 	rejected   bool  // refused its credentials: out of the run for good
