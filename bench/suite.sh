@@ -575,8 +575,13 @@ if want fastrate; then pace fastrate "$BENCH_FAST_RATE_N" "$BENCH_FAST_RATE"; fi
 # host furthest from RATE; --proxy-rate: through the Go proxies
 # (proxies.txt), each with its own rate, the figure the mean rate of all
 # over the number of proxies.
+# redis_cpu prints the CPU seconds the suite's redis-server has used.
+redis_cpu() {
+	redis-cli -p "${ports[3]}" info cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { print s }'
+}
+
 pace_redis() {
-	local case="$1" n="$2" rate="$3" flag="$4" r procs cs k got first last pids hosts h hr worst e span np=1
+	local case="$1" n="$2" rate="$3" flag="$4" r procs cs k got first last pids hosts h hr worst e span np=1 cpu0 cpu1 calls
 	local redis="redis://127.0.0.1:${ports[3]}" via=()
 	hosts=("$gotarget")
 	case "$flag" in
@@ -602,6 +607,8 @@ pace_redis() {
 			cs="$case"
 			[ "$procs" = 1 ] || cs="$case$procs"
 			redis-cli -p "${ports[3]}" flushall >/dev/null
+			redis-cli -p "${ports[3]}" config resetstat >/dev/null
+			read -r cpu0 < <(redis_cpu)
 			curl -s -o /dev/null "$gotarget/_arrivals?reset=1"
 			if [ "$procs" = 1 ]; then
 				timed 300 TERM "$fetch" -q -o "$work/records.jsonl" --retries 0 -c "$c" "$flag" "$rate/s" --redis "$redis" \
@@ -632,6 +639,10 @@ pace_redis() {
 			curl -s -o /dev/null "$gotarget/_arrivals?reset=1"
 			[ -n "$worst" ] || continue
 			add "$cs" fetch "$worst"
+			# What a start cost Redis: its script calls and its CPU.
+			read -r cpu1 < <(redis_cpu)
+			calls="$(redis-cli -p "${ports[3]}" info commandstats | tr -d '\r' | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p')"
+			span="$span; Redis: $(printf '%.2f' "$(echo "scale=4; ${calls:-0} / $n" | bc)") script calls and $(printf '%.1f' "$(echo "scale=2; ($cpu1 - $cpu0) * 1000000 / $n" | bc)") us of CPU a start"
 			case "$flag" in
 			--rate) note "$cs" fetch "$r" "$span, $procs process(es)" ;;
 			--proxy-rate) note "$cs" fetch "$r" "$span through $np proxies, $(printf '%.2f' "$worst")/s each, $procs process(es)" ;;
