@@ -13,6 +13,13 @@ import (
 // strips user information from URLs but knows no proxy's credentials.
 // A Redactor is safe for concurrent use.
 type Redactor struct {
+	// known builds, at the first String that needs it, what a Redactor
+	// looks for; nil when no proxy has credentials.
+	known func() *known
+}
+
+// known is what a Redactor looks for, built once from the credentials.
+type known struct {
 	pairs  *matcher // removes "user:pass@" of each proxy, whatever their length
 	secret *matcher // replaces each user name, password and Basic token of 3 bytes or more
 
@@ -35,51 +42,73 @@ var userinfoRE = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile("([A-Za-z][A-Za-z0-9+.-]*://)[^/\\s\"<>`\\\\]*@")
 })
 
-// NewRedactor returns a Redactor for the credentials of ps. Its cost is
-// linear in the credentials, and what it keeps holds no pointer per proxy
-// (see matcher): for a list of 100,000 identities it took 300 ms and kept
-// a trie of millions of nodes while it was built on strings.Replacer.
+// NewRedactor returns a Redactor for the credentials of ps. It keeps a
+// pointer to each proxy's user information (which the proxy's transport
+// keeps anyway) and builds its matchers at its first String: a run that
+// writes no error message never pays for them.
+// For a list of 100,000 identities they are 26 MB and a tenth of a second
+// of CPU (BenchmarkLoadIdentities/NewRedactor), a fifth of a start.
 func NewRedactor(ps []Proxy) *Redactor {
+	own := 0
+	for i := range ps {
+		if p := &ps[i]; p.tmpl == nil && p.URL != nil && p.URL.User != nil {
+			own++
+		}
+	}
+	users := make([]*url.Userinfo, 0, own)
+	var tmpls []*sessionTemplate
+	seen := map[*sessionTemplate]bool{}
+	for i := range ps {
+		switch p := &ps[i]; {
+		case p.tmpl != nil:
+			if !seen[p.tmpl] {
+				seen[p.tmpl] = true
+				tmpls = append(tmpls, p.tmpl)
+			}
+		case p.URL != nil && p.URL.User != nil:
+			users = append(users, p.URL.User)
+		}
+	}
+	if len(users) == 0 && len(tmpls) == 0 {
+		return &Redactor{}
+	}
+	return &Redactor{known: sync.OnceValue(func() *known { return newKnown(users, tmpls) })}
+}
+
+// newKnown builds what a Redactor looks for in the credentials of users and
+// of the proxies of tmpls. Its cost is linear in the credentials, and what
+// it keeps holds no pointer per proxy (see matcher): for a list of 100,000
+// identities it took 300 ms and kept a trie of millions of nodes while it
+// was built on strings.Replacer.
+func newKnown(users []*url.Userinfo, tmpls []*sessionTemplate) *known {
 	pairs, secret := newMatcher(), newMatcher()
 	// Made to size for plain credentials (see encodings): one pair and
 	// two bare strings (the user name and the Basic token) a proxy, and
 	// the password when it is long enough.
-	own, size := 0, 0
-	for _, p := range ps {
-		if p.tmpl == nil && p.URL != nil && p.URL.User != nil {
-			pass, _ := p.URL.User.Password()
-			own++
-			size += len(p.URL.User.Username()) + len(pass) + 2
-		}
+	size := 0
+	for _, ui := range users {
+		pass, _ := ui.Password()
+		size += len(ui.Username()) + len(pass) + 2
 	}
 	pairs.startBulk()
 	secret.startBulk()
-	pairs.reserve(own, size)
-	secret.reserve(2*own, size+base64.StdEncoding.EncodedLen(size))
+	pairs.reserve(len(users), size)
+	secret.reserve(2*len(users), size+base64.StdEncoding.EncodedLen(size))
 	bare := func(s string) {
 		if len(s) >= minBare {
 			secret.add(s)
 		}
 	}
 	var pieces []string
-	seen := map[*sessionTemplate]bool{}
-	for _, p := range ps {
-		if p.tmpl != nil {
-			if !seen[p.tmpl] {
-				seen[p.tmpl] = true
-				for _, sec := range p.tmpl.secrets() {
-					encodings(sec, bare)
-					if len(sec) >= minBare {
-						pieces = append(pieces, sec)
-					}
-				}
+	for _, t := range tmpls {
+		for _, sec := range t.secrets() {
+			encodings(sec, bare)
+			if len(sec) >= minBare {
+				pieces = append(pieces, sec)
 			}
-			continue
 		}
-		if p.URL == nil || p.URL.User == nil {
-			continue
-		}
-		ui := p.URL.User
+	}
+	for _, ui := range users {
 		user := ui.Username()
 		pass, hasPass := ui.Password()
 		userpass := user + ":" + pass
@@ -101,14 +130,14 @@ func NewRedactor(ps []Proxy) *Redactor {
 	}
 	pairs.seal()
 	secret.seal()
-	r := &Redactor{sessionPieces: pieces}
+	k := &known{sessionPieces: pieces}
 	if !pairs.empty() {
-		r.pairs = pairs
+		k.pairs = pairs
 	}
 	if !secret.empty() {
-		r.secret = secret
+		k.secret = secret
 	}
-	return r
+	return k
 }
 
 // encodings calls add with s as it may appear in text: raw and
@@ -144,17 +173,18 @@ func (r *Redactor) String(s string) string {
 	if strings.Contains(s, "://") {
 		s = stripUserinfo(s)
 	}
-	if r == nil {
+	if r == nil || r.known == nil || s == "" {
 		return s
 	}
-	if r.pairs != nil {
-		s = r.pairs.replace(s, "")
+	k := r.known()
+	if k.pairs != nil {
+		s = k.pairs.replace(s, "")
 	}
-	if len(r.sessionPieces) > 0 {
-		s = r.redactTokens(s) // before secret: it would cut the tokens up
+	if len(k.sessionPieces) > 0 {
+		s = k.redactTokens(s) // before secret: it would cut the tokens up
 	}
-	if r.secret != nil {
-		s = r.secret.replace(s, "***")
+	if k.secret != nil {
+		s = k.secret.replace(s, "***")
 	}
 	return s
 }
@@ -164,13 +194,13 @@ var tokenRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`
 
 // redactTokens replaces with "***" each run of base64 in s that decodes to
 // text holding a piece of a session proxy's credentials.
-func (r *Redactor) redactTokens(s string) string {
+func (k *known) redactTokens(s string) string {
 	return tokenRE().ReplaceAllStringFunc(s, func(tok string) string {
 		b, err := base64.StdEncoding.DecodeString(tok)
 		if err != nil {
 			return tok
 		}
-		for _, p := range r.sessionPieces {
+		for _, p := range k.sessionPieces {
 			if strings.Contains(string(b), p) {
 				return "***"
 			}

@@ -2,7 +2,9 @@ package proxies_test
 
 import (
 	"encoding/base64"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fetch-dev/fetch/proxies"
@@ -75,5 +77,43 @@ func TestNilRedactor(t *testing.T) {
 	}
 	if got := proxies.NewRedactor(nil).String(in); got != want {
 		t.Errorf("NewRedactor(nil).String(%q) = %q, want %q", in, got, want)
+	}
+}
+
+// TestRedactorFirstUse: a Redactor builds what it looks for at its first
+// String, from credentials it took when it was made. Strings racing to be
+// the first all come back redacted, and the list it was made from may be
+// gone by then (fetch.New lets a list of 100,000 proxies become garbage).
+func TestRedactorFirstUse(t *testing.T) {
+	var list strings.Builder
+	const n = 2000
+	for i := range n {
+		fmt.Fprintf(&list, "http://user-session-%d:pw-%d@gate.example:7000\n", i, i)
+	}
+	ps := parseList(t, list.String())
+	r := proxies.NewRedactor(ps)
+	clear(ps)
+	const racers = 8
+	var start, done sync.WaitGroup
+	start.Add(1)
+	got := make([]string, racers)
+	for i := range racers {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			start.Wait()
+			got[i] = r.String(fmt.Sprintf("407 for user-session-%d with pw-%d", i*250, i*250))
+		}()
+	}
+	start.Done()
+	done.Wait()
+	for i, g := range got {
+		if want := "407 for *** with ***"; g != want {
+			t.Errorf("racer %d: String = %q, want %q", i, g, want)
+		}
+	}
+	token := base64.StdEncoding.EncodeToString([]byte("user-session-1999:pw-1999"))
+	if g := r.String("Basic " + token); g != "Basic ***" {
+		t.Errorf("String(Basic token of the last proxy) = %q, want %q", g, "Basic ***")
 	}
 }
