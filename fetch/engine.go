@@ -148,19 +148,15 @@ func schedulerConfig(cfg *Config) (limits.Config, error) {
 		return lc, nil
 	}
 	def := limits.Spec{Concurrency: cfg.ProxyConcurrency, Rate: cfg.ProxyRate, Burst: cfg.ProxyBurst}
-	budgets, of, err := proxies.Budgets(cfg.Proxies, def)
-	if err != nil {
+	var err error
+	if lc.Budgets, lc.BudgetNames, lc.BudgetOf, err = proxies.Budgets(cfg.Proxies, def); err != nil {
 		return lc, err
 	}
-	lc.Budgets = make([]limits.Spec, len(budgets))
-	lc.BudgetNames = make([]string, len(budgets))
-	for i, b := range budgets {
-		lc.Budgets[i], lc.BudgetNames[i] = b.Spec, b.Name
-	}
-	lc.BudgetOf = of
-	lc.ProxyIDs = make([]string, len(cfg.Proxies))
-	for i, p := range cfg.Proxies {
-		lc.ProxyIDs[i] = p.ID
+	if cfg.NewScheduler != nil { // names are for a scheduler that keeps its state outside the process
+		lc.ProxyIDs = make([]string, len(cfg.Proxies))
+		for i := range cfg.Proxies {
+			lc.ProxyIDs[i] = cfg.Proxies[i].ID
+		}
 	}
 	return lc, nil
 }

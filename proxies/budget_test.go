@@ -20,45 +20,55 @@ func parseList(t *testing.T, list string) []proxies.Proxy {
 	return ps
 }
 
+// budget is a budget as Budgets returns it: its name and Spec.
+type budget struct {
+	Name string
+	limits.Spec
+}
+
 func TestBudgets(t *testing.T) {
 	perSec := func(n float64) limits.Rate { return limits.Rate{N: n, Per: time.Second} }
 	defRate := perSec(100)
 	tests := []struct {
 		name     string
 		list     string
-		want     []proxies.Budget
+		want     []budget
 		budgetOf []int
 	}{
-		{"defaults", "http://a:1\nhttp://b:1\n", []proxies.Budget{
-			{Name: "http://a:1", Spec: limits.Spec{Concurrency: 4, Rate: defRate, Burst: 1}, Members: []int{0}},
-			{Name: "http://b:1", Spec: limits.Spec{Concurrency: 4, Rate: defRate, Burst: 1}, Members: []int{1}},
+		{"defaults", "http://a:1\nhttp://b:1\n", []budget{
+			{"http://a:1", limits.Spec{Concurrency: 4, Rate: defRate, Burst: 1}},
+			{"http://b:1", limits.Spec{Concurrency: 4, Rate: defRate, Burst: 1}},
 		}, []int{0, 1}},
-		{"line overrides", "http://a:1 concurrency=9 rate=2/s burst=3\n", []proxies.Budget{
-			{Name: "http://a:1", Spec: limits.Spec{Concurrency: 9, Rate: perSec(2), Burst: 3}, Members: []int{0}},
+		{"line overrides", "http://a:1 concurrency=9 rate=2/s burst=3\n", []budget{
+			{"http://a:1", limits.Spec{Concurrency: 9, Rate: perSec(2), Burst: 3}},
 		}, []int{0}},
-		{"pool shares one budget, first appearance order", "http://a:1 pool=p\nhttp://b:1\nhttp://c:1 pool=p\nhttp://d:1 pool=q\n", []proxies.Budget{
-			{Name: "p", Pool: "p", Spec: limits.Spec{Concurrency: 4, Rate: defRate, Burst: 1}, Members: []int{0, 2}},
-			{Name: "http://b:1", Spec: limits.Spec{Concurrency: 4, Rate: defRate, Burst: 1}, Members: []int{1}},
-			{Name: "q", Pool: "q", Spec: limits.Spec{Concurrency: 4, Rate: defRate, Burst: 1}, Members: []int{3}},
+		{"pool shares one budget, first appearance order", "http://a:1 pool=p\nhttp://b:1\nhttp://c:1 pool=p\nhttp://d:1 pool=q\n", []budget{
+			{"p", limits.Spec{Concurrency: 4, Rate: defRate, Burst: 1}},
+			{"http://b:1", limits.Spec{Concurrency: 4, Rate: defRate, Burst: 1}},
+			{"q", limits.Spec{Concurrency: 4, Rate: defRate, Burst: 1}},
 		}, []int{0, 1, 0, 2}},
-		{"pool values set on different lines", "http://a:1 pool=p concurrency=8\nhttp://b:1 pool=p rate=5/s\nhttp://c:1 pool=p burst=2\n", []proxies.Budget{
-			{Name: "p", Pool: "p", Spec: limits.Spec{Concurrency: 8, Rate: perSec(5), Burst: 2}, Members: []int{0, 1, 2}},
+		{"pool values set on different lines", "http://a:1 pool=p concurrency=8\nhttp://b:1 pool=p rate=5/s\nhttp://c:1 pool=p burst=2\n", []budget{
+			{"p", limits.Spec{Concurrency: 8, Rate: perSec(5), Burst: 2}},
 		}, []int{0, 0, 0}},
-		{"pool values repeated", "http://a:1 pool=p concurrency=8 rate=60/m burst=2\nhttp://b:1 pool=p concurrency=8 rate=1/s burst=2\n", []proxies.Budget{
-			{Name: "p", Pool: "p", Spec: limits.Spec{Concurrency: 8, Rate: limits.Rate{N: 60, Per: time.Minute}, Burst: 2}, Members: []int{0, 1}},
+		{"pool values repeated", "http://a:1 pool=p concurrency=8 rate=60/m burst=2\nhttp://b:1 pool=p concurrency=8 rate=1/s burst=2\n", []budget{
+			{"p", limits.Spec{Concurrency: 8, Rate: limits.Rate{N: 60, Per: time.Minute}, Burst: 2}},
 		}, []int{0, 0}},
-		{"pool name may look like an identity", "http://a:1 pool=http://a:1\nhttp://a:1\n", []proxies.Budget{
-			{Name: "http://a:1", Pool: "http://a:1", Spec: limits.Spec{Concurrency: 4, Rate: defRate, Burst: 1}, Members: []int{0}},
-			{Name: "http://a:1", Spec: limits.Spec{Concurrency: 4, Rate: defRate, Burst: 1}, Members: []int{1}},
+		{"pool name may look like an identity", "http://a:1 pool=http://a:1\nhttp://a:1\n", []budget{
+			{"http://a:1", limits.Spec{Concurrency: 4, Rate: defRate, Burst: 1}},
+			{"http://a:1", limits.Spec{Concurrency: 4, Rate: defRate, Burst: 1}},
 		}, []int{0, 1}},
 		{"empty", "", nil, []int{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ps := parseList(t, tt.list)
-			budgets, budgetOf, err := proxies.Budgets(ps, limits.Spec{Concurrency: 4, Rate: defRate, Burst: 1})
+			specs, names, budgetOf, err := proxies.Budgets(ps, limits.Spec{Concurrency: 4, Rate: defRate, Burst: 1})
 			if err != nil {
 				t.Fatal(err)
+			}
+			var budgets []budget
+			for i := range specs {
+				budgets = append(budgets, budget{names[i], specs[i]})
 			}
 			if got, want := fmt.Sprintf("%+v", budgets), fmt.Sprintf("%+v", tt.want); got != want {
 				t.Errorf("budgets\n got %s\nwant %s", got, want)
@@ -83,7 +93,7 @@ func TestBudgetsConflicts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := proxies.Budgets(parseList(t, tt.list), limits.Spec{Concurrency: 4, Burst: 1})
+			_, _, _, err := proxies.Budgets(parseList(t, tt.list), limits.Spec{Concurrency: 4, Burst: 1})
 			if err == nil {
 				t.Fatal("no error")
 			}

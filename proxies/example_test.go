@@ -18,7 +18,7 @@ func ExampleParse() {
 		fmt.Println(err)
 		return
 	}
-	budgets, _, err := proxies.Budgets(ps, limits.Spec{Concurrency: 4, Burst: 1})
+	specs, names, budgetOf, err := proxies.Budgets(ps, limits.Spec{Concurrency: 4, Burst: 1})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -26,8 +26,14 @@ func ExampleParse() {
 	for _, p := range ps {
 		fmt.Println(p.Source, p.ID)
 	}
-	for _, b := range budgets {
-		fmt.Println(b.Name, b.Concurrency, b.Rate, b.Members)
+	for i, b := range specs {
+		var members []int
+		for p, of := range budgetOf {
+			if of == i {
+				members = append(members, p)
+			}
+		}
+		fmt.Println(names[i], b.Concurrency, b.Rate, members)
 	}
 	fmt.Println(proxies.NewRedactor(ps).String(`Get "http://alice:s3cret@10.0.0.1:3128": s3cret rejected`))
 
