@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -107,7 +108,11 @@ func (opts *CheckOptions) complete() error {
 		return err
 	}
 	// Every proxy is tried, whatever its health: nothing is benched, no
-	// attempt is retried elsewhere, and the pool never gives up.
+	// attempt is retried elsewhere, and the pool never gives up. A proxy
+	// that refuses its credentials is the exception: it is not tried
+	// again (a wrong password stays wrong, and a provider may ban the
+	// address that keeps sending it), so its row may count fewer attempts
+	// than --count.
 	cfg.Retries = 0
 	cfg.ProxyMaxFailures = 0
 	cfg.PoolWait = 0
@@ -207,7 +212,11 @@ func checkProxies(ctx context.Context, opts *CheckOptions) ([]CheckResult, error
 			}
 			defer e.Close()
 			rw := &checkRecords{}
-			if _, err := e.Run(ctx, []fetch.Input{{Name: "check", R: strings.NewReader(lines)}}, rw); err != nil && !errors.Is(err, context.Canceled) {
+			// A proxy the engine rejected (a wrong password, say) stops
+			// its run with limits.ErrNoUsableProxy: that is this proxy's
+			// row, not a broken dependency of the check.
+			_, err = e.Run(ctx, []fetch.Input{{Name: "check", R: strings.NewReader(lines)}}, rw)
+			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, limits.ErrNoUsableProxy) {
 				return err
 			}
 			results[i] = rw.result(p)
@@ -235,17 +244,23 @@ func (c *checkRecords) Write(r *fetch.Record) error {
 
 // result is the proxy's row: ok when every attempt was, with the status,
 // phases and error of the last failed attempt (of the last one when none
-// failed), and the exit address of the last one that showed it.
+// failed), and the exit address of the last one that showed it. A URL
+// cancelled before its attempt, because the proxy was rejected meanwhile,
+// fails the row but does not hide the failure that rejected the proxy.
 func (c *checkRecords) result(p proxies.Proxy) CheckResult {
 	res := CheckResult{Proxy: p.ID, Pool: p.Pool, OK: len(c.recs) > 0}
 	var shown *fetch.Record
 	for _, r := range c.recs {
 		res.Attempts += r.Attempts
+		cancelled := r.Error != nil && r.Error.Kind == fetch.KindCancelled
+		switch {
+		case !r.OK && (!cancelled || shown == nil || shown.OK):
+			shown = r
+		case r.OK && res.OK:
+			shown = r
+		}
 		if !r.OK {
 			res.OK = false
-			shown = r
-		} else if res.OK {
-			shown = r
 		}
 		if ip := exitIP(r.Body); ip != "" {
 			res.ExitIP = ip
