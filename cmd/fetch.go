@@ -49,6 +49,19 @@ type FetchOptions struct {
 	Namespace string
 	Shard     string
 	LeaseTTL  time.Duration
+
+	// resumeGC ends the pause of garbage collection that covers reading
+	// the proxy list and building the engine; nil when none was paused.
+	resumeGC func()
+}
+
+// endGCPause ends the pause of garbage collection of the run's start, if
+// any: once the engine is built, or before a phase that makes garbage in
+// proportion to a file rather than to what it keeps (reading --resume).
+func (opts *FetchOptions) endGCPause() {
+	if opts.resumeGC != nil {
+		opts.resumeGC()
+	}
 }
 
 // NewCmdRoot returns the fetch command with its subcommands.
@@ -102,6 +115,11 @@ JSON record per URL line.`,
 				}
 				defer cpu.abandon()
 			}
+			// A list of 100,000 proxies and the engine's state for them
+			// are kept all run: no collection marks them again and again
+			// while they are built (see gcfloor.Floor.Pause).
+			opts.resumeGC = floorFrom(cmd.Context()).Pause()
+			defer opts.endGCPause()
 			if err := opts.complete(cmd); err != nil {
 				return usageError(err)
 			}
@@ -367,6 +385,7 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 		out = results.f
 	}
 	if opts.Resume {
+		opts.endGCPause() // reading 3,000,000 records is garbage, not state
 		if opts.Config.Done, err = loadResume(ctx, ios, results, opts.Quiet); err != nil {
 			return usageError(err)
 		}
@@ -386,6 +405,7 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 	defer eng.Close()
 	large := len(opts.Config.Proxies) >= largePool
 	opts.Config.Proxies = nil // the engine has what it needs of them (see fetch.New)
+	opts.endGCPause()
 	if large {
 		// What reading a large list left behind (the list itself, its
 		// URLs, its index by identity, the engine's scaffolding: about 40

@@ -38,12 +38,14 @@ func Main() int {
 	// GOMEMLIMIT says otherwise, garbage is collected no more often than
 	// every gcFloor bytes (see gcfloor), which costs at most that much
 	// memory and saves collections.
-	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
-		defer gcfloor.Start(gcFloor).Stop()
-	}
-	ios := System()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
+		floor := gcfloor.Start(gcFloor)
+		defer floor.Stop()
+		ctx = withFloor(ctx, floor)
+	}
+	ios := System()
 	in := &interrupts{cancel: cancel, errOut: ios.stderr(), exit: os.Exit}
 	// The handler stays until the process exits: a signal that comes as
 	// fetch ends, its records written, must not kill it.
@@ -51,6 +53,21 @@ func Main() int {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go in.watch(sigs)
 	return Run(withInterrupts(ctx, in), ios, os.Args[1:])
+}
+
+type floorKey struct{}
+
+// withFloor has the process's garbage-collection floor travel in ctx, so
+// that a run can pause collection while it builds what it keeps (see
+// gcfloor.Floor.Pause). A context without one (tests that call Run) pauses
+// nothing: the collector is the process's, shared by the tests.
+func withFloor(ctx context.Context, f *gcfloor.Floor) context.Context {
+	return context.WithValue(ctx, floorKey{}, f)
+}
+
+func floorFrom(ctx context.Context) *gcfloor.Floor {
+	f, _ := ctx.Value(floorKey{}).(*gcfloor.Floor)
+	return f
 }
 
 // Run executes the command line args with ios and returns the exit code.

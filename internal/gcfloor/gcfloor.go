@@ -36,6 +36,7 @@ type Floor struct {
 
 	mu      sync.Mutex
 	stopped bool
+	paused  bool // between Pause and its resume: collection is off
 	percent int
 	sample  []metrics.Sample
 }
@@ -73,13 +74,52 @@ func (f *Floor) Stop() {
 		return
 	}
 	f.stopped = true
+	f.paused = false
 	debug.SetGCPercent(f.base)
 }
 
-// Percent is the GOGC percentage in force.
+// Pause turns collection off until resume is called, for a phase that
+// builds what lives as long as the process: every collection while such a
+// heap grows marks again what the one before found live (reading a list of
+// 100,000 proxies and building their state went through four, a third of
+// that start's CPU time), and the phase's garbage is no more than what it
+// keeps. Memory during the phase goes up by its garbage; its callers keep
+// it bounded by what they read. resume puts the percentage in force back
+// (later calls do nothing); the next collection, which comes soon since
+// the heap has grown past its goal, sets it for the new live heap. A nil
+// or stopped Floor (GOGC=off, or a GOGC or GOMEMLIMIT of the user's left
+// alone) does not pause.
+func (f *Floor) Pause() (resume func()) {
+	if f == nil {
+		return func() {}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped || f.paused {
+		return func() {}
+	}
+	f.paused = true
+	debug.SetGCPercent(-1)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.paused = false
+			if !f.stopped {
+				debug.SetGCPercent(f.percent)
+			}
+		})
+	}
+}
+
+// Percent is the GOGC percentage in force: -1 during a pause.
 func (f *Floor) Percent() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.paused {
+		return -1
+	}
 	return f.percent
 }
 
@@ -102,6 +142,9 @@ func (f *Floor) tune() bool {
 	defer f.mu.Unlock()
 	if f.stopped {
 		return false
+	}
+	if f.paused { // a collection forced during a pause: the percentage waits for resume
+		return true
 	}
 	metrics.Read(f.sample)
 	live := uint64(0)

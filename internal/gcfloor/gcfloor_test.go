@@ -65,6 +65,49 @@ func TestFloorLeavesBigHeaps(t *testing.T) {
 	runtime.KeepAlive(live)
 }
 
+// TestPause: no collection runs between Pause and resume, however much is
+// allocated; resume puts the floor's percentage back, a second resume does
+// nothing, and a forced collection during the pause leaves it paused.
+func TestPause(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	f := Start(8 << 20)
+	defer f.Stop()
+	runtime.GC()
+	before := f.Percent()
+	resume := f.Pause()
+	if n := collections(64 << 20); n != 0 {
+		t.Errorf("%d collections during a pause, want 0", n)
+	}
+	runtime.GC() // its finalizer runs tune, which must not lift the pause
+	runtime.GC()
+	if n := collections(64 << 20); n != 0 || f.Percent() != -1 {
+		t.Errorf("after a forced collection: %d collections, percentage %d; want 0 and -1", n, f.Percent())
+	}
+	if again := f.Pause(); again == nil {
+		t.Fatal("a second Pause returned nil")
+	} else {
+		again() // a pause within a pause: its resume does not end the first
+	}
+	if p := debug.SetGCPercent(-1); p != -1 {
+		t.Errorf("percentage %d after a nested resume, want -1", p)
+	}
+	resume()
+	if p := f.Percent(); p != before {
+		t.Errorf("percentage %d after resume, want %d", p, before)
+	}
+	if n := collections(64 << 20); n == 0 {
+		t.Error("no collection after resume")
+	}
+	debug.SetGCPercent(50) // as if another part had set it...
+	resume()               // ...a second resume leaves it
+	if p := debug.SetGCPercent(f.Percent()); p != 50 {
+		t.Errorf("a second resume set the percentage to %d", p)
+	}
+	var nilFloor *Floor
+	nilFloor.Pause()() // no floor (tests that call cmd.Run): nothing happens
+}
+
 // TestFloorOff leaves GOGC=off alone.
 func TestFloorOff(t *testing.T) {
 	old := debug.SetGCPercent(-1)
