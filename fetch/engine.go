@@ -103,7 +103,7 @@ func New(cfg Config) (*Engine, error) {
 		e.routes = make([]route, len(cfg.Proxies))
 		for i := range cfg.Proxies {
 			e.routes[i].init(ts, &e.cfg.Proxies[i])
-			e.routes[i].index = i
+			e.routes[i].index = int32(i)
 		}
 	}
 	e.sched = cfg.Scheduler
@@ -623,7 +623,7 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *job, tr *tracke
 	clock := e.clock()
 	res.proxy = lease.Proxy
 	rt := &e.routes[lease.Proxy]
-	tr.leased(rt.handshake(j.url), rt.via)
+	tr.leased(rt.handshake(j.url), rt.via())
 	defer func() { // after the body is closed and the tracker has finished
 		sawByte := tr.sawByte.Load()
 		switch {
@@ -668,7 +668,8 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *job, tr *tracke
 
 	req := e.newRequest(tr.withHooks(), j.url)
 	tr.set(pConnect)
-	resp, err := rt.client.Do(req)
+	c := e.transports.client(rt)
+	resp, err := c.Do(req)
 	if err != nil {
 		res.err = e.failure(err, tr.current(), ctx, tr)
 		res.targetSide = targetSide(err)
@@ -690,7 +691,7 @@ func (e *Engine) respond(ctx context.Context, j *job, tr *tracker, rt *route, re
 	defer resp.Body.Close()
 
 	var rest io.Reader = body // the body still to be read
-	if rt.scheme == "" || resp.StatusCode != http.StatusProxyAuthRequired {
+	if !rt.proxy() || resp.StatusCode != http.StatusProxyAuthRequired {
 		b, start, err := e.checkBan(resp, body)
 		if err != nil {
 			res.err = e.failure(err, tr.current(), ctx, tr)
@@ -711,7 +712,7 @@ func (e *Engine) respond(ctx context.Context, j *job, tr *tracker, rt *route, re
 		res.retryAfter, res.hasRetryAf = retryAfter(resp.Header.Get("Retry-After"), clock.now())
 		return
 	}
-	if rt.scheme != "" && resp.StatusCode == http.StatusProxyAuthRequired {
+	if rt.proxy() && resp.StatusCode == http.StatusProxyAuthRequired {
 		res.err = e.newError(PhaseProxy, KindProxy, "proxy answered "+resp.Status)
 		res.rejected = true
 		return
@@ -731,10 +732,13 @@ func (e *Engine) respond(ctx context.Context, j *job, tr *tracker, rt *route, re
 // handshake reports whether attempts to u through this route have a proxy
 // handshake after the TCP connect.
 func (r *route) handshake(u *url.URL) bool {
-	if r.scheme == "" {
+	switch r.kind {
+	case routeDirect:
 		return false
+	case routeHTTP:
+		return u.Scheme == "https"
 	}
-	return r.scheme != "http" || u.Scheme == "https"
+	return true
 }
 
 // progressReader restarts the idle clock whenever bytes arrive.
@@ -765,7 +769,7 @@ func outcome(rt *route, res result) limits.Outcome {
 			return limits.PushedBack
 		}
 		return limits.Success // the proxy carried it; the target answered
-	case rt.scheme == "", res.targetSide:
+	case !rt.proxy(), res.targetSide:
 		return limits.Neutral
 	case res.rejected:
 		return limits.Rejected

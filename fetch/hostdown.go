@@ -97,7 +97,7 @@ func noResponse(rt *route, res result, sawByte bool) bool {
 	if res.err == nil || res.status != 0 || sawByte {
 		return false
 	}
-	if rt.scheme != "" {
+	if rt.proxy() {
 		return res.targetSide
 	}
 	switch res.err.Kind {

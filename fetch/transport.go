@@ -24,18 +24,40 @@ import (
 // URL with its credentials, so a connection still never serves two routes,
 // but the idle connections of all routes together are bounded.
 type route struct {
-	index  int    // in Engine.routes, and the scheduler's proxy index
-	id     string // identity for records: proxies.Identity, or "direct"
-	pool   string
-	scheme string          // the proxy's scheme (http, https, socks5, socks5h); "" for direct
-	via    *routeTransport // the proxy's round tripper (proxied, below); nil for direct
-	client client
-
-	// proxied is via's, in the route so that a proxy of a pool of 100,000
-	// is two objects fewer for the garbage collector to mark.
-	proxied routeTransport
-
+	index    int32       // in Engine.routes, and the scheduler's proxy index
 	rejected atomic.Bool // the proxy refused its credentials: warned about once
+	id       string      // identity for records: proxies.Identity, or "direct"
+	pool     string
+
+	// proxied is the proxy's round tripper, zero for direct. It is in the
+	// route, and the route keeps nothing it can work out (its client, its
+	// scheme as a string), so that a pool of 100,000 identities keeps 112
+	// bytes and 8 pointers a route for the garbage collector to mark, not
+	// 160 bytes and 13.
+	proxied routeTransport
+	kind    routeKind
+}
+
+// routeKind is how a route reaches targets: directly, or by its proxy's
+// scheme.
+type routeKind uint8
+
+const (
+	routeDirect routeKind = iota
+	routeHTTP             // an http:// proxy
+	routeHTTPS            // an https:// proxy: TLS to the proxy, then HTTP proxy
+	routeSOCKS            // socks5:// or socks5h://
+)
+
+// proxy reports whether the route goes through a proxy.
+func (r *route) proxy() bool { return r.kind != routeDirect }
+
+// via is the proxy's round tripper; nil for direct.
+func (r *route) via() *routeTransport {
+	if r.kind == routeDirect {
+		return nil
+	}
+	return &r.proxied
 }
 
 // proxyStatusError is a proxy's refusal of a CONNECT.
@@ -74,6 +96,15 @@ type transports struct {
 	gateways          map[gatewayKey]*url.URL
 	strs              arena.Strings                              // the routes' Proxy-Authorization values
 	redirect          func(*http.Request, []*http.Request) error // one for all the routes
+	directRT          http.RoundTripper                          // the direct route's
+}
+
+// client is route r's client: its round tripper, with the redirect policy.
+func (ts *transports) client(r *route) client {
+	if r.kind == routeDirect {
+		return client{rt: ts.directRT, policy: ts.redirect}
+	}
+	return client{rt: &r.proxied, policy: ts.redirect}
 }
 
 // gatewayKey is a gateway's scheme and host:port.
@@ -247,7 +278,9 @@ func (ts *transports) forProxy(u *url.URL) *renewing {
 func (r *route) init(ts *transports, p *proxies.Proxy) {
 	cfg := ts.cfg
 	r.id = "direct"
-	var rt http.RoundTripper
+	if ts.redirect == nil {
+		ts.redirect = checkRedirect(cfg.MaxRedirects)
+	}
 	if p == nil {
 		if ts.direct == nil {
 			// Idle connections kept per host: as many as may be in flight
@@ -259,40 +292,38 @@ func (r *route) init(ts *transports, p *proxies.Proxy) {
 			}
 			ts.direct = ts.renewing(func() *http.Transport { return ts.newTransport(perHost) })
 			ts.directH1 = ts.newH1(perHost)
+			ts.directRT = directTransport{h1: ts.directH1, tr: ts.direct}
 		}
-		rt = directTransport{h1: ts.directH1, tr: ts.direct}
-	} else {
-		r.id, r.pool, r.scheme = p.ID, p.Pool, p.URL.Scheme
-		u := p.URL
-		rtr := &r.proxied
-		*rtr = routeTransport{tr: ts.forProxy(u), rotate: rotates(cfg, p)}
-		switch {
-		case u.Scheme == "http" || u.Scheme == "https":
-			// The transport speaks plain HTTP proxy to both (for https over
-			// the TLS its dialer did). The route keeps its credentials, not
-			// the URL: net/http is given one only for what h1 does not send
-			// (see proxyURL), and a pool of 100,000 identities then keeps
-			// none of the 100,000 URLs it was read into.
-			rtr.gateway = ts.gateway(u)
-			rtr.user = u.User
-			if u.Scheme == "http" {
-				rtr.h1 = ts.plainH1
-			}
-			if u.User != nil {
-				pass, _ := u.User.Password()
-				var cb, ab [256]byte
-				cred := append(append(append(cb[:0], u.User.Username()...), ':'), pass...)
-				rtr.auth = ts.strs.Bytes(base64.StdEncoding.AppendEncode(append(ab[:0], "Basic "...), cred))
-			}
-		default: // SOCKS: the credentials go with the URL to the dialer
-			rtr.gateway = u
+		return
+	}
+	r.id, r.pool = p.ID, p.Pool
+	u := p.URL
+	rtr := &r.proxied
+	*rtr = routeTransport{tr: ts.forProxy(u), rotate: rotates(cfg, p)}
+	switch {
+	case u.Scheme == "http" || u.Scheme == "https":
+		// The transport speaks plain HTTP proxy to both (for https over
+		// the TLS its dialer did). The route keeps its credentials, not
+		// the URL: net/http is given one only for what h1 does not send
+		// (see proxyURL), and a pool of 100,000 identities then keeps
+		// none of the 100,000 URLs it was read into.
+		r.kind = routeHTTPS
+		rtr.gateway = ts.gateway(u)
+		rtr.user = u.User
+		if u.Scheme == "http" {
+			r.kind = routeHTTP
+			rtr.h1 = ts.plainH1
 		}
-		rt, r.via = rtr, rtr
+		if u.User != nil {
+			pass, _ := u.User.Password()
+			var cb, ab [256]byte
+			cred := append(append(append(cb[:0], u.User.Username()...), ':'), pass...)
+			rtr.auth = ts.strs.Bytes(base64.StdEncoding.AppendEncode(append(ab[:0], "Basic "...), cred))
+		}
+	default: // SOCKS: the credentials go with the URL to the dialer
+		r.kind = routeSOCKS
+		rtr.gateway = u
 	}
-	if ts.redirect == nil {
-		ts.redirect = checkRedirect(cfg.MaxRedirects)
-	}
-	r.client = client{rt: rt, policy: ts.redirect}
 }
 
 // rotates reports whether attempts through p each take a new connection:
