@@ -198,6 +198,7 @@ JSON record per URL line.`,
 	f.BoolVar(&opts.Resume, "resume", false, "with -o: skip URLs that FILE already finished; append the rest")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress bar, no summary, no warnings on stderr")
 	f.IntVar(&cfg.ReportHosts, "report-hosts", cfg.ReportHosts, "the report lists the `N` busiest hosts; the rest are summed in hosts_other")
+	f.IntVar(&cfg.ReportProxies, "report-proxies", cfg.ReportProxies, "the report lists the `N` busiest proxies; the rest are summed in proxies_other")
 	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to `FILE` (go tool pprof)")
 	f.StringVar(&opts.MemProfile, "memprofile", "", "write a memory (allocations) profile of the run to `FILE` (go tool pprof)")
 
@@ -270,6 +271,7 @@ func checkConfig(cfg *fetch.Config) error {
 		{"--max-redirects", cfg.MaxRedirects, 0, maxRetries, " (0: do not follow)"},
 		{"--proxy-max-failures", cfg.ProxyMaxFailures, 0, maxCount, " (0: never bench)"},
 		{"--report-hosts", cfg.ReportHosts, 0, maxCount, " (0: none, all in hosts_other)"},
+		{"--report-proxies", cfg.ReportProxies, 0, maxCount, " (0: none, all in proxies_other)"},
 		{"--host-max-failures", cfg.HostMaxFailures, 0, maxCount, " (0: never skip)"},
 	}
 	for _, c := range counts {

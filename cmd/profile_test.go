@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -108,5 +109,84 @@ func TestRun_cpuProfileAfterUsageError(t *testing.T) {
 	}
 	if len(data) < 20 || !bytes.HasPrefix(data, []byte{0x1f, 0x8b}) {
 		t.Errorf("%d bytes, not a gzipped profile", len(data))
+	}
+}
+
+// TestRun_reportProxies runs fetch through 30 identities of a pool on one
+// proxy and another proxy, with --report-proxies 3: the report lists
+// three proxies and sums up the others in proxies_other, by pool too, the
+// two adding up to every attempt; fetch summarize of the results with the
+// same flag lists as many and says, on its summary, how many it did not.
+func TestRun_reportProxies(t *testing.T) {
+	lb := startLoopback(t)
+	dir := t.TempDir()
+	var list strings.Builder
+	host := strings.TrimPrefix(lb.proxies[0].URL, "http://")
+	for i := range 30 {
+		fmt.Fprintf(&list, "http://user-session-%d:pw@%s pool=gate\n", i, host)
+	}
+	fmt.Fprintf(&list, "%s\n", lb.proxies[1].URL)
+	proxyFile := writeFile(t, dir, "ids.txt", list.String())
+	const urls = 62
+	in := writeFile(t, dir, "urls.txt", strings.Repeat(lb.target.URL+"/a?size=10\n", urls))
+	out, report := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "report.json")
+	ios, _, _, stderr := Test()
+	code := Run(context.Background(), ios, []string{"-q", "-c", "4", "--retries", "0", "--report-proxies", "3",
+		"--proxies", proxyFile, "-o", out, "--report", report, in})
+	if code != ExitOK {
+		t.Fatalf("exit code %d, want %d; stderr:\n%s", code, ExitOK, stderr)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]bool{}
+	for _, rec := range readRecords(t, data) {
+		used[rec.Proxy] = true
+	}
+	if len(used) < 4 {
+		t.Fatalf("the run used %d proxies: too few to list 3 and sum up others", len(used))
+	}
+	// check reads the report and says what is wrong with its proxies.
+	check := func(who string) {
+		t.Helper()
+		data, err := os.ReadFile(report)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep fetch.Report
+		if err := json.Unmarshal(data, &rep); err != nil {
+			t.Fatal(err)
+		}
+		o := rep.ProxiesOther
+		if len(rep.Proxies) != 3 || o == nil || o.Pools["gate"] == nil {
+			t.Fatalf("%s: %d proxies listed, proxies_other %+v; want 3, and others of pool gate\n%s", who, len(rep.Proxies), o, data)
+		}
+		attempts := o.Attempts
+		for id, p := range rep.Proxies {
+			if strings.Contains(id, "pw") || strings.Contains(id, "user-session") {
+				t.Errorf("%s: proxy identity %q shows its credentials", who, id)
+			}
+			attempts += p.Attempts
+		}
+		if attempts != urls || o.OK != o.Attempts || o.Proxies != len(used)-3 {
+			t.Errorf("%s: listed and other add up to %d attempts, want %d; proxies_other %+v, want %d proxies", who, attempts, urls, *o, len(used)-3)
+		}
+		if strings.Contains(string(data), "pw") {
+			t.Errorf("%s: the report shows a password:\n%s", who, data)
+		}
+	}
+	check("fetch")
+
+	ios, _, stdout, stderr := Test()
+	code = Run(context.Background(), ios, []string{"summarize", "--report-proxies", "3", "--report", report, out})
+	if code != ExitOK {
+		t.Fatalf("summarize exit code %d; stderr:\n%s", code, stderr)
+	}
+	check("summarize")
+	for _, want := range []string{"not listed (--report-proxies)", "pool gate ("} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("summary does not say %q:\n%s", want, stdout)
+		}
 	}
 }

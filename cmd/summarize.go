@@ -15,15 +15,16 @@ import (
 type SummarizeOptions struct {
 	IO *IOStreams
 
-	Files       []string // results files, JSON lines
-	Report      string   // "" for none
-	ReportHosts int      // hosts listed in the report: the busiest
+	Files         []string // results files, JSON lines
+	Report        string   // "" for none
+	ReportHosts   int      // hosts listed in the report: the busiest
+	ReportProxies int      // proxies listed in the report: the busiest
 }
 
 // NewCmdSummarize returns the summarize command. runF replaces the run
 // function in tests; nil runs summarizeRun.
 func NewCmdSummarize(ios *IOStreams, runF func(*SummarizeOptions) error) *cobra.Command {
-	opts := &SummarizeOptions{IO: ios, ReportHosts: fetch.DefaultReportHosts}
+	opts := &SummarizeOptions{IO: ios, ReportHosts: fetch.DefaultReportHosts, ReportProxies: fetch.DefaultReportProxies}
 	cmd := &cobra.Command{
 		Use:   "summarize [--report FILE] RESULTS_FILE...",
 		Short: "Print the summary (and write the report) of results files",
@@ -46,6 +47,9 @@ one run. It exits 0 when every line counted is ok, 1 otherwise.`,
 			if opts.ReportHosts < 0 || opts.ReportHosts > maxCount {
 				return usageErrorf("--report-hosts %d: want an integer from 0 to %d (0: none, all in hosts_other)", opts.ReportHosts, maxCount)
 			}
+			if opts.ReportProxies < 0 || opts.ReportProxies > maxCount {
+				return usageErrorf("--report-proxies %d: want an integer from 0 to %d (0: none, all in proxies_other)", opts.ReportProxies, maxCount)
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -55,6 +59,7 @@ one run. It exits 0 when every line counted is ok, 1 otherwise.`,
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	cmd.Flags().StringVar(&opts.Report, "report", "", "write the report, one JSON document, to `FILE`")
 	cmd.Flags().IntVar(&opts.ReportHosts, "report-hosts", opts.ReportHosts, "the report lists the `N` busiest hosts; the rest are summed in hosts_other")
+	cmd.Flags().IntVar(&opts.ReportProxies, "report-proxies", opts.ReportProxies, "the report lists the `N` busiest proxies; the rest are summed in proxies_other")
 	return cmd
 }
 
@@ -117,7 +122,7 @@ func summarizeRun(ctx context.Context, opts *SummarizeOptions) (err error) {
 		}
 	}()
 
-	sum, err := fetch.SummarizeHosts(ctx, srcs, opts.ReportHosts)
+	sum, err := fetch.SummarizeTop(ctx, srcs, opts.ReportHosts, opts.ReportProxies)
 	switch {
 	case errors.Is(err, fetch.ErrNotResults):
 		return usageError(err)

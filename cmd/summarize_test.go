@@ -232,7 +232,7 @@ func TestNewCmdSummarize(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if want := (&SummarizeOptions{IO: got.IO, Files: []string{"a.jsonl", "b.jsonl"}, Report: "r.json", ReportHosts: fetch.DefaultReportHosts}); !reflect.DeepEqual(got, want) {
+	if want := (&SummarizeOptions{IO: got.IO, Files: []string{"a.jsonl", "b.jsonl"}, Report: "r.json", ReportHosts: fetch.DefaultReportHosts, ReportProxies: fetch.DefaultReportProxies}); !reflect.DeepEqual(got, want) {
 		t.Errorf("options %+v, want %+v", got, want)
 	}
 	cmd = NewCmdSummarize(&IOStreams{}, func(o *SummarizeOptions) error { got = o; return nil })
@@ -241,9 +241,16 @@ func TestNewCmdSummarize(t *testing.T) {
 		t.Errorf("--report-hosts 5: %v, ReportHosts %d", err, got.ReportHosts)
 	}
 	cmd = NewCmdSummarize(&IOStreams{}, func(o *SummarizeOptions) error { got = o; return nil })
-	cmd.SetArgs([]string{"--report-hosts", "-1", "a.jsonl"})
-	var ue *UsageError
-	if err := cmd.Execute(); !errors.As(err, &ue) {
-		t.Errorf("--report-hosts -1: %v, want a usage error", err)
+	cmd.SetArgs([]string{"--report-proxies", "7", "a.jsonl"})
+	if err := cmd.Execute(); err != nil || got.ReportProxies != 7 {
+		t.Errorf("--report-proxies 7: %v, ReportProxies %d", err, got.ReportProxies)
+	}
+	for _, flag := range []string{"--report-hosts", "--report-proxies"} {
+		cmd = NewCmdSummarize(&IOStreams{}, func(o *SummarizeOptions) error { got = o; return nil })
+		cmd.SetArgs([]string{flag, "-1", "a.jsonl"})
+		var ue *UsageError
+		if err := cmd.Execute(); !errors.As(err, &ue) {
+			t.Errorf("%s -1: %v, want a usage error", flag, err)
+		}
 	}
 }

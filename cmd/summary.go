@@ -81,8 +81,8 @@ func writeSummary(w io.Writer, r *fetch.Report) {
 	if len(r.ByPhase) > 0 {
 		writeWrapped(w, "failed by phase: ", countList(r.ByPhase, phaseOrder(r.ByPhase)))
 	}
-	if len(r.Proxies) > 0 {
-		writeProxies(w, r.Proxies)
+	if len(r.Proxies) > 0 || r.ProxiesOther != nil {
+		writeProxies(w, r.Proxies, r.ProxiesOther)
 	}
 	if len(r.Hosts) > 0 || r.HostsOther != nil {
 		writeHosts(w, r.Hosts, r.HostsOther)
@@ -117,8 +117,10 @@ func pickRows(rows []summaryRow) []summaryRow {
 	return shown
 }
 
-// writeProxies prints the proxy table: a pool is one row.
-func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport) {
+// writeProxies prints the proxy table: a pool is one row, with the
+// attempts of its members the report does not list (other) added in; and
+// a line for the proxies the report does not list, when there are any.
+func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport, other *fetch.ProxiesOther) {
 	cols := phaseColumns(proxies)
 	type pool struct {
 		row     summaryRow
@@ -147,9 +149,25 @@ func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport) {
 		pl.row.failed += p.Failed
 		pl.members = append(pl.members, p)
 	}
+	var unlisted map[string]*fetch.Counts
+	if other != nil {
+		unlisted = other.Pools
+	}
+	for name, c := range unlisted {
+		pl := pools[name]
+		if pl == nil {
+			pl = &pool{}
+			pools[name] = pl
+		}
+		pl.row.attempts += c.Attempts
+		pl.row.failed += c.Failed
+	}
 	for _, name := range sortedKeys(pools) {
 		pl := pools[name]
 		pl.row.name = fmt.Sprintf("pool %s (%d)", name, len(pl.members))
+		if unlisted[name] != nil {
+			pl.row.name = fmt.Sprintf("pool %s (%d listed, and others)", name, len(pl.members))
+		}
 		pl.row.cells = phaseCells(cols, pl.members)
 		rows = append(rows, pl.row)
 	}
@@ -157,7 +175,11 @@ func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport) {
 	shown := pickRows(rows)
 
 	fmt.Fprintln(w)
-	title := "proxies: " + strconv.Itoa(len(proxies))
+	n := len(proxies)
+	if other != nil {
+		n += other.Proxies
+	}
+	title := "proxies: " + strconv.Itoa(n)
 	if len(pools) > 0 {
 		title += " (a pool is one row)"
 	}
@@ -168,6 +190,10 @@ func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport) {
 	writeTable(w, append([]string{"proxy", "attempts", "failed"}, cols...), shown)
 	if len(shown) < all {
 		fmt.Fprintf(w, "... and %d more in the report\n", all-len(shown))
+	}
+	if other != nil {
+		fmt.Fprintf(w, "... and %s not listed (--report-proxies): %d attempts, %d failed\n",
+			plural(other.Proxies, "other proxy", "other proxies"), other.Attempts, other.Failed)
 	}
 	if changed > 0 {
 		var ends []string

@@ -17,6 +17,7 @@ type collector struct {
 	rep     Report
 	routes  []route       // the engine's, for their identities
 	byRoute []*proxyStats // by route index: found without hashing the identity
+	listed  int           // proxies the report lists (Config.ReportProxies)
 	hosts   *hostTable
 	start   time.Time
 }
@@ -89,10 +90,11 @@ func (c *collector) health(rt *route, ev limits.HealthEvent) {
 // maxStateChanges bounds the state changes kept per proxy in a report.
 const maxStateChanges = 1000
 
-func newCollector(start time.Time, reportHosts int, routes []route) *collector {
+func newCollector(start time.Time, reportHosts, reportProxies int, routes []route) *collector {
 	c := &collector{
-		start: start,
-		hosts: newHostTable(reportHosts),
+		start:  start,
+		listed: reportProxies,
+		hosts:  newHostTable(reportHosts),
 		rep: Report{
 			ByKind:  map[string]int{},
 			ByPhase: map[string]int{},
@@ -117,12 +119,28 @@ func (c *collector) attempt(rt *route, host string, ok bool, proxyInFlight, host
 		p.Failed++
 	}
 	p.MaxInFlight = max(p.MaxInFlight, proxyInFlight)
+	ps.addPhases(phases)
+}
+
+// addPhases adds the durations of an attempt's phases.
+func (ps *proxyStats) addPhases(phases *PhaseTimes) {
 	for i, seen := range phases.seen {
-		if !seen {
-			continue
+		if seen {
+			ps.phases[i].add(phases.ms[i])
 		}
-		ps.phases[i].add(phases.ms[i])
 	}
+}
+
+// finish fills in ps.rep.PhasesMS from the phases' durations and returns
+// ps.rep.
+func (ps *proxyStats) finish() *ProxyReport {
+	ps.rep.PhasesMS = map[string]Quantiles{}
+	for i := range ps.phases {
+		if hg := &ps.phases[i]; hg.n > 0 {
+			ps.rep.PhasesMS[Phases[i]] = Quantiles{P50: hg.quantile(0.50), P95: hg.quantile(0.95)}
+		}
+	}
+	return &ps.rep
 }
 
 // ban counts an attempt whose response was a ban, for its proxy and its
@@ -159,10 +177,6 @@ func (c *collector) report(elapsedMS float64) *Report {
 	rep.Hosts, rep.HostsOther = c.hosts.report()
 	// A route's statistics, or for an identity of several routes, theirs
 	// added up in a copy (the routes' own stay as they are).
-	type entry struct {
-		ps  *proxyStats
-		sum bool // ps is a copy made to add routes up
-	}
 	byID := map[string]entry{}
 	for i, ps := range c.byRoute {
 		if ps == nil {
@@ -182,18 +196,45 @@ func (c *collector) report(elapsedMS float64) *Report {
 		}
 		e.ps.merge(ps)
 	}
-	rep.Proxies = make(map[string]*ProxyReport, len(byID))
-	for id, e := range byID {
-		ps := e.ps
-		ps.rep.PhasesMS = map[string]Quantiles{}
-		for i := range ps.phases {
-			if hg := &ps.phases[i]; hg.n > 0 {
-				ps.rep.PhasesMS[Phases[i]] = Quantiles{P50: hg.quantile(0.50), P95: hg.quantile(0.95)}
-			}
-		}
-		rep.Proxies[id] = &ps.rep
-	}
+	rep.Proxies, rep.ProxiesOther = listProxies(byID, c.listed)
 	return &rep
+}
+
+// listProxies returns the report's proxies: the listed busiest (by
+// attempts, then by identity), and the rest summed up.
+func listProxies(byID map[string]entry, listed int) (map[string]*ProxyReport, *ProxiesOther) {
+	type idStats struct {
+		id string
+		ps *proxyStats
+	}
+	all := make([]idStats, 0, len(byID))
+	for id, e := range byID {
+		all = append(all, idStats{id, e.ps})
+	}
+	listed = max(listed, 0)
+	var other *ProxiesOther
+	if len(all) > listed {
+		slices.SortFunc(all, func(a, b idStats) int {
+			return cmp.Or(cmp.Compare(b.ps.rep.Attempts, a.ps.rep.Attempts), cmp.Compare(a.id, b.id))
+		})
+		other = &ProxiesOther{Proxies: len(all) - listed}
+		for _, x := range all[listed:] {
+			other.add(&x.ps.rep, listed)
+		}
+		all = all[:listed]
+	}
+	proxies := make(map[string]*ProxyReport, len(all))
+	for _, x := range all {
+		proxies[x.id] = x.ps.finish()
+	}
+	return proxies, other
+}
+
+// entry is a proxy's statistics in collector.report: a route's, or for an
+// identity of several routes, theirs added up in a copy.
+type entry struct {
+	ps  *proxyStats
+	sum bool // ps is a copy made to add routes up
 }
 
 // histogram keeps durations in logarithmic buckets about 2% wide, so its

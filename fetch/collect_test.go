@@ -1,7 +1,11 @@
 package fetch
 
 import (
+	"fmt"
+	"maps"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +20,7 @@ import (
 func TestCollectorAddsUpAnIdentity(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
 	routes := []route{{index: 0, id: "http://a:1", pool: "p"}, {index: 1, id: "http://b:1"}, {index: 2, id: "http://a:1", pool: "p"}}
-	c := newCollector(start, 10, routes)
+	c := newCollector(start, 10, 10, routes)
 	headers := func(ms float64) *PhaseTimes {
 		var pt PhaseTimes
 		pt.ms[pHeaders], pt.seen[pHeaders] = ms, true
@@ -61,7 +65,7 @@ func TestCollectorAddsUpAnIdentity(t *testing.T) {
 func TestCollectorStatePastTheCap(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
 	routes := []route{{index: 0, id: "http://a:1"}, {index: 1, id: "http://a:1"}}
-	c := newCollector(start, 10, routes)
+	c := newCollector(start, 10, 10, routes)
 	for i := 1; i <= maxStateChanges+1; i++ {
 		state := "benched"
 		if i%2 == 1 {
@@ -74,4 +78,113 @@ func TestCollectorStatePastTheCap(t *testing.T) {
 	if got := c.report(0).Proxies["http://a:1"].State; got != "probing" {
 		t.Errorf("state %q, want probing: the last change, at 1001 s", got)
 	}
+}
+
+// TestCollectorListsTheBusiestProxies: a report lists at most its number
+// of proxies, the busiest by attempts (ties by identity), with their exact
+// counts; the others are summed up in ProxiesOther, by pool too, so that
+// listed and other add up to every attempt and ban. Routes that never had
+// an attempt or a change of health are in neither.
+func TestCollectorListsTheBusiestProxies(t *testing.T) {
+	// Route i has i+1 attempts, the last of them a ban when i is odd; i
+	// is in pool "even" or "odd", or in none when i%5 == 0. Route 30 is
+	// never used.
+	const used = 30
+	routes := make([]route, used+1)
+	for i := range routes {
+		routes[i] = route{index: int32(i), id: fmt.Sprintf("http://p%02d:1", i)}
+		switch {
+		case i%5 == 0:
+		case i%2 == 0:
+			routes[i].pool = "even"
+		default:
+			routes[i].pool = "odd"
+		}
+	}
+	for _, tt := range []struct {
+		name      string
+		listed    int
+		wantPools bool // Pools in ProxiesOther: no more pools than listed proxies
+	}{
+		{"all", used + 5, false},
+		{"exactly all", used, false},
+		{"five", 5, true},
+		{"two", 2, true},
+		{"one: too many pools", 1, false},
+		{"none", 0, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCollector(time.Unix(1_700_000_000, 0), 10, tt.listed, routes)
+			var total, bans int
+			for i := range used {
+				for k := range i + 1 {
+					c.attempt(&routes[i], "t:80", k%3 != 0, 1, 1, &PhaseTimes{})
+					total++
+				}
+				if i%2 == 1 {
+					c.ban(&routes[i], "t:80")
+					bans++
+				}
+			}
+			rep := c.report(1)
+			if len(rep.Proxies) != min(tt.listed, used) {
+				t.Fatalf("%d proxies listed, want %d", len(rep.Proxies), min(tt.listed, used))
+			}
+			for i := used - len(rep.Proxies); i < used; i++ { // the busiest
+				p := rep.Proxies[routes[i].id]
+				if p == nil || p.Attempts != i+1 || p.Missed != 0 || p.Pool != routes[i].pool {
+					t.Fatalf("%s = %+v, want listed with %d attempts, pool %q", routes[i].id, p, i+1, routes[i].pool)
+				}
+			}
+			other := rep.ProxiesOther
+			if tt.listed >= used {
+				if other != nil {
+					t.Fatalf("proxies_other = %+v, want none: every proxy is listed", *other)
+				}
+				return
+			}
+			if other == nil {
+				t.Fatal("no proxies_other")
+			}
+			if want := used - tt.listed; other.Proxies != want {
+				t.Errorf("proxies_other.proxies = %d, want %d", other.Proxies, want)
+			}
+			sum := other.Counts
+			for _, p := range rep.Proxies {
+				sum.add(p.Attempts, p.OK, p.Failed, p.Banned)
+			}
+			if sum.Attempts != total || sum.OK+sum.Failed != total || sum.Banned != bans {
+				t.Errorf("listed and other add up to %+v, want %d attempts, %d bans", sum, total, bans)
+			}
+			if (other.Pools != nil) != tt.wantPools {
+				t.Fatalf("proxies_other.pools = %v, want pools: %v", other.Pools, tt.wantPools)
+			}
+			if !tt.wantPools {
+				return
+			}
+			want := map[string]*Counts{}
+			for i := range used - tt.listed {
+				pool := routes[i].pool
+				if pool == "" {
+					continue
+				}
+				if want[pool] == nil {
+					want[pool] = &Counts{}
+				}
+				ok := i + 1 - (i/3 + 1) // k in 0..i with k%3 != 0
+				want[pool].add(i+1, ok, i+1-ok, i%2)
+			}
+			if !reflect.DeepEqual(other.Pools, want) {
+				t.Errorf("proxies_other.pools:\n got %s\nwant %s", fmtCounts(other.Pools), fmtCounts(want))
+			}
+		})
+	}
+}
+
+func fmtCounts(m map[string]*Counts) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(&b, "%s:%+v ", k, *m[k])
+	}
+	return b.String()
 }

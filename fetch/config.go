@@ -156,6 +156,11 @@ type Config struct {
 	// Report.HostsOther. DefaultConfig sets DefaultReportHosts.
 	ReportHosts int
 
+	// ReportProxies is how many proxies the report lists with their own
+	// counts, the busiest (see Report); 0 lists none, every proxy goes to
+	// Report.ProxiesOther. DefaultConfig sets DefaultReportProxies.
+	ReportProxies int
+
 	// PoolWait is how long every proxy may be unusable (benched or
 	// rejected) before the run stops, as on an interrupt, with an error
 	// wrapping limits.ErrNoUsableProxy; a pool whose every proxy is
@@ -213,6 +218,7 @@ func DefaultConfig() Config {
 		MaxHeader:        DefaultMaxHeader,
 		Grace:            DefaultGrace,
 		ReportHosts:      DefaultReportHosts,
+		ReportProxies:    DefaultReportProxies,
 		PoolWait:         DefaultPoolWait,
 	}
 }

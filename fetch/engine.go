@@ -211,7 +211,7 @@ var ErrInterrupted = errors.New("fetch: interrupted")
 // with an error wrapping ErrInterrupted and context.Canceled.
 func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Report, error) {
 	start := e.clock().now()
-	coll := newCollector(start, e.cfg.ReportHosts, e.routes)
+	coll := newCollector(start, e.cfg.ReportHosts, e.cfg.ReportProxies, e.routes)
 	e.coll.Store(coll)
 	defer e.coll.Store(nil)
 

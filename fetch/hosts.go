@@ -11,75 +11,35 @@ import (
 const DefaultReportHosts = 1000
 
 // hostTable keeps the per-host part of a report in memory that does not
-// grow with the number of hosts: exact counts for at most max hosts, chosen
-// by the space-saving algorithm (Metwally, Agrawal, El Abbadi 2005), and one
-// total for the rest. A host that is not tracked when the table is full
-// takes the place of the tracked host with the fewest estimated attempts;
-// that host's counts go to the rest, and the newcomer is charged its
-// estimate as Missed, the most attempts it may have had before. So:
-//
-//   - every host with more than T/max of the T attempts is tracked;
-//   - a tracked host's true attempts lie in [Attempts, Attempts+Missed],
-//     and Missed is at most T/max;
-//   - the counts of the tracked hosts plus the rest's add up to the whole
-//     run's exactly; with no more than max hosts, every count is exact.
-//
-// It is not safe for concurrent use.
+// grow with the number of hosts: exact counts for at most max hosts, the
+// busiest, chosen as topTable chooses them, and one total for the rest
+// (HostsOther). A listed host's Missed is the most attempts it may have
+// had before it was listed. It is not safe for concurrent use.
 type hostTable struct {
-	max   int
-	pos   map[string]*hostEntry // the tracked hosts
-	heap  []*hostEntry          // the same, a min-heap by estimate
-	other HostsOther            // Hosts is filled in by report
-	seen  hyperLogLog           // the distinct hosts ever tracked
+	top   *topTable[HostReport]
+	other HostsOther // Hosts is filled in by report
 }
 
-type hostEntry struct {
-	host string
-	i    int // index in heap
-	r    HostReport
-}
-
-// estimate is the most attempts e's host may have had.
-func (e *hostEntry) estimate() int { return e.r.Attempts + e.r.Missed }
-
-// newHostTable makes a table of up to max hosts. Its map grows as hosts
-// come: most runs see a few, and a map made for a thousand would be
-// cleared page by page at every start.
-func newHostTable(max int) *hostTable {
-	return &hostTable{max: max, pos: make(map[string]*hostEntry)}
-}
+func newHostTable(max int) *hostTable { return &hostTable{top: newTopTable[HostReport](max)} }
 
 // add counts one attempt to host, which had inFlight attempts in flight.
 func (t *hostTable) add(host string, ok bool, inFlight int) {
-	e := t.pos[host]
+	e, evicted := t.top.count(host)
+	if evicted != nil {
+		t.other.add(&evicted.v)
+	}
 	if e == nil {
-		t.seen.add(host)
-		switch {
-		case t.max <= 0:
-			t.other.count(ok)
-			return
-		case len(t.heap) < t.max:
-			e = &hostEntry{host: host, i: len(t.heap)}
-			t.heap = append(t.heap, e)
-			t.up(e.i)
-		default: // evict the least, whose estimate the newcomer inherits
-			e = t.heap[0]
-			t.other.Attempts += e.r.Attempts
-			t.other.OK += e.r.OK
-			t.other.Failed += e.r.Failed
-			delete(t.pos, e.host)
-			*e = hostEntry{host: host, r: HostReport{Missed: e.estimate()}}
-		}
-		t.pos[host] = e
+		t.other.count(ok)
+		return
 	}
-	e.r.Attempts++
+	r := &e.v
+	r.Attempts, r.Missed = e.attempts, e.missed
 	if ok {
-		e.r.OK++
+		r.OK++
 	} else {
-		e.r.Failed++
+		r.Failed++
 	}
-	e.r.MaxInFlight = max(e.r.MaxInFlight, inFlight)
-	t.down(e.i)
+	r.MaxInFlight = max(r.MaxInFlight, inFlight)
 }
 
 func (o *HostsOther) count(ok bool) {
@@ -91,61 +51,34 @@ func (o *HostsOther) count(ok bool) {
 	}
 }
 
+// add adds the counts of a host that is no longer listed.
+func (o *HostsOther) add(r *HostReport) {
+	o.Attempts += r.Attempts
+	o.OK += r.OK
+	o.Failed += r.Failed
+	o.Banned += r.Banned
+}
+
 // ban counts a ban of an attempt to host, already added: on the host's
 // entry, or with the hosts not listed.
 func (t *hostTable) ban(host string) {
-	if e := t.pos[host]; e != nil {
-		e.r.Banned++
+	if e := t.top.get(host); e != nil {
+		e.v.Banned++
 		return
 	}
 	t.other.Banned++
 }
 
-func (t *hostTable) swap(i, j int) {
-	t.heap[i], t.heap[j] = t.heap[j], t.heap[i]
-	t.heap[i].i, t.heap[j].i = i, j
-}
-
-func (t *hostTable) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if t.heap[p].estimate() <= t.heap[i].estimate() {
-			return
-		}
-		t.swap(i, p)
-		i = p
-	}
-}
-
-func (t *hostTable) down(i int) {
-	n := len(t.heap)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		m := l
-		if r := l + 1; r < n && t.heap[r].estimate() < t.heap[l].estimate() {
-			m = r
-		}
-		if t.heap[i].estimate() <= t.heap[m].estimate() {
-			return
-		}
-		t.swap(i, m)
-		i = m
-	}
-}
-
 // report returns the tracked hosts and, when some attempts or hosts are not
 // among them, the rest.
 func (t *hostTable) report() (map[string]*HostReport, *HostsOther) {
-	hosts := make(map[string]*HostReport, len(t.heap))
-	for _, e := range t.heap {
-		r := e.r
-		hosts[e.host] = &r
+	hosts := make(map[string]*HostReport, len(t.top.heap))
+	for _, e := range t.top.heap {
+		r := e.v
+		hosts[e.key] = &r
 	}
 	other := t.other
-	other.Hosts = max(0, t.seen.count()-len(t.heap))
+	other.Hosts = t.top.untracked()
 	if other.Hosts == 0 && other.Attempts == 0 {
 		return hosts, nil
 	}

@@ -1,5 +1,10 @@
 package fetch
 
+// DefaultReportProxies is how many proxies a report lists by default
+// (--report-proxies): the busiest ones. The others are summed up in
+// Report.ProxiesOther.
+const DefaultReportProxies = 1000
+
 // Report is the summary of a run, written by --report as one JSON document.
 // Jobs, OK, Failed, ByKind and ByPhase count records (a record's final
 // error); per proxy and per host, Attempts, OK and Failed count attempts.
@@ -7,32 +12,92 @@ package fetch
 // HostReport.Missed); HostsOther sums up the others, and is nil when every
 // host is listed with exact counts.
 type Report struct {
-	Jobs        int                     `json:"jobs"`
-	OK          int                     `json:"ok"`
-	Failed      int                     `json:"failed"`
-	ElapsedMS   float64                 `json:"elapsed_ms"`
-	ByKind      map[string]int          `json:"by_kind"`
-	ByPhase     map[string]int          `json:"by_phase"`
-	Proxies     map[string]*ProxyReport `json:"proxies"`
-	Hosts       map[string]*HostReport  `json:"hosts"`
-	HostsOther  *HostsOther             `json:"hosts_other,omitempty"`
-	Interrupted bool                    `json:"interrupted,omitempty"`
+	Jobs         int                     `json:"jobs"`
+	OK           int                     `json:"ok"`
+	Failed       int                     `json:"failed"`
+	ElapsedMS    float64                 `json:"elapsed_ms"`
+	ByKind       map[string]int          `json:"by_kind"`
+	ByPhase      map[string]int          `json:"by_phase"`
+	Proxies      map[string]*ProxyReport `json:"proxies"`
+	ProxiesOther *ProxiesOther           `json:"proxies_other,omitempty"`
+	Hosts        map[string]*HostReport  `json:"hosts"`
+	HostsOther   *HostsOther             `json:"hosts_other,omitempty"`
+	Interrupted  bool                    `json:"interrupted,omitempty"`
 	// Stopped, when set, says why the run stopped before its input ran out
 	// other than by an interrupt: "output could not be written".
 	Stopped string `json:"stopped,omitempty"`
 }
 
-// ProxyReport is one proxy's part of a Report.
+// ProxyReport is one proxy's part of a Report. In a run's report its
+// counts are exact. In one rebuilt from records (Summarize) of more proxies
+// than it lists, a listed proxy's counts start when it was last admitted to
+// the list, as a HostReport's do: its true attempts lie in [Attempts,
+// Attempts+Missed], and its phases are those of the attempts counted.
 type ProxyReport struct {
 	Pool        string               `json:"pool,omitempty"`
 	Attempts    int                  `json:"attempts"`
 	OK          int                  `json:"ok"`
 	Failed      int                  `json:"failed"`
 	MaxInFlight int                  `json:"max_in_flight"`
+	Missed      int                  `json:"missed,omitempty"`
 	Banned      int                  `json:"banned,omitempty"` // attempts whose response was a ban
 	PhasesMS    map[string]Quantiles `json:"phases_ms"`
 	State       string               `json:"state,omitempty"`  // the last health state, when it ever changed
 	Health      []StateChange        `json:"health,omitempty"` // state changes, in order
+}
+
+// ProxiesOther is the part of a Report for the proxies it does not list,
+// or does not count in full: Proxies is how many are not listed (in a
+// report rebuilt from records, an estimate within about 1% past a few
+// thousand), and its counts are those of the attempts not counted in
+// Report.Proxies. Those of Report.Proxies and ProxiesOther add up to every
+// attempt of the run. Pools breaks the same counts down by pool, for the
+// attempts of proxies that belong to one; it is left out when more pools
+// than the report lists proxies would be in it.
+type ProxiesOther struct {
+	Proxies int `json:"proxies"`
+	Counts
+	Pools map[string]*Counts `json:"pools,omitempty"`
+
+	tooManyPools bool // Pools was dropped: the proxies not listed are of more pools than may be listed
+}
+
+// Counts counts attempts: all of them, the ok and the failed ones, and the
+// failed ones whose response was a ban.
+type Counts struct {
+	Attempts int `json:"attempts"`
+	OK       int `json:"ok"`
+	Failed   int `json:"failed"`
+	Banned   int `json:"banned,omitempty"`
+}
+
+// add adds r's counts, of a proxy that is not listed, to o's, and to its
+// pool's unless that would make Pools longer than maxPools.
+func (o *ProxiesOther) add(r *ProxyReport, maxPools int) {
+	o.Counts.add(r.Attempts, r.OK, r.Failed, r.Banned)
+	if r.Pool == "" || o.tooManyPools {
+		return
+	}
+	c := o.Pools[r.Pool]
+	if c == nil {
+		if len(o.Pools) >= maxPools {
+			o.Pools, o.tooManyPools = nil, true
+			return
+		}
+		if o.Pools == nil {
+			o.Pools = map[string]*Counts{}
+		}
+		c = &Counts{}
+		o.Pools[r.Pool] = c
+	}
+	c.add(r.Attempts, r.OK, r.Failed, r.Banned)
+}
+
+func (c *Counts) add(attempts, ok, failed, banned int) {
+	c.Attempts += attempts
+	c.OK += ok
+	c.Failed += failed
+	c.Banned += banned
 }
 
 // StateChange is a proxy's change of health state, at AtMS after the run

@@ -45,16 +45,20 @@ type Summary struct {
 // ErrNotResults, except a torn last line (no line end), which is left out
 // and named in Summary.Torn. When ctx is done it stops with ctx.Err().
 //
-// Summarize lists at most DefaultReportHosts hosts in the report; it is
-// shorthand for SummarizeHosts(ctx, srcs, DefaultReportHosts).
+// Summarize lists at most DefaultReportHosts hosts and DefaultReportProxies
+// proxies in the report; it is shorthand for SummarizeTop(ctx, srcs,
+// DefaultReportHosts, DefaultReportProxies).
 func Summarize(ctx context.Context, srcs []ResultsSource) (*Summary, error) {
-	return SummarizeHosts(ctx, srcs, DefaultReportHosts)
+	return SummarizeTop(ctx, srcs, DefaultReportHosts, DefaultReportProxies)
 }
 
-// SummarizeHosts is Summarize with a report listing at most reportHosts
-// hosts (the busiest, as a run's report does: see Report).
-func SummarizeHosts(ctx context.Context, srcs []ResultsSource, reportHosts int) (*Summary, error) {
-	s := &summarizer{keys: map[string]*finalKeys{}, reportHosts: reportHosts}
+// SummarizeTop is Summarize with a report listing at most reportHosts
+// hosts and reportProxies proxies, the busiest, as a run's report does (see
+// Report). Records do not say which proxies there were, so the proxies are
+// chosen as the hosts are: by space-saving, in memory that does not grow
+// with their number (see ProxyReport.Missed).
+func SummarizeTop(ctx context.Context, srcs []ResultsSource, reportHosts, reportProxies int) (*Summary, error) {
+	s := &summarizer{keys: map[string]*finalKeys{}, reportHosts: reportHosts, reportProxies: reportProxies}
 	sizes := make([]int64, len(srcs))
 	sum := &Summary{}
 	var ordinal uint64
@@ -220,11 +224,13 @@ func (k *finalKeys) rank(key uint64) (uint64, bool) {
 
 // summarizer counts the final records into a report.
 type summarizer struct {
-	keys        map[string]*finalKeys // by input
-	rep         Report
-	phases      map[string]map[string]*histogram // proxy -> phase -> durations
-	reportHosts int
-	hosts       *hostTable
+	keys          map[string]*finalKeys // by input
+	rep           Report
+	reportHosts   int
+	reportProxies int
+	hosts         *hostTable
+	proxies       *topTable[proxyStats]
+	proxiesOther  ProxiesOther // Proxies is filled in by report
 }
 
 func (s *summarizer) keyList(input []byte) *finalKeys {
@@ -251,10 +257,9 @@ func (s *summarizer) start() {
 	s.rep = Report{
 		ByKind:  map[string]int{},
 		ByPhase: map[string]int{},
-		Proxies: map[string]*ProxyReport{},
 	}
-	s.phases = map[string]map[string]*histogram{}
 	s.hosts = newHostTable(s.reportHosts)
+	s.proxies = newTopTable[proxyStats](s.reportProxies)
 }
 
 // count adds a final record: the record to the totals, its tries and final
@@ -279,21 +284,28 @@ func (s *summarizer) count(rec *Record) {
 	}
 	for _, t := range rec.Tries {
 		s.attempt(t.Proxy, t.Pool, host, t.Error == nil, &t.Phases)
-		s.ban(t.Proxy, host, t.Error)
+		s.ban(t.Proxy, t.Pool, host, t.Error)
 	}
 	if rec.Proxy != "" {
 		s.attempt(rec.Proxy, rec.Pool, host, rec.OK, &rec.Phases)
-		s.ban(rec.Proxy, host, rec.Error)
+		s.ban(rec.Proxy, rec.Pool, host, rec.Error)
 	}
 }
 
 // ban counts an attempt that failed with err as a ban when it was one, as
 // collector.ban does in a run; after attempt has counted it.
-func (s *summarizer) ban(proxy, host string, err *Error) {
+func (s *summarizer) ban(proxy, pool, host string, err *Error) {
 	if proxy == "" || err == nil || err.Kind != KindBanned {
 		return
 	}
-	s.rep.Proxies[proxy].Banned++
+	if e := s.proxies.get(proxy); e != nil {
+		e.v.rep.Banned++
+	} else {
+		s.proxiesOther.Banned++
+		if p := s.proxiesOther.Pools[pool]; p != nil {
+			p.Banned++
+		}
+	}
 	s.hosts.ban(host)
 }
 
@@ -302,39 +314,44 @@ func (s *summarizer) attempt(proxy, pool, host string, ok bool, phases *PhaseTim
 	if proxy == "" {
 		return
 	}
-	p := s.rep.Proxies[proxy]
-	if p == nil {
-		p = &ProxyReport{Pool: pool, PhasesMS: map[string]Quantiles{}}
-		s.rep.Proxies[proxy] = p
-		s.phases[proxy] = map[string]*histogram{}
-	}
 	if host != "" {
 		s.hosts.add(host, ok, 0)
 	}
-	p.Attempts++
+	e, evicted := s.proxies.count(proxy)
+	if evicted != nil {
+		s.proxiesOther.add(&evicted.v.rep, s.reportProxies)
+	}
+	if e == nil {
+		r := ProxyReport{Pool: pool, Attempts: 1}
+		if ok {
+			r.OK = 1
+		} else {
+			r.Failed = 1
+		}
+		s.proxiesOther.add(&r, s.reportProxies)
+		return
+	}
+	ps := &e.v
+	p := &ps.rep
+	p.Pool, p.Attempts, p.Missed = pool, e.attempts, e.missed
 	if ok {
 		p.OK++
 	} else {
 		p.Failed++
 	}
-	hs := s.phases[proxy]
-	for ph, ms := range phases.All() {
-		hg := hs[ph]
-		if hg == nil {
-			hg = &histogram{}
-			hs[ph] = hg
-		}
-		hg.add(ms)
-	}
+	ps.addPhases(phases)
 }
 
 func (s *summarizer) report() *Report {
 	rep := s.rep
 	rep.Hosts, rep.HostsOther = s.hosts.report()
-	for id, p := range rep.Proxies {
-		for ph, hg := range s.phases[id] {
-			p.PhasesMS[ph] = Quantiles{P50: hg.quantile(0.50), P95: hg.quantile(0.95)}
-		}
+	rep.Proxies = make(map[string]*ProxyReport, len(s.proxies.heap))
+	for _, e := range s.proxies.heap {
+		rep.Proxies[e.key] = e.v.finish()
+	}
+	if other := s.proxiesOther; other.Attempts > 0 || s.proxies.untracked() > 0 {
+		other.Proxies = s.proxies.untracked()
+		rep.ProxiesOther = &other
 	}
 	return &rep
 }

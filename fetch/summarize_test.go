@@ -252,3 +252,115 @@ func TestSummarize_bans(t *testing.T) {
 		t.Errorf("by_kind %v", r.ByKind)
 	}
 }
+
+// TestSummarize_proxiesListed: records through more proxies than the report
+// lists: the busiest are listed, each with its true attempts within
+// [attempts, attempts+missed]; the others are summed up in proxies_other,
+// by pool too; listed and other add up to every attempt and ban.
+func TestSummarize_proxiesListed(t *testing.T) {
+	// Record i goes through proxy i%7 when i%2 == 0 (seven busy ones),
+	// else through one of 300 rarely used ones; proxy k is in pool "a"
+	// when k is even, else in pool "b". Every fifth record is a ban.
+	type count struct{ attempts, banned int }
+	truth := map[string]*count{}
+	pools := map[string]*fetch.Counts{}
+	var text strings.Builder
+	const n = 3000
+	for i := range n {
+		k := 7 + (i*37)%300
+		if i%2 == 0 {
+			k = i % 7
+		}
+		proxy, pool := fmt.Sprintf("http://127.0.0.1:%d", 9000+k), []string{"a", "b"}[k%2]
+		rec := `"ok":true,"status":200,"error":null`
+		banned := i%5 == 0
+		if banned {
+			rec = `"ok":false,"status":403,"error":{"phase":"headers","kind":"banned","message":"403 Forbidden: banned (--ban-status)"}`
+		}
+		fmt.Fprintf(&text, `{"url":"http://h.example/%d","input":"u.txt","line":%d,%s,"proxy":%q,"pool":%q,"attempts":1,"phases":{"headers":5},"tries":[]}`+"\n",
+			i, i+1, rec, proxy, pool)
+		c := truth[proxy]
+		if c == nil {
+			c = &count{}
+			truth[proxy] = c
+		}
+		c.attempts++
+		if pools[pool] == nil {
+			pools[pool] = &fetch.Counts{}
+		}
+		if banned {
+			c.banned++
+			pools[pool].Attempts++
+			pools[pool].Failed++
+			pools[pool].Banned++
+		} else {
+			pools[pool].Attempts++
+			pools[pool].OK++
+		}
+	}
+	const listed = 20
+	sum, err := fetch.SummarizeTop(context.Background(), sources(text.String()), fetch.DefaultReportHosts, listed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sum.Report
+	if len(r.Proxies) != listed {
+		t.Fatalf("%d proxies listed, want %d", len(r.Proxies), listed)
+	}
+	total := map[string]*fetch.Counts{"a": {}, "b": {}}
+	attempts := 0
+	for id, p := range r.Proxies {
+		attempts += p.Attempts
+		c := truth[id]
+		if p.Attempts > c.attempts || c.attempts > p.Attempts+p.Missed {
+			t.Errorf("%s: true attempts %d outside [%d, %d+%d]", id, c.attempts, p.Attempts, p.Attempts, p.Missed)
+		}
+		if p.PhasesMS["headers"].P50 == 0 {
+			t.Errorf("%s: no headers phase: %v", id, p.PhasesMS)
+		}
+		total[p.Pool].Attempts += p.Attempts
+		total[p.Pool].OK += p.OK
+		total[p.Pool].Failed += p.Failed
+		total[p.Pool].Banned += p.Banned
+	}
+	for k := range 7 { // each has 1/14 of the attempts, above T/listed
+		if id := fmt.Sprintf("http://127.0.0.1:%d", 9000+k); r.Proxies[id] == nil {
+			t.Errorf("busy proxy %s not listed", id)
+		}
+	}
+	o := r.ProxiesOther
+	if o == nil {
+		t.Fatal("no proxies_other")
+	}
+	if want := len(truth) - listed; o.Proxies < want*98/100 || o.Proxies > want*102/100 {
+		t.Errorf("proxies_other.proxies = %d, want %d within 2%%", o.Proxies, want)
+	}
+	for pool, c := range o.Pools {
+		total[pool].Attempts += c.Attempts
+		total[pool].OK += c.OK
+		total[pool].Failed += c.Failed
+		total[pool].Banned += c.Banned
+	}
+	for _, pool := range []string{"a", "b"} {
+		if *total[pool] != *pools[pool] {
+			t.Errorf("pool %s: listed and other add up to %+v, want %+v", pool, *total[pool], *pools[pool])
+		}
+	}
+	if attempts+o.Attempts != n {
+		t.Errorf("listed %d and other %d attempts, want %d in all", attempts, o.Attempts, n)
+	}
+
+	// A report that lists them all has them all, exact, and no other.
+	sum, err = fetch.SummarizeTop(context.Background(), sources(text.String()), fetch.DefaultReportHosts, len(truth))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := sum.Report; len(r.Proxies) != len(truth) || r.ProxiesOther != nil {
+		t.Fatalf("%d proxies listed, other %+v; want %d and none", len(r.Proxies), r.ProxiesOther, len(truth))
+	}
+	for id, p := range sum.Report.Proxies {
+		if c := truth[id]; p.Attempts != c.attempts || p.Banned != c.banned || p.Missed != 0 {
+			t.Errorf("%s = %+v, want %d attempts, %d banned, exact", id, *p, c.attempts, c.banned)
+		}
+	}
+}
