@@ -121,3 +121,27 @@ func BenchmarkHostTable(b *testing.B) {
 		i++
 	}
 }
+
+// TestHostTableBans: bans add up like attempts: a host's bans go with its
+// other counts to the rest when it leaves the list, and a ban of a host
+// not listed is counted with the rest.
+func TestHostTableBans(t *testing.T) {
+	tab := newHostTable(1)
+	tab.add("a:80", false, 1)
+	tab.ban("a:80")
+	tab.add("b:80", false, 1) // takes a's place: a's ban goes to the rest
+	tab.ban("b:80")
+	hosts, other := tab.report()
+	if b := hosts["b:80"]; len(hosts) != 1 || b == nil || b.Banned != 1 || b.Missed != 1 {
+		t.Fatalf("hosts %v, want b:80 alone with 1 ban, 1 missed", hosts)
+	}
+	if other == nil || other.Banned != 1 || other.Attempts != 1 || other.Hosts != 1 {
+		t.Fatalf("hosts_other %+v, want a:80's attempt and ban", other)
+	}
+	tab = newHostTable(0)
+	tab.add("a:80", false, 1)
+	tab.ban("a:80")
+	if _, other := tab.report(); other == nil || other.Banned != 1 {
+		t.Fatalf("no host listed: hosts_other %+v, want the ban", other)
+	}
+}
