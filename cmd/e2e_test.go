@@ -49,6 +49,21 @@ func startLoopback(t *testing.T) *loopback {
 	return lb
 }
 
+// readReport reads and decodes the report file at path; it returns its
+// bytes too, for messages.
+func readReport(t *testing.T, path string) (*fetch.Report, []byte) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := &fetch.Report{}
+	if err := json.Unmarshal(data, rep); err != nil {
+		t.Fatalf("%s: %v\n%s", path, err, data)
+	}
+	return rep, data
+}
+
 // readRecords decodes JSON lines.
 func readRecords(t *testing.T, data []byte) []fetch.Record {
 	t.Helper()

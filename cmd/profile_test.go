@@ -3,7 +3,6 @@ package cmd
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -46,14 +45,7 @@ func TestRun_profilesAndReportHosts(t *testing.T) {
 			t.Errorf("%s: %d bytes, not a gzipped profile: %q", p, len(data), data[:min(len(data), 16)])
 		}
 	}
-	data, err := os.ReadFile(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep fetch.Report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, data := readReport(t, report)
 	wantHosts := map[string]*fetch.HostReport{lb.target.Addr: {Attempts: 5, OK: 5, MaxInFlight: 1, Missed: 2}}
 	wantOther := &fetch.HostsOther{Hosts: 2, Attempts: 2, Failed: 2}
 	if !reflect.DeepEqual(rep.Hosts, wantHosts) || !reflect.DeepEqual(rep.HostsOther, wantOther) {
@@ -68,14 +60,7 @@ func TestRun_profilesAndReportHosts(t *testing.T) {
 	if !strings.Contains(stdout.String(), "2 other hosts not listed") {
 		t.Errorf("summary does not mention the hosts not listed:\n%s", stdout)
 	}
-	data, err = os.ReadFile(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep = fetch.Report{}
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, _ = readReport(t, report)
 	wantHosts[lb.target.Addr].MaxInFlight = 0 // records do not hold it
 	if !reflect.DeepEqual(rep.Hosts, wantHosts) || !reflect.DeepEqual(rep.HostsOther, wantOther) {
 		t.Errorf("summarize: hosts %+v, hosts_other %+v; want %+v, %+v", rep.Hosts[lb.target.Addr], rep.HostsOther, wantHosts[lb.target.Addr], wantOther)
@@ -150,14 +135,7 @@ func TestRun_reportProxies(t *testing.T) {
 	// check reads the report and says what is wrong with its proxies.
 	check := func(who string) {
 		t.Helper()
-		data, err := os.ReadFile(report)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rep fetch.Report
-		if err := json.Unmarshal(data, &rep); err != nil {
-			t.Fatal(err)
-		}
+		rep, data := readReport(t, report)
 		o := rep.ProxiesOther
 		if len(rep.Proxies) != 3 || o == nil || o.Pools["gate"] == nil {
 			t.Fatalf("%s: %d proxies listed, proxies_other %+v; want 3, and others of pool gate\n%s", who, len(rep.Proxies), o, data)

@@ -147,8 +147,11 @@ func (s *Local) learnHealth(p int, host string, o Outcome, now time.Time, probe 
 		}
 	case o == ProxyFault:
 		ps.streak = 0
+		if s.health.MaxFailures <= 0 {
+			break // never benched: nothing to count (a count would grow without end)
+		}
 		ps.fails++
-		if s.health.MaxFailures > 0 && (ps.probing || int(ps.fails) >= s.health.MaxFailures) {
+		if ps.probing || int(ps.fails) >= s.health.MaxFailures {
 			s.bench(p, now)
 		}
 	case o == Banned && s.banned(p, host) && s.health.MaxFailures > 0:
