@@ -152,6 +152,10 @@ func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport, other *fet
 	var unlisted map[string]*fetch.Counts
 	if other != nil {
 		unlisted = other.Pools
+		for st, n := range other.States {
+			changed += n
+			states[st] += n
+		}
 	}
 	for name, c := range unlisted {
 		pl := pools[name]
@@ -200,7 +204,11 @@ func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport, other *fet
 		for _, st := range sortedKeys(states) {
 			ends = append(ends, fmt.Sprintf("%s %d", st, states[st]))
 		}
-		fmt.Fprintf(w, "health: %s changed state (the report says when); at the end %s\n", plural(changed, "proxy", "proxies"), strings.Join(ends, ", "))
+		when := "the report says when"
+		if other != nil && len(other.States) > 0 {
+			when += " for those it lists"
+		}
+		fmt.Fprintf(w, "health: %s changed state (%s); at the end %s\n", plural(changed, "proxy", "proxies"), when, strings.Join(ends, ", "))
 	}
 }
 

@@ -85,6 +85,7 @@ func TestWriteSummary(t *testing.T) {
 			Proxies: map[string]*fetch.ProxyReport{"direct": {Attempts: 3, OK: 3, MaxInFlight: 1,
 				PhasesMS: map[string]fetch.Quantiles{"queue": {}, "headers": {P50: 1, P95: 2}}}}}},
 		{"summary_empty.golden", &fetch.Report{}},
+		{"summary_others.golden", othersReport()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,6 +93,30 @@ func TestWriteSummary(t *testing.T) {
 			writeSummary(&buf, tt.report)
 			golden(t, tt.name, buf.Bytes())
 		})
+	}
+}
+
+// othersReport is the report of a run through a pool of sessions, more
+// of them than it lists: a listed proxy of the pool, one of none, and the
+// others summed up, some of another pool none of whose members is listed,
+// two of them benched; and more hosts than it lists.
+func othersReport() *fetch.Report {
+	q := func(ms float64) map[string]fetch.Quantiles {
+		return map[string]fetch.Quantiles{"headers": {P50: ms, P95: 2 * ms}}
+	}
+	return &fetch.Report{
+		Jobs: 20000, OK: 19990, Failed: 10, ElapsedMS: 5000,
+		ByKind:  map[string]int{"refused": 10},
+		ByPhase: map[string]int{"connect": 10},
+		Proxies: map[string]*fetch.ProxyReport{
+			"http://gate.example:7000#0a1b2c3d": {Pool: "gate", Attempts: 3, OK: 3, MaxInFlight: 1, PhasesMS: q(10)},
+			"http://127.0.0.1:3128":             {Attempts: 2, OK: 1, Failed: 1, MaxInFlight: 1, PhasesMS: q(4), State: "benched"},
+		},
+		ProxiesOther: &fetch.ProxiesOther{Proxies: 19990, Counts: fetch.Counts{Attempts: 19995, OK: 19986, Failed: 9},
+			Pools:  map[string]*fetch.Counts{"gate": {Attempts: 15000, OK: 14995, Failed: 5}, "spare": {Attempts: 4995, OK: 4991, Failed: 4}},
+			States: map[string]int{"benched": 2}},
+		Hosts:      map[string]*fetch.HostReport{"a.example:443": {Attempts: 19000, OK: 19000, MaxInFlight: 64}},
+		HostsOther: &fetch.HostsOther{Hosts: 1000, Attempts: 1000, OK: 990, Failed: 10},
 	}
 }
 

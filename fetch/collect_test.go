@@ -126,6 +126,7 @@ func TestCollectorListsTheBusiestProxies(t *testing.T) {
 					bans++
 				}
 			}
+			c.health(&routes[0], limits.HealthEvent{At: time.Unix(1_700_000_001, 0), State: "benched", Cooldown: time.Second})
 			rep := c.report(1)
 			if len(rep.Proxies) != min(tt.listed, used) {
 				t.Fatalf("%d proxies listed, want %d", len(rep.Proxies), min(tt.listed, used))
@@ -141,6 +142,9 @@ func TestCollectorListsTheBusiestProxies(t *testing.T) {
 				if other != nil {
 					t.Fatalf("proxies_other = %+v, want none: every proxy is listed", *other)
 				}
+				if p := rep.Proxies[routes[0].id]; p.State != "benched" {
+					t.Fatalf("%s: state %q, want benched", routes[0].id, p.State)
+				}
 				return
 			}
 			if other == nil {
@@ -148,6 +152,9 @@ func TestCollectorListsTheBusiestProxies(t *testing.T) {
 			}
 			if want := used - tt.listed; other.Proxies != want {
 				t.Errorf("proxies_other.proxies = %d, want %d", other.Proxies, want)
+			}
+			if want := map[string]int{"benched": 1}; !reflect.DeepEqual(other.States, want) {
+				t.Errorf("proxies_other.states = %v, want %v: route 0, not listed, was benched", other.States, want)
 			}
 			sum := other.Counts
 			for _, p := range rep.Proxies {

@@ -53,11 +53,14 @@ type ProxyReport struct {
 // Report.Proxies. Those of Report.Proxies and ProxiesOther add up to every
 // attempt of the run. Pools breaks the same counts down by pool, for the
 // attempts of proxies that belong to one; it is left out when more pools
-// than the report lists proxies would be in it.
+// than the report lists proxies would be in it. States counts those
+// proxies whose health state ever changed by their last state, as
+// ProxyReport.State says it.
 type ProxiesOther struct {
 	Proxies int `json:"proxies"`
 	Counts
-	Pools map[string]*Counts `json:"pools,omitempty"`
+	Pools  map[string]*Counts `json:"pools,omitempty"`
+	States map[string]int     `json:"states,omitempty"`
 
 	tooManyPools bool // Pools was dropped: the proxies not listed are of more pools than may be listed
 }
@@ -72,9 +75,16 @@ type Counts struct {
 }
 
 // add adds r's counts, of a proxy that is not listed, to o's, and to its
-// pool's unless that would make Pools longer than maxPools.
+// pool's unless that would make Pools longer than maxPools, and its last
+// health state to States.
 func (o *ProxiesOther) add(r *ProxyReport, maxPools int) {
 	o.Counts.add(r.Attempts, r.OK, r.Failed, r.Banned)
+	if r.State != "" {
+		if o.States == nil {
+			o.States = map[string]int{}
+		}
+		o.States[r.State]++
+	}
 	if r.Pool == "" || o.tooManyPools {
 		return
 	}
