@@ -18,6 +18,7 @@ type collector struct {
 	routes  []route       // the engine's, for their identities
 	byRoute []*proxyStats // by route index: found without hashing the identity
 	listed  int           // proxies the report lists (Config.ReportProxies)
+	kept    int           // state changes kept in all the proxies' Health (see maxHealthKept)
 	hosts   *hostTable
 	start   time.Time
 }
@@ -58,10 +59,14 @@ func (ps *proxyStats) merge(o *proxyStats) {
 	if q.State != "" && (p.State == "" || o.stateAt >= ps.stateAt) {
 		p.State, ps.stateAt = q.State, o.stateAt
 	}
+	p.HealthDropped += q.HealthDropped
 	if len(q.Health) > 0 {
 		p.Health = append(p.Health, q.Health...)
 		slices.SortStableFunc(p.Health, func(a, b StateChange) int { return cmp.Compare(a.AtMS, b.AtMS) })
-		p.Health = p.Health[:min(len(p.Health), maxStateChanges)]
+		if n := len(p.Health); n > maxStateChanges {
+			p.HealthDropped += n - maxStateChanges
+			p.Health = p.Health[:maxStateChanges]
+		}
 	}
 	for i := range ps.phases {
 		ps.phases[i].merge(&o.phases[i])
@@ -81,14 +86,23 @@ func (c *collector) health(rt *route, ev limits.HealthEvent) {
 	if ev.Cooldown > 0 {
 		sc.CooldownMS = millis(ev.Cooldown)
 	}
-	if len(p.Health) < maxStateChanges {
+	if len(p.Health) < maxStateChanges && c.kept < maxHealthKept {
 		p.Health = append(p.Health, sc)
+		c.kept++
+	} else {
+		p.HealthDropped++
 	}
 	p.State, ps.stateAt = ev.State, sc.AtMS
 }
 
-// maxStateChanges bounds the state changes kept per proxy in a report.
-const maxStateChanges = 1000
+// maxStateChanges bounds the state changes kept per proxy, the first
+// ones, and maxHealthKept those kept for all the proxies together: a pool
+// of 100,000 proxies that go on failing and coming back keeps 3.2 MB of
+// them, not gigabytes. The others are counted (ProxyReport.HealthDropped).
+const (
+	maxStateChanges = 1000
+	maxHealthKept   = 100_000
+)
 
 func newCollector(start time.Time, reportHosts, reportProxies int, routes []route) *collector {
 	c := &collector{

@@ -195,3 +195,43 @@ func fmtCounts(m map[string]*Counts) string {
 	}
 	return b.String()
 }
+
+// TestCollectorBoundsHealth: proxies that go on changing state keep at
+// most maxStateChanges changes each and maxHealthKept in all, the first
+// ones; the others are counted in HealthDropped, and each proxy's state is
+// still its last.
+func TestCollectorBoundsHealth(t *testing.T) {
+	const proxies, changes = 150, 1200 // 180,000 changes: over both bounds
+	routes := make([]route, proxies)
+	for i := range routes {
+		routes[i] = route{index: int32(i), id: fmt.Sprintf("http://p%03d:1", i)}
+	}
+	start := time.Unix(1_700_000_000, 0)
+	c := newCollector(start, 10, proxies, routes)
+	states := []string{"benched", "probing", "healthy"}
+	for k := range changes {
+		for i := range routes {
+			c.health(&routes[i], limits.HealthEvent{Proxy: i, At: start.Add(time.Duration(k) * time.Millisecond), State: states[(k+i)%3]})
+		}
+	}
+	rep := c.report(1)
+	kept := 0
+	for i, rt := range routes {
+		p := rep.Proxies[rt.id]
+		if len(p.Health) > maxStateChanges || len(p.Health)+p.HealthDropped != changes {
+			t.Fatalf("%s: %d changes kept and %d dropped, want at most %d kept and %d in all", rt.id, len(p.Health), p.HealthDropped, maxStateChanges, changes)
+		}
+		if want := states[(changes-1+i)%3]; p.State != want {
+			t.Fatalf("%s: state %q, want its last, %q", rt.id, p.State, want)
+		}
+		for k, sc := range p.Health { // the first ones
+			if sc.AtMS != float64(k) {
+				t.Fatalf("%s: change %d at %v ms, want %d", rt.id, k, sc.AtMS, k)
+			}
+		}
+		kept += len(p.Health)
+	}
+	if kept != maxHealthKept {
+		t.Errorf("%d changes kept in all, want %d", kept, maxHealthKept)
+	}
+}

@@ -43,7 +43,10 @@ type ProxyReport struct {
 	Banned      int                  `json:"banned,omitempty"` // attempts whose response was a ban
 	PhasesMS    map[string]Quantiles `json:"phases_ms"`
 	State       string               `json:"state,omitempty"`  // the last health state, when it ever changed
-	Health      []StateChange        `json:"health,omitempty"` // state changes, in order
+	Health      []StateChange        `json:"health,omitempty"` // state changes, in order: the first ones
+	// HealthDropped counts the state changes left out of Health: past
+	// the first 1,000 of the proxy, or the first 100,000 of the run.
+	HealthDropped int `json:"health_dropped,omitempty"`
 }
 
 // ProxiesOther is the part of a Report for the proxies it does not list,
