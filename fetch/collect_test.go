@@ -216,7 +216,8 @@ func TestCollectorBoundsHealth(t *testing.T) {
 	}
 	rep := c.report(1)
 	kept := 0
-	for i, rt := range routes {
+	for i := range routes {
+		rt := &routes[i]
 		p := rep.Proxies[rt.id]
 		if len(p.Health) > maxStateChanges || len(p.Health)+p.HealthDropped != changes {
 			t.Fatalf("%s: %d changes kept and %d dropped, want at most %d kept and %d in all", rt.id, len(p.Health), p.HealthDropped, maxStateChanges, changes)

@@ -20,14 +20,15 @@ type hostTable struct {
 	other HostsOther // Hosts is filled in by report
 }
 
-func newHostTable(max int) *hostTable { return &hostTable{top: newTopTable[HostReport](max)} }
+func newHostTable(max int) *hostTable {
+	t := &hostTable{}
+	t.top = newTopTable(max, func(e *topEntry[HostReport]) { t.other.add(&e.v) })
+	return t
+}
 
 // add counts one attempt to host, which had inFlight attempts in flight.
 func (t *hostTable) add(host string, ok bool, inFlight int) {
-	e, evicted := t.top.count(host)
-	if evicted != nil {
-		t.other.add(&evicted.v)
-	}
+	e := t.top.count(host)
 	if e == nil {
 		t.other.count(ok)
 		return

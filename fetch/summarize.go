@@ -259,7 +259,7 @@ func (s *summarizer) start() {
 		ByPhase: map[string]int{},
 	}
 	s.hosts = newHostTable(s.reportHosts)
-	s.proxies = newTopTable[proxyStats](s.reportProxies)
+	s.proxies = newTopTable(s.reportProxies, func(e *topEntry[proxyStats]) { s.proxiesOther.add(&e.v.rep, s.reportProxies) })
 }
 
 // count adds a final record: the record to the totals, its tries and final
@@ -317,10 +317,7 @@ func (s *summarizer) attempt(proxy, pool, host string, ok bool, phases *PhaseTim
 	if host != "" {
 		s.hosts.add(host, ok, 0)
 	}
-	e, evicted := s.proxies.count(proxy)
-	if evicted != nil {
-		s.proxiesOther.add(&evicted.v.rep, s.reportProxies)
-	}
+	e := s.proxies.count(proxy)
 	if e == nil {
 		r := ProxyReport{Pool: pool, Attempts: 1}
 		if ok {

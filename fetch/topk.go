@@ -17,10 +17,11 @@ package fetch
 //
 // It is not safe for concurrent use.
 type topTable[V any] struct {
-	max  int
-	pos  map[string]*topEntry[V] // the tracked keys
-	heap []*topEntry[V]          // the same, a min-heap by estimate
-	seen hyperLogLog             // the distinct keys ever tracked
+	max   int
+	pos   map[string]*topEntry[V] // the tracked keys
+	heap  []*topEntry[V]          // the same, a min-heap by estimate
+	seen  hyperLogLog             // the distinct keys ever tracked
+	evict func(e *topEntry[V])    // moves an entry's counts to the rest, before it is reused
 }
 
 // topEntry is a tracked key: its attempts since it was tracked, the most
@@ -35,41 +36,40 @@ type topEntry[V any] struct {
 // estimate is the most attempts e's key may have had.
 func (e *topEntry[V]) estimate() int { return e.attempts + e.missed }
 
-// newTopTable makes a table of up to max keys. Its map grows as keys come:
-// most runs see a few, and a map made for a thousand would be cleared page
-// by page at every start.
-func newTopTable[V any](max int) *topTable[V] {
-	return &topTable[V]{max: max, pos: make(map[string]*topEntry[V])}
+// newTopTable makes a table of up to max keys, which calls evict with the
+// entry of a key that leaves it, so that the caller moves its counts to its
+// rest. Its map grows as keys come: most runs see a few, and a map made for
+// a thousand would be cleared page by page at every start.
+func newTopTable[V any](max int, evict func(e *topEntry[V])) *topTable[V] {
+	return &topTable[V]{max: max, pos: make(map[string]*topEntry[V]), evict: evict}
 }
 
 // count counts one attempt to key and returns its entry, to add the rest
 // of the attempt to e.v. When key was not tracked and the table was full,
-// it took the place of the least tracked key, whose entry is returned as
-// evicted (a copy: its counts go to the caller's rest); e.v is then the
-// zero V. e is nil when the table tracks no key (max 0).
-func (t *topTable[V]) count(key string) (e *topEntry[V], evicted *topEntry[V]) {
-	e = t.pos[key]
+// it takes the place of the least tracked key (after evict), and e.v is
+// the zero V. e is nil when the table tracks no key (max 0).
+func (t *topTable[V]) count(key string) *topEntry[V] {
+	e := t.pos[key]
 	if e == nil {
 		t.seen.add(key)
 		switch {
 		case t.max <= 0:
-			return nil, nil
+			return nil
 		case len(t.heap) < t.max:
 			e = &topEntry[V]{key: key, i: len(t.heap)}
 			t.heap = append(t.heap, e)
 			t.up(e.i)
 		default: // evict the least, whose estimate the newcomer inherits
 			e = t.heap[0]
-			old := *e
+			t.evict(e)
 			delete(t.pos, e.key)
-			*e = topEntry[V]{key: key, missed: old.estimate()}
-			evicted = &old
+			*e = topEntry[V]{key: key, i: e.i, missed: e.estimate()}
 		}
 		t.pos[key] = e
 	}
 	e.attempts++
 	t.down(e.i)
-	return e, evicted
+	return e
 }
 
 // get returns key's entry, or nil when key is not tracked.
