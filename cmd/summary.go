@@ -150,12 +150,14 @@ func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport, other *fet
 		pl.members = append(pl.members, p)
 	}
 	var unlisted map[string]*fetch.Counts
+	unlistedChanged := 0
 	if other != nil {
 		unlisted = other.Pools
 		for st, n := range other.States {
-			changed += n
+			unlistedChanged += n
 			states[st] += n
 		}
+		changed += unlistedChanged
 	}
 	for name, c := range unlisted {
 		pl := pools[name]
@@ -168,9 +170,13 @@ func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport, other *fet
 	}
 	for _, name := range sortedKeys(pools) {
 		pl := pools[name]
-		pl.row.name = fmt.Sprintf("pool %s (%d)", name, len(pl.members))
-		if unlisted[name] != nil {
+		switch {
+		case unlisted[name] != nil:
 			pl.row.name = fmt.Sprintf("pool %s (%d listed, and others)", name, len(pl.members))
+		case other != nil && other.PoolsDropped:
+			pl.row.name = fmt.Sprintf("pool %s (%d listed)", name, len(pl.members)) // its others, if any, are only in the line below
+		default:
+			pl.row.name = fmt.Sprintf("pool %s (%d)", name, len(pl.members))
 		}
 		pl.row.cells = phaseCells(cols, pl.members)
 		rows = append(rows, pl.row)
@@ -190,8 +196,12 @@ func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport, other *fet
 	if len(shown) < all {
 		title += fmt.Sprintf(": the %d busiest and the %d most failing", summaryTop, summaryTop)
 	}
-	fmt.Fprintln(w, title+"; phases p50/p95 in ms")
-	writeTable(w, append([]string{"proxy", "attempts", "failed"}, cols...), shown)
+	if len(shown) == 0 {
+		fmt.Fprintln(w, title)
+	} else {
+		fmt.Fprintln(w, title+"; phases p50/p95 in ms")
+		writeTable(w, append([]string{"proxy", "attempts", "failed"}, cols...), shown)
+	}
 	if len(shown) < all {
 		fmt.Fprintf(w, "... and %d more in the report\n", all-len(shown))
 	}
@@ -205,7 +215,10 @@ func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport, other *fet
 			ends = append(ends, fmt.Sprintf("%s %d", st, states[st]))
 		}
 		when := "the report says when"
-		if other != nil && len(other.States) > 0 {
+		switch {
+		case changed == unlistedChanged:
+			when = "the report lists none of them"
+		case unlistedChanged > 0:
 			when += " for those it lists"
 		}
 		fmt.Fprintf(w, "health: %s changed state (%s); at the end %s\n", plural(changed, "proxy", "proxies"), when, strings.Join(ends, ", "))

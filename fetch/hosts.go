@@ -86,24 +86,33 @@ func (t *hostTable) report() (map[string]*HostReport, *HostsOther) {
 	return hosts, &other
 }
 
-// hyperLogLog estimates the number of distinct strings added (Flajolet et
-// al. 2007) in 16 KiB, within about 0.8% (one standard error); below a few
-// thousand it counts by linear counting, which is all but exact. The zero
-// value is empty.
-type hyperLogLog struct {
-	reg *[hllM]uint8
+// distinctCount counts the distinct strings added: exactly (by their 64-bit
+// hashes) up to exactLimit of them, in at most 128 KiB, and beyond that
+// by HyperLogLog (Flajolet et al. 2007) in 16 KiB, within about 0.8% (one
+// standard error). The zero value is empty.
+type distinctCount struct {
+	exact map[uint64]struct{} // the hashes, while there are no more than exactLimit
+	reg   *[hllM]uint8        // the registers, fed from the start
 }
 
 const (
-	hllP = 14
-	hllM = 1 << hllP
+	exactLimit = 4096
+	hllP       = 14
+	hllM       = 1 << hllP
 )
 
-func (h *hyperLogLog) add(s string) {
+func (h *distinctCount) add(s string) {
 	if h.reg == nil {
 		h.reg = new([hllM]uint8)
+		h.exact = make(map[uint64]struct{})
 	}
 	x := hash64(s)
+	if h.exact != nil {
+		h.exact[x] = struct{}{}
+		if len(h.exact) > exactLimit {
+			h.exact = nil // from now on, the estimate
+		}
+	}
 	i := x >> (64 - hllP)
 	rho := uint8(bits.LeadingZeros64(x<<hllP|1<<(hllP-1)) + 1)
 	if rho > h.reg[i] {
@@ -111,9 +120,15 @@ func (h *hyperLogLog) add(s string) {
 	}
 }
 
-func (h *hyperLogLog) count() int {
+// exactly reports whether count is exact (but for 64-bit hash collisions).
+func (h *distinctCount) exactly() bool { return h.reg == nil || h.exact != nil }
+
+func (h *distinctCount) count() int {
 	if h.reg == nil {
 		return 0
+	}
+	if h.exact != nil {
+		return len(h.exact)
 	}
 	sum, zeros := 0.0, 0
 	for _, r := range h.reg {

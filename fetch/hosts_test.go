@@ -145,3 +145,41 @@ func TestHostTableBans(t *testing.T) {
 		t.Fatalf("no host listed: hosts_other %+v, want the ban", other)
 	}
 }
+
+// TestTopTableUntracked: the number of keys a table does not track is
+// exact while there are no more than exactLimit distinct keys (so none
+// when they all fit, one when one more came), bounded by the keys that
+// left, and within 2% past that.
+func TestTopTableUntracked(t *testing.T) {
+	for _, tt := range []struct{ max, keys, want int }{
+		{1000, 1, 0}, {1000, 500, 0}, {1000, 1000, 0},
+		{911, 912, 1}, {999, 1000, 1}, {10, 4000, 3990},
+		{0, 1, 1}, {0, 300, 300}, {1, 2, 1},
+	} {
+		tab := newTopTable(tt.max, func(*topEntry[struct{}]) {})
+		for i := range tt.keys {
+			for range 1 + i%3 { // keys of 1 to 3 attempts
+				tab.count(fmt.Sprintf("h%d.example:443", i))
+			}
+		}
+		if got := tab.untracked(); got != tt.want {
+			t.Errorf("max %d, %d keys: %d untracked, want %d", tt.max, tt.keys, got, tt.want)
+		}
+	}
+	tab := newTopTable(100, func(*topEntry[struct{}]) {})
+	const keys = 20000
+	for i := range keys {
+		tab.count(fmt.Sprintf("h%d.example:443", i))
+	}
+	if got, want := tab.untracked(), keys-100; got < want*98/100 || got > want*102/100 {
+		t.Errorf("%d keys, 100 tracked: %d untracked, want %d within 2%%", keys, got, want)
+	}
+	// A host table that lists every host has no rest.
+	h := newHostTable(DefaultReportHosts)
+	for i := range 500 {
+		h.add(fmt.Sprintf("h%d.example:443", i), true, 1)
+	}
+	if _, other := h.report(); other != nil {
+		t.Errorf("500 hosts, 1000 listed: hosts_other %+v, want none", *other)
+	}
+}

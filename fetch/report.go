@@ -51,21 +51,23 @@ type ProxyReport struct {
 
 // ProxiesOther is the part of a Report for the proxies it does not list,
 // or does not count in full: Proxies is how many are not listed (in a
-// report rebuilt from records, an estimate within about 1% past a few
-// thousand), and its counts are those of the attempts not counted in
+// report rebuilt from records, an estimate within about 1% past 4,096
+// proxies), and its counts are those of the attempts not counted in
 // Report.Proxies. Those of Report.Proxies and ProxiesOther add up to every
 // attempt of the run. Pools breaks the same counts down by pool, for the
-// attempts of proxies that belong to one; it is left out when more pools
-// than the report lists proxies would be in it. States counts those
-// proxies whose health state ever changed by their last state, as
-// ProxyReport.State says it.
+// attempts of proxies that belong to one; it is left out (PoolsDropped)
+// when more pools than the report lists proxies would be in it. States
+// counts those proxies whose health state ever changed by their last
+// state, as ProxyReport.State says it.
 type ProxiesOther struct {
 	Proxies int `json:"proxies"`
 	Counts
 	Pools  map[string]*Counts `json:"pools,omitempty"`
 	States map[string]int     `json:"states,omitempty"`
 
-	tooManyPools bool // Pools was dropped: the proxies not listed are of more pools than may be listed
+	// PoolsDropped says that Pools was left out: the proxies not listed
+	// belong to more pools than the report lists proxies.
+	PoolsDropped bool `json:"pools_dropped,omitempty"`
 }
 
 // Counts counts attempts: all of them, the ok and the failed ones, and the
@@ -88,13 +90,13 @@ func (o *ProxiesOther) add(r *ProxyReport, maxPools int) {
 		}
 		o.States[r.State]++
 	}
-	if r.Pool == "" || o.tooManyPools {
+	if r.Pool == "" || o.PoolsDropped {
 		return
 	}
 	c := o.Pools[r.Pool]
 	if c == nil {
 		if len(o.Pools) >= maxPools {
-			o.Pools, o.tooManyPools = nil, true
+			o.Pools, o.PoolsDropped = nil, true
 			return
 		}
 		if o.Pools == nil {
@@ -138,7 +140,7 @@ type HostReport struct {
 
 // HostsOther is the part of a Report for the hosts it does not list, or
 // does not count in full: Hosts is how many hosts are not listed (an
-// estimate within about 1% past a few thousand, HyperLogLog), and
+// estimate within about 1% past 4,096 hosts, HyperLogLog), and
 // Attempts, OK and Failed count the attempts not counted in Report.Hosts.
 // Those of Report.Hosts and HostsOther add up to every attempt of the run.
 type HostsOther struct {

@@ -20,7 +20,8 @@ type topTable[V any] struct {
 	max   int
 	pos   map[string]*topEntry[V] // the tracked keys
 	heap  []*topEntry[V]          // the same, a min-heap by estimate
-	seen  hyperLogLog             // the distinct keys ever tracked
+	seen  distinctCount           // the distinct keys ever counted
+	left  int                     // keys that left the table or were never in it, each time: at least the untracked ones
 	evict func(e *topEntry[V])    // moves an entry's counts to the rest, before it is reused
 }
 
@@ -54,6 +55,7 @@ func (t *topTable[V]) count(key string) *topEntry[V] {
 		t.seen.add(key)
 		switch {
 		case t.max <= 0:
+			t.left++
 			return nil
 		case len(t.heap) < t.max:
 			e = &topEntry[V]{key: key, i: len(t.heap)}
@@ -62,6 +64,7 @@ func (t *topTable[V]) count(key string) *topEntry[V] {
 		default: // evict the least, whose estimate the newcomer inherits
 			e = t.heap[0]
 			t.evict(e)
+			t.left++
 			delete(t.pos, e.key)
 			*e = topEntry[V]{key: key, i: e.i, missed: e.estimate()}
 		}
@@ -75,9 +78,15 @@ func (t *topTable[V]) count(key string) *topEntry[V] {
 // get returns key's entry, or nil when key is not tracked.
 func (t *topTable[V]) get(key string) *topEntry[V] { return t.pos[key] }
 
-// untracked is about how many distinct keys were counted but are not
-// tracked (an estimate within about 1% past a few thousand).
-func (t *topTable[V]) untracked() int { return max(0, t.seen.count()-len(t.heap)) }
+// untracked is how many distinct keys were counted but are not tracked:
+// exact up to exactLimit distinct keys, an estimate within about 1%
+// beyond, but never more than left nor less than 1 when a key ever left.
+func (t *topTable[V]) untracked() int {
+	if t.left == 0 {
+		return 0
+	}
+	return min(max(t.seen.count()-len(t.heap), 1), t.left)
+}
 
 func (t *topTable[V]) swap(i, j int) {
 	t.heap[i], t.heap[j] = t.heap[j], t.heap[i]
