@@ -87,7 +87,7 @@ func TestWriteSummary(t *testing.T) {
 		{"summary_empty.golden", &fetch.Report{}},
 		{"summary_others.golden", othersReport()},
 		{"summary_pools_dropped.golden", &fetch.Report{Jobs: 10, OK: 10, ElapsedMS: 100,
-			Proxies: map[string]*fetch.ProxyReport{"http://gate.example:7000#0a1b2c3d": {Pool: "gate", Attempts: 4, OK: 4, MaxInFlight: 1}},
+			Proxies:      map[string]*fetch.ProxyReport{"http://gate.example:7000#0a1b2c3d": {Pool: "gate", Attempts: 4, OK: 4, MaxInFlight: 1}},
 			ProxiesOther: &fetch.ProxiesOther{Proxies: 6, Counts: fetch.Counts{Attempts: 6, OK: 6}, PoolsDropped: true}}},
 		{"summary_none_listed.golden", &fetch.Report{Jobs: 10, OK: 10, ElapsedMS: 100,
 			Proxies: map[string]*fetch.ProxyReport{},
