@@ -730,7 +730,13 @@ func TestFaultMix(t *testing.T) {
 			// tests at once), which its message then says.
 			late := gotKind == "deadline" ||
 				gotKind == "status" && strings.Contains(r.Error.Message, "; not retried: ") && r.Attempts == 1
-			if (gotPhase != p.phase || gotKind != p.kind) && !(p.pushed && late) {
+			// A certificate is judged once the handshake is done: on a
+			// loaded machine (seen under -race while other packages'
+			// tests and a benchmark ran) the handshake itself may run out
+			// of its bound, the connect timeout of 300 ms, in the same
+			// phase.
+			slowHandshake := p.kind == "tls" && gotPhase == "tls" && gotKind == "timeout"
+			if (gotPhase != p.phase || gotKind != p.kind) && !(p.pushed && late) && !slowHandshake {
 				t.Errorf("line %d (%s): %s/%s, want %s/%s", line, p.fault, gotPhase, gotKind, p.phase, p.kind)
 			}
 		}
