@@ -216,10 +216,34 @@ func (s *Local) proxyKey(p int) key {
 	return k
 }
 
+// ready returns budget b's heap of its available proxies, best first:
+// its piece of rall, with room for all its members. Call with s.mu held.
+func (s *Local) ready(b int32) heap32 {
+	o := s.roff[b]
+	return s.rall[o : o+s.rlen[b] : s.roff[b+1]]
+}
+
+// members is how many proxies budget b has.
+func (s *Local) members(b int32) int { return int(s.roff[b+1] - s.roff[b]) }
+
+// pushReady puts proxy p, available, in its budget b's heap.
+func (s *Local) pushReady(b, p int32) {
+	h := s.ready(b)
+	h.push(p, s.mpos, s.proxyLess) // within its capacity: in place
+	s.rlen[b]++
+}
+
+// removeReady takes proxy p out of its budget b's heap.
+func (s *Local) removeReady(b, p int32) {
+	h := s.ready(b)
+	h.remove(p, s.mpos, s.proxyLess)
+	s.rlen[b]--
+}
+
 // budgetKey is budget b's key in top: its best proxy's, with its load.
 // b has an available proxy.
 func (s *Local) budgetKey(b int) key {
-	k := s.pkey[s.ready[b][0]]
+	k := s.pkey[s.rall[s.roff[b]]]
 	if s.policy == LeastInFlight {
 		k.b = s.loadKey(b)
 	}
@@ -258,11 +282,11 @@ func (s *Local) refreshProxy(p int, now time.Time) {
 	s.pkey[p] = s.proxyKey(p)
 	switch {
 	case want && !in:
-		s.ready[b].push(int32(p), s.mpos, s.proxyLess)
+		s.pushReady(b, int32(p))
 	case !want && in:
-		s.ready[b].remove(int32(p), s.mpos, s.proxyLess)
+		s.removeReady(b, int32(p))
 	case in:
-		s.ready[b].fix(int(s.mpos[p]), s.mpos, s.proxyLess)
+		s.ready(b).fix(int(s.mpos[p]), s.mpos, s.proxyLess)
 	}
 	if ps.benched && !ps.rejected {
 		if until := s.benchedUntil[int32(p)]; until.After(now) && ps.wakeAt != wakeKey(until) {
@@ -279,7 +303,7 @@ func (s *Local) refreshProxy(p int, now time.Time) {
 func (s *Local) refreshBudget(b int, now time.Time) {
 	bs := &s.budgets[b]
 	room := bs.capacity <= 0 || bs.inFlight < bs.capacity
-	want := room && len(s.ready[b]) > 0
+	want := room && s.rlen[b] > 0
 	if want {
 		if at := bs.limiter.AllowAt(); at.After(now) {
 			want = false
@@ -289,7 +313,7 @@ func (s *Local) refreshBudget(b int, now time.Time) {
 			}
 		}
 	}
-	if len(s.ready[b]) > 0 {
+	if s.rlen[b] > 0 {
 		s.bkey[b] = s.budgetKey(b)
 	}
 	switch in := s.bpos[b] >= 0; {
@@ -337,9 +361,9 @@ func (s *Local) reindex() {
 	for p := range s.proxies {
 		s.pkey[p] = s.proxyKey(p)
 	}
-	for b := range s.ready {
-		s.ready[b].heapify(s.mpos, s.proxyLess)
-		if len(s.ready[b]) > 0 {
+	for b := range s.rlen {
+		s.ready(int32(b)).heapify(s.mpos, s.proxyLess)
+		if s.rlen[b] > 0 {
 			s.bkey[b] = s.budgetKey(b)
 		}
 	}
@@ -422,7 +446,7 @@ func (s *Local) holdRate(p int) {
 	if ps.est > 0 && !ps.probing && !ps.rejected {
 		bucket = int32(holdBucket(ps.est))
 		c := s.budgets[ps.budget].nominal()
-		rate = float64(c) / float64(s.members[ps.budget]) / ps.est.Seconds()
+		rate = float64(c) / float64(s.members(ps.budget)) / ps.est.Seconds()
 	}
 	if bucket == ps.holdBucket && rate == ps.holdRate {
 		return

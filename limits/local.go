@@ -3,6 +3,7 @@ package limits
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -55,12 +56,17 @@ type Local struct {
 	pushback     Pushback
 	events       Events // not yet taken by Events
 	pairs        map[pairKey]*pairState
-	draining     bool  // no request will come but those waiting or in flight
-	members      []int // proxies per budget
-	roomy        int   // budgets with a free concurrency slot
+	draining     bool // no request will come but those waiting or in flight
+	roomy        int  // budgets with a free concurrency slot
 
-	// The index (see index.go).
-	ready  []heap32 // per budget, its available proxies, best first
+	// The index (see index.go). Each budget's heap of its available
+	// proxies, best first, is a piece of one array as large as its members
+	// (it holds each at most once): for 100,000 budgets, one object for the
+	// garbage collector to mark, and 8 bytes a budget to find it (see
+	// Local.ready).
+	rall   []int32  // the pieces, budget by budget
+	roff   []int32  // per budget, and one more: where its piece starts; roff[b+1]-roff[b] is its members
+	rlen   []int32  // per budget, how many proxies its heap holds
 	mpos   []int32  // per proxy, its place in its budget's ready heap; -1: not there
 	pkey   []key    // per proxy, its key in its budget's ready heap
 	bkey   []key    // per budget, its key in top (while it has an available proxy)
@@ -103,8 +109,8 @@ type proxyState struct {
 }
 
 type budgetState struct {
-	capacity int // 0: unlimited
-	inFlight int
+	capacity int32 // 0: unlimited; int32, as a pool of 100,000 budgets keeps 100,000 of these
+	inFlight int32
 	limiter  GCRA
 	wakeAt   int64 // wakeKey of when it is parked in the index until; 0: not parked
 }
@@ -121,7 +127,7 @@ func (b *budgetState) nominal() int {
 	if b.capacity <= 0 {
 		return 1000
 	}
-	return b.capacity
+	return int(b.capacity)
 }
 
 type hostState struct {
@@ -160,30 +166,29 @@ func NewLocal(cfg Config) *Local {
 		// Field by field: a GCRA holds a time, and a struct with a pointer
 		// written whole costs a write barrier while a collection runs.
 		bs, g := &s.budgets[i], NewGCRA(b.Rate, b.Burst)
-		bs.capacity, bs.limiter.t, bs.limiter.tau = b.Concurrency, g.t, g.tau
+		bs.capacity, bs.limiter.t, bs.limiter.tau = int32(min(b.Concurrency, math.MaxInt32)), g.t, g.tau
 	}
 	s.roomy = len(s.budgets)
 	s.proxies = make([]proxyState, len(cfg.BudgetOf))
 	s.healthyN = len(s.proxies)
-	s.members = make([]int, len(s.budgets))
+	s.roff = make([]int32, len(s.budgets)+1)
 	for i, b := range cfg.BudgetOf {
 		if b < 0 || b >= len(s.budgets) {
 			panic(fmt.Sprintf("limits: proxy %d has budget %d of %d", i, b, len(s.budgets)))
 		}
 		s.proxies[i].budget = int32(b)
 		s.proxies[i].holdBucket = -1
-		s.members[b]++
+		s.roff[b+1]++ // members, summed up below
 	}
-	// Each budget's heap is a piece of one array, as large as its members
-	// (it holds each at most once): for 100,000 budgets, one object for
-	// the garbage collector to mark instead of 100,000.
-	s.ready = make([]heap32, len(s.budgets))
+	for b := range s.budgets {
+		s.roff[b+1] += s.roff[b]
+	}
+	s.rall = make([]int32, len(s.proxies))
+	s.rlen = make([]int32, len(s.budgets))
 	s.top = make(heap32, 0, len(s.budgets))
 	s.bpos = make([]int32, len(s.budgets))
-	all := make([]int32, len(s.proxies))
 	for b := range s.bpos {
 		s.bpos[b] = -1
-		s.ready[b], all = all[:0:s.members[b]], all[s.members[b]:]
 	}
 	s.mpos = make([]int32, len(s.proxies))
 	s.pkey = make([]key, len(s.proxies))

@@ -74,7 +74,7 @@ func (s *Local) pick(req Request, now time.Time, ahead int) (int, time.Duration)
 	soonest := s.unpark(now)
 	best, avoided := -1, -1
 	for len(s.top) > 0 {
-		i := int(s.ready[s.top[0]][0])
+		i := int(s.rall[s.roff[s.top[0]]]) // the best proxy of the best budget
 		if len(s.pairs) > 0 {
 			if pr := s.pairs[pairKey{i, req.Host}]; pr != nil {
 				if pr.inFlight >= pr.window {
@@ -119,9 +119,9 @@ func (s *Local) pick(req Request, now time.Time, ahead int) (int, time.Duration)
 // setAside takes proxy i out of the index for the rest of the pick.
 func (s *Local) setAside(i int) {
 	b := int(s.proxies[i].budget)
-	s.ready[b].remove(int32(i), s.mpos, s.proxyLess)
+	s.removeReady(int32(b), int32(i))
 	s.aside = append(s.aside, int32(i))
-	if len(s.ready[b]) == 0 {
+	if s.rlen[b] == 0 {
 		s.top.remove(int32(b), s.bpos, s.budgetLess)
 	} else {
 		s.bkey[b] = s.budgetKey(b) // its best proxy is another now
@@ -132,9 +132,9 @@ func (s *Local) setAside(i int) {
 // putBack returns the proxies set aside to the index.
 func (s *Local) putBack(now time.Time) {
 	for _, i := range s.aside {
-		b := int(s.proxies[i].budget)
-		s.ready[b].push(i, s.mpos, s.proxyLess)
-		s.refreshBudget(b, now)
+		b := s.proxies[i].budget
+		s.pushReady(b, i)
+		s.refreshBudget(int(b), now)
 	}
 	s.aside = s.aside[:0]
 }
