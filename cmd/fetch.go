@@ -253,15 +253,39 @@ const (
 	maxBanScan     = 64 << 20  // --ban-scan: what is read of a body is held in memory
 )
 
+// countFlag is a flag that takes a count, its value and the counts it
+// allows.
+type countFlag struct {
+	flag   string
+	v      int
+	lo, hi int
+	what   string // what the lowest value means, if anything
+}
+
+// checkCounts returns an error naming the first flag whose count is out of
+// its range.
+func checkCounts(counts []countFlag) error {
+	for _, c := range counts {
+		if c.v < c.lo || c.v > c.hi {
+			return fmt.Errorf("%s %d: want an integer from %d to %d%s", c.flag, c.v, c.lo, c.hi, c.what)
+		}
+	}
+	return nil
+}
+
+// reportCounts are the flags that bound a report, of fetch and of
+// summarize.
+func reportCounts(hosts, proxies int) []countFlag {
+	return []countFlag{
+		{"--report-hosts", hosts, 0, maxCount, " (0: none, all in hosts_other)"},
+		{"--report-proxies", proxies, 0, maxCount, " (0: none, all in proxies_other)"},
+	}
+}
+
 // checkConfig checks the values the flags set directly. It is the one place
 // where a flag's value is checked.
 func checkConfig(cfg *fetch.Config) error {
-	counts := []struct {
-		flag   string
-		v      int
-		lo, hi int
-		what   string // what the lowest value means, if anything
-	}{
+	counts := []countFlag{
 		{"--concurrency", cfg.Concurrency, 1, maxConcurrency, ""},
 		{"--proxy-concurrency", cfg.ProxyConcurrency, 1, maxCount, ""},
 		{"--proxy-burst", cfg.ProxyBurst, 1, maxCount, ""},
@@ -270,14 +294,11 @@ func checkConfig(cfg *fetch.Config) error {
 		{"--retries", cfg.Retries, 0, maxRetries, ""},
 		{"--max-redirects", cfg.MaxRedirects, 0, maxRetries, " (0: do not follow)"},
 		{"--proxy-max-failures", cfg.ProxyMaxFailures, 0, maxCount, " (0: never bench)"},
-		{"--report-hosts", cfg.ReportHosts, 0, maxCount, " (0: none, all in hosts_other)"},
-		{"--report-proxies", cfg.ReportProxies, 0, maxCount, " (0: none, all in proxies_other)"},
 		{"--host-max-failures", cfg.HostMaxFailures, 0, maxCount, " (0: never skip)"},
 	}
-	for _, c := range counts {
-		if c.v < c.lo || c.v > c.hi {
-			return fmt.Errorf("%s %d: want an integer from %d to %d%s", c.flag, c.v, c.lo, c.hi, c.what)
-		}
+	counts = append(counts, reportCounts(cfg.ReportHosts, cfg.ReportProxies)...)
+	if err := checkCounts(counts); err != nil {
+		return err
 	}
 	checks := []struct {
 		bad  bool

@@ -47,7 +47,7 @@ func TestRun_profilesAndReportHosts(t *testing.T) {
 	}
 	rep, data := readReport(t, report)
 	wantHosts := map[string]*fetch.HostReport{lb.target.Addr: {Attempts: 5, OK: 5, MaxInFlight: 1, Missed: 2}}
-	wantOther := &fetch.HostsOther{Hosts: 2, Attempts: 2, Failed: 2}
+	wantOther := &fetch.HostsOther{Hosts: 2, Counts: fetch.Counts{Attempts: 2, Failed: 2}}
 	if !reflect.DeepEqual(rep.Hosts, wantHosts) || !reflect.DeepEqual(rep.HostsOther, wantOther) {
 		t.Errorf("hosts %+v, hosts_other %+v; want %+v, %+v\n%s", rep.Hosts[lb.target.Addr], rep.HostsOther, wantHosts[lb.target.Addr], wantOther, data)
 	}

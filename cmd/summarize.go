@@ -44,11 +44,8 @@ one run. It exits 0 when every line counted is ok, 1 otherwise.`,
 		SilenceErrors:         true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Files = args
-			if opts.ReportHosts < 0 || opts.ReportHosts > maxCount {
-				return usageErrorf("--report-hosts %d: want an integer from 0 to %d (0: none, all in hosts_other)", opts.ReportHosts, maxCount)
-			}
-			if opts.ReportProxies < 0 || opts.ReportProxies > maxCount {
-				return usageErrorf("--report-proxies %d: want an integer from 0 to %d (0: none, all in proxies_other)", opts.ReportProxies, maxCount)
+			if err := checkCounts(reportCounts(opts.ReportHosts, opts.ReportProxies)); err != nil {
+				return usageError(err)
 			}
 			if runF != nil {
 				return runF(opts)

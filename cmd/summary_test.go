@@ -123,7 +123,7 @@ func othersReport() *fetch.Report {
 			Pools:  map[string]*fetch.Counts{"gate": {Attempts: 15000, OK: 14995, Failed: 5}, "spare": {Attempts: 4995, OK: 4991, Failed: 4}},
 			States: map[string]int{"benched": 2}},
 		Hosts:      map[string]*fetch.HostReport{"a.example:443": {Attempts: 19000, OK: 19000, MaxInFlight: 64}},
-		HostsOther: &fetch.HostsOther{Hosts: 1000, Attempts: 1000, OK: 990, Failed: 10},
+		HostsOther: &fetch.HostsOther{Hosts: 1000, Counts: fetch.Counts{Attempts: 1000, OK: 990, Failed: 10}},
 	}
 }
 

@@ -20,13 +20,18 @@ type hostTable struct {
 	other HostsOther // Hosts is filled in by report
 }
 
+// newHostTable makes a table that lists at most max hosts.
 func newHostTable(max int) *hostTable {
 	t := &hostTable{}
-	t.top = newTopTable(max, func(e *topEntry[HostReport]) { t.other.add(&e.v) })
+	t.top = newTopTable(max, func(e *topEntry[HostReport]) {
+		t.other.add(e.attempts, e.v.OK, e.v.Failed, e.v.Banned)
+	})
 	return t
 }
 
 // add counts one attempt to host, which had inFlight attempts in flight.
+// A listed host's Attempts and Missed are its entry's, filled in by
+// report.
 func (t *hostTable) add(host string, ok bool, inFlight int) {
 	e := t.top.count(host)
 	if e == nil {
@@ -34,30 +39,12 @@ func (t *hostTable) add(host string, ok bool, inFlight int) {
 		return
 	}
 	r := &e.v
-	r.Attempts, r.Missed = e.attempts, e.missed
 	if ok {
 		r.OK++
 	} else {
 		r.Failed++
 	}
 	r.MaxInFlight = max(r.MaxInFlight, inFlight)
-}
-
-func (o *HostsOther) count(ok bool) {
-	o.Attempts++
-	if ok {
-		o.OK++
-	} else {
-		o.Failed++
-	}
-}
-
-// add adds the counts of a host that is no longer listed.
-func (o *HostsOther) add(r *HostReport) {
-	o.Attempts += r.Attempts
-	o.OK += r.OK
-	o.Failed += r.Failed
-	o.Banned += r.Banned
 }
 
 // ban counts a ban of an attempt to host, already added: on the host's
@@ -76,6 +63,7 @@ func (t *hostTable) report() (map[string]*HostReport, *HostsOther) {
 	hosts := make(map[string]*HostReport, len(t.top.heap))
 	for _, e := range t.top.heap {
 		r := e.v
+		r.Attempts, r.Missed = e.attempts, e.missed
 		hosts[e.key] = &r
 	}
 	other := t.other
@@ -119,9 +107,6 @@ func (h *distinctCount) add(s string) {
 		h.reg[i] = rho
 	}
 }
-
-// exactly reports whether count is exact (but for 64-bit hash collisions).
-func (h *distinctCount) exactly() bool { return h.reg == nil || h.exact != nil }
 
 func (h *distinctCount) count() int {
 	if h.reg == nil {

@@ -108,6 +108,15 @@ func (o *ProxiesOther) add(r *ProxyReport, maxPools int) {
 	c.add(r.Attempts, r.OK, r.Failed, r.Banned)
 }
 
+// count counts one attempt.
+func (c *Counts) count(ok bool) {
+	if ok {
+		c.add(1, 1, 0, 0)
+	} else {
+		c.add(1, 0, 1, 0)
+	}
+}
+
 func (c *Counts) add(attempts, ok, failed, banned int) {
 	c.Attempts += attempts
 	c.OK += ok
@@ -144,11 +153,8 @@ type HostReport struct {
 // Attempts, OK and Failed count the attempts not counted in Report.Hosts.
 // Those of Report.Hosts and HostsOther add up to every attempt of the run.
 type HostsOther struct {
-	Hosts    int `json:"hosts"`
-	Attempts int `json:"attempts"`
-	OK       int `json:"ok"`
-	Failed   int `json:"failed"`
-	Banned   int `json:"banned,omitempty"`
+	Hosts int `json:"hosts"`
+	Counts
 }
 
 // Quantiles of a phase's duration in milliseconds.

@@ -259,7 +259,10 @@ func (s *summarizer) start() {
 		ByPhase: map[string]int{},
 	}
 	s.hosts = newHostTable(s.reportHosts)
-	s.proxies = newTopTable(s.reportProxies, func(e *topEntry[proxyStats]) { s.proxiesOther.add(&e.v.rep, s.reportProxies) })
+	s.proxies = newTopTable(s.reportProxies, func(e *topEntry[proxyStats]) {
+		e.v.rep.Attempts = e.attempts
+		s.proxiesOther.add(&e.v.rep, s.reportProxies)
+	})
 }
 
 // count adds a final record: the record to the totals, its tries and final
@@ -284,27 +287,26 @@ func (s *summarizer) count(rec *Record) {
 	}
 	for _, t := range rec.Tries {
 		s.attempt(t.Proxy, t.Pool, host, t.Error == nil, &t.Phases)
-		s.ban(t.Proxy, t.Pool, host, t.Error)
+		s.ban(t.Proxy, host, t.Error)
 	}
 	if rec.Proxy != "" {
 		s.attempt(rec.Proxy, rec.Pool, host, rec.OK, &rec.Phases)
-		s.ban(rec.Proxy, rec.Pool, host, rec.Error)
+		s.ban(rec.Proxy, host, rec.Error)
 	}
 }
 
 // ban counts an attempt that failed with err as a ban when it was one, as
 // collector.ban does in a run; after attempt has counted it.
-func (s *summarizer) ban(proxy, pool, host string, err *Error) {
+func (s *summarizer) ban(proxy, host string, err *Error) {
 	if proxy == "" || err == nil || err.Kind != KindBanned {
 		return
 	}
+	// attempt has just counted proxy: it is listed unless no proxy is
+	// (--report-proxies 0), and then proxies_other has no pools.
 	if e := s.proxies.get(proxy); e != nil {
 		e.v.rep.Banned++
 	} else {
 		s.proxiesOther.Banned++
-		if p := s.proxiesOther.Pools[pool]; p != nil {
-			p.Banned++
-		}
 	}
 	s.hosts.ban(host)
 }
@@ -330,7 +332,7 @@ func (s *summarizer) attempt(proxy, pool, host string, ok bool, phases *PhaseTim
 	}
 	ps := &e.v
 	p := &ps.rep
-	p.Pool, p.Attempts, p.Missed = pool, e.attempts, e.missed
+	p.Pool = pool // Attempts and Missed are the entry's, filled in by report
 	if ok {
 		p.OK++
 	} else {
@@ -344,6 +346,7 @@ func (s *summarizer) report() *Report {
 	rep.Hosts, rep.HostsOther = s.hosts.report()
 	rep.Proxies = make(map[string]*ProxyReport, len(s.proxies.heap))
 	for _, e := range s.proxies.heap {
+		e.v.rep.Attempts, e.v.rep.Missed = e.attempts, e.missed
 		rep.Proxies[e.key] = e.v.finish()
 	}
 	if other := s.proxiesOther; other.Attempts > 0 || s.proxies.untracked() > 0 {
