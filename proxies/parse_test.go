@@ -106,6 +106,19 @@ func TestParse(t *testing.T) {
 			{ID: "http://p.example:1", Source: "f:1"},
 			{ID: "http://p.example:1", Source: "f:2"},
 		}},
+		// What one line learns of its host is not carried to the next
+		// of another scheme, spelling or user.
+		{"hosts and schemes taking turns", "http://u:p@p.example:1\nhttps://u:p@p.example:1\nhttp://u:p@p.example:1\nhttp://u:p@P.example:1\nsocks5://p.example:1\nhttp://p.example:01\nhttp://u:q@p.example:1\nhttp://[::1]:1\nhttp://[0::1]:1\n", []summary{
+			{ID: "http://p.example:1#" + userHash("u:p"), Source: "f:1"},
+			{ID: "https://p.example:1#" + userHash("u:p"), Source: "f:2"},
+			{ID: "http://p.example:1#" + userHash("u:p"), Source: "f:3"},
+			{ID: "http://p.example:1#" + userHash("u:p"), Source: "f:4"},
+			{ID: "socks5://p.example:1", Source: "f:5"},
+			{ID: "http://p.example:1", Source: "f:6"},
+			{ID: "http://p.example:1#" + userHash("u:q"), Source: "f:7"},
+			{ID: "http://[::1]:1", Source: "f:8"},
+			{ID: "http://[::1]:1", Source: "f:9"},
+		}},
 		{"line of exactly 8 KiB", "http://p.example:1 #" + strings.Repeat("x", 8192-len("http://p.example:1 #")) + "\r\n", []summary{{ID: "http://p.example:1", Source: "f:1"}}},
 	}
 	for _, tt := range tests {

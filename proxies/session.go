@@ -109,12 +109,13 @@ func (t *sessionTemplate) secrets() []string {
 }
 
 // expand appends the n proxies of the line p with template t, each with its
-// own URL (from a's blocks) and identity.
-func (t *sessionTemplate) expand(dst []Proxy, p Proxy, a *urlAlloc) []Proxy {
+// own URL and identity (from bl's blocks).
+func (t *sessionTemplate) expand(dst []Proxy, p Proxy, bl *blocks) []Proxy {
+	var buf [256]byte
 	for k := 1; k <= t.n; k++ {
 		q := p
-		q.URL = t.url(k, a)
-		q.ID = Identity(q.URL)
+		q.URL = t.url(k, &bl.urls)
+		q.ID = bl.strs.Bytes(bl.identity(buf[:0], q.URL))
 		q.Session = k
 		q.tmpl = t
 		dst = append(dst, q)

@@ -70,6 +70,7 @@ func parseURL(raw string, a *urlAlloc) (*url.URL, error) {
 type urlAlloc struct {
 	urls  arena.Slab[url.URL]
 	users arena.Slab[url.Userinfo]
+	host  string // the host:port parseSimple last took, as it took it
 }
 
 // url returns a URL holding v, from a's blocks unless a is nil.
@@ -136,9 +137,16 @@ func parseSimple(raw string, a *urlAlloc) (u *url.URL, ok bool) {
 	if colon < 1 || !simplePort(rest[colon+1:]) {
 		return nil, false
 	}
-	// Already canonical (lower case, an IPv4 address as netip writes it), or not taken.
-	if host, err := canonicalHost(rest); err != nil || host != rest[:colon] {
-		return nil, false
+	// Already canonical (lower case, an IPv4 address as netip writes it),
+	// or not taken; a list's lines nearly all name the host:port of the
+	// line before.
+	if a == nil || rest != a.host {
+		if host, err := canonicalHost(rest); err != nil || host != rest[:colon] {
+			return nil, false
+		}
+		if a != nil {
+			a.host = rest
+		}
 	}
 	return a.url(url.URL{Scheme: scheme, User: user, Host: rest}), true
 }
@@ -332,13 +340,19 @@ func Identity(u *url.URL) string {
 func appendIdentity(b []byte, u *url.URL) []byte {
 	b, has := appendCanonical(b, u)
 	if has {
-		b = append(b, '#')
-		mark := len(b)
-		b = appendUserinfo(b, u)
-		sum := sha256.Sum256(b[mark:])
-		b = hex.AppendEncode(b[:mark], sum[:4])
+		b = appendFingerprint(b, u)
 	}
 	return b
+}
+
+// appendFingerprint appends "#" and the fingerprint of u's user
+// information, as Identity writes them, to b.
+func appendFingerprint(b []byte, u *url.URL) []byte {
+	b = append(b, '#')
+	mark := len(b)
+	b = appendUserinfo(b, u)
+	sum := sha256.Sum256(b[mark:])
+	return hex.AppendEncode(b[:mark], sum[:4])
 }
 
 // sameProxy is Identity with the whole user information in place of its
