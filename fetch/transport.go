@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fetch-dev/fetch/internal/arena"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -94,7 +93,8 @@ type transports struct {
 	// http:// proxy routes (see h1), built with direct and plain.
 	directH1, plainH1 *h1
 	gateways          map[gatewayKey]*url.URL
-	strs              arena.Strings                              // the routes' Proxy-Authorization values
+	lastKey           gatewayKey // and lastGateway: what gateway found last
+	lastGateway       *url.URL
 	redirect          func(*http.Request, []*http.Request) error // one for all the routes
 	directRT          http.RoundTripper                          // the direct route's
 }
@@ -115,14 +115,18 @@ type gatewayKey struct{ scheme, host string }
 // dialer's).
 func (ts *transports) gateway(u *url.URL) *url.URL {
 	key := gatewayKey{u.Scheme, u.Host}
-	if g := ts.gateways[key]; g != nil {
-		return g
+	if ts.lastGateway != nil && key == ts.lastKey { // the identities of a gateway come together
+		return ts.lastGateway
 	}
-	g := &url.URL{Scheme: "http", Host: u.Host}
-	if ts.gateways == nil {
-		ts.gateways = make(map[gatewayKey]*url.URL)
+	g := ts.gateways[key]
+	if g == nil {
+		g = &url.URL{Scheme: "http", Host: u.Host}
+		if ts.gateways == nil {
+			ts.gateways = make(map[gatewayKey]*url.URL)
+		}
+		ts.gateways[key] = g
 	}
-	ts.gateways[key] = g
+	ts.lastKey, ts.lastGateway = key, g
 	return g
 }
 
@@ -314,12 +318,6 @@ func (r *route) init(ts *transports, p *proxies.Proxy) {
 			r.kind = routeHTTP
 			rtr.h1 = ts.plainH1
 		}
-		if u.User != nil {
-			pass, _ := u.User.Password()
-			var cb, ab [256]byte
-			cred := append(append(append(cb[:0], u.User.Username()...), ':'), pass...)
-			rtr.auth = ts.strs.Bytes(base64.StdEncoding.AppendEncode(append(ab[:0], "Basic "...), cred))
-		}
 	default: // SOCKS: the credentials go with the URL to the dialer
 		r.kind = routeSOCKS
 		rtr.gateway = u
@@ -359,7 +357,7 @@ type routeTransport struct {
 	gateway *url.URL      // an http(s) proxy's, shared by its identities, without credentials; a SOCKS proxy's own, with them
 	user    *url.Userinfo // an http(s) proxy's credentials; nil for none
 	full    atomic.Pointer[url.URL]
-	auth    string // Proxy-Authorization for plain requests; "" for none
+	auth    atomic.Pointer[string] // Proxy-Authorization for plain requests, made when first needed
 	rotate  bool   // a new connection (and tunnel) for every attempt
 	h1      *h1    // for plain requests through an http:// proxy; nil for others
 }
@@ -380,6 +378,23 @@ func (t *routeTransport) proxyURL() *url.URL {
 		return t.full.Load()
 	}
 	return u
+}
+
+// authorization is the Proxy-Authorization of an http(s) proxy with
+// credentials, made when first needed: a pool of 100,000 identities of
+// which a run uses some makes only theirs.
+func (t *routeTransport) authorization() string {
+	if a := t.auth.Load(); a != nil {
+		return *a
+	}
+	pass, _ := t.user.Password()
+	var cb, ab [256]byte
+	cred := append(append(append(cb[:0], t.user.Username()...), ':'), pass...)
+	a := string(base64.StdEncoding.AppendEncode(append(ab[:0], "Basic "...), cred))
+	if !t.auth.CompareAndSwap(nil, &a) {
+		return *t.auth.Load()
+	}
+	return a
 }
 
 // directTransport sends a direct route's plain http:// requests on h1 and
@@ -410,7 +425,7 @@ func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			r = req.WithContext(context.WithValue(req.Context(), routeKey{}, t))
 		}
 	}
-	auth := t.auth != "" && req.URL.Scheme == "http"
+	auth := t.user != nil && req.URL.Scheme == "http"
 	if r == req && (t.rotate || auth) {
 		c := *req
 		r = &c
@@ -423,7 +438,7 @@ func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if auth {
 		r.Header = req.Header.Clone()
-		r.Header.Set("Proxy-Authorization", t.auth)
+		r.Header.Set("Proxy-Authorization", t.authorization())
 	}
 	if plain {
 		return t.h1.roundTrip(r, t.gateway)

@@ -49,13 +49,9 @@ var userinfoRE = sync.OnceValue(func() *regexp.Regexp {
 // For a list of 100,000 identities they are 26 MB and a tenth of a second
 // of CPU (BenchmarkLoadIdentities/NewRedactor), a fifth of a start.
 func NewRedactor(ps []Proxy) *Redactor {
-	own := 0
-	for i := range ps {
-		if p := &ps[i]; p.tmpl == nil && p.URL != nil && p.URL.User != nil {
-			own++
-		}
-	}
-	users := make([]*url.Userinfo, 0, own)
+	// One pass over the list, grown by append: a pass to count them first
+	// read the 13 MB of a list of 100,000 twice.
+	var users []*url.Userinfo
 	var tmpls []*sessionTemplate
 	seen := map[*sessionTemplate]bool{}
 	for i := range ps {
