@@ -358,8 +358,8 @@ type routeTransport struct {
 	user    *url.Userinfo // an http(s) proxy's credentials; nil for none
 	full    atomic.Pointer[url.URL]
 	auth    atomic.Pointer[string] // Proxy-Authorization for plain requests, made when first needed
-	rotate  bool   // a new connection (and tunnel) for every attempt
-	h1      *h1    // for plain requests through an http:// proxy; nil for others
+	rotate  bool                   // a new connection (and tunnel) for every attempt
+	h1      *h1                    // for plain requests through an http:// proxy; nil for others
 }
 
 // proxyURL is the proxy's URL with its credentials, for a request that is
