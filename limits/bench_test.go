@@ -98,3 +98,25 @@ func BenchmarkPoolSize(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNewLocal measures building the scheduler for 100,000 proxies:
+// each of its own budget (the identities of a rotating gateway), and in 10
+// pools. An op is one scheduler.
+func BenchmarkNewLocal(b *testing.B) {
+	const n = 100_000
+	for _, pools := range []int{n, 10} {
+		b.Run(fmt.Sprintf("budgets=%d", pools), func(b *testing.B) {
+			cfg := limits.Config{}
+			for range pools {
+				cfg.Budgets = append(cfg.Budgets, limits.Spec{Concurrency: 8})
+			}
+			for i := range n {
+				cfg.BudgetOf = append(cfg.BudgetOf, i%pools)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				limits.NewLocal(cfg).Close()
+			}
+		})
+	}
+}

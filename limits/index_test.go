@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 	"unsafe"
@@ -91,9 +92,13 @@ func TestIndexMatchesScan(t *testing.T) {
 				cfg.BudgetOf = append(cfg.BudgetOf, rng.IntN(nb))
 			}
 			s := NewLocal(cfg)
+			checkIndex(t, s, true)
 			var held []*Lease
 			hosts := []string{"a:1", "b:1", "c:1"}
 			for step := range 3000 {
+				if step%100 == 0 {
+					checkIndex(t, s, false)
+				}
 				switch op := rng.IntN(10); {
 				case op < 5:
 					req := Request{Host: hosts[rng.IntN(len(hosts))]}
@@ -129,6 +134,97 @@ func TestIndexMatchesScan(t *testing.T) {
 				}
 			}
 			s.Close()
+		}
+	}
+}
+
+// checkIndex checks the index of s: every ready heap and top are heaps
+// whose positions are where they are; and when fresh (a scheduler that
+// granted nothing yet), every proxy is in its budget's heap and every
+// budget with proxies in top.
+func checkIndex(t *testing.T, s *Local, fresh bool) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	check := func(what string, h heap32, pos []int32, less func(a, b int32) bool) {
+		t.Helper()
+		for i, id := range h {
+			if pos[id] != int32(i) {
+				t.Fatalf("%s: %d at %d, its position says %d", what, id, i, pos[id])
+			}
+			if i > 0 && less(id, h[(i-1)/2]) {
+				t.Fatalf("%s: %d at %d is before its parent", what, id, i)
+			}
+		}
+	}
+	for b := range s.budgets {
+		check("budget "+strconv.Itoa(b), s.ready(int32(b)), s.mpos, s.proxyLess)
+		if fresh && (s.rlen[b] != int32(s.members(int32(b))) || s.rlen[b] > 0 && s.bpos[b] < 0) {
+			t.Fatalf("budget %d: %d of %d proxies ready, in top at %d", b, s.rlen[b], s.members(int32(b)), s.bpos[b])
+		}
+	}
+	for p := range s.proxies {
+		if fresh && s.mpos[p] < 0 {
+			t.Fatalf("proxy %d is not in its budget's heap", p)
+		}
+	}
+	check("top", s.top, s.bpos, s.budgetLess)
+}
+
+// TestNewLocalIndex: a new scheduler's index, which NewLocal builds whole,
+// is as its refreshes keep it, under every policy, for pools of many
+// proxies and proxies of their own.
+func TestNewLocalIndex(t *testing.T) {
+	for _, pol := range []Policy{LeastInFlight, LeastUsed, RoundRobin, Random} {
+		for seed := range uint64(10) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			cfg := Config{Policy: pol}
+			nb := 1 + rng.IntN(20)
+			for range nb {
+				cfg.Budgets = append(cfg.Budgets, Spec{Concurrency: 1 + rng.IntN(4)})
+			}
+			for range 1 + rng.IntN(200) {
+				cfg.BudgetOf = append(cfg.BudgetOf, rng.IntN(nb))
+			}
+			s, r := NewLocal(cfg), NewLocal(cfg)
+			checkIndex(t, s, true)
+			// The same, each built again with the same random numbers: s
+			// whole, r by a refresh of each proxy.
+			for _, x := range []*Local{s, r} {
+				x.top = x.top[:0]
+				for b := range x.bpos {
+					x.bpos[b], x.rlen[b] = -1, 0
+				}
+				for p := range x.mpos {
+					x.mpos[p] = -1
+				}
+				x.rng = rand.New(rand.NewPCG(seed, 1))
+			}
+			s.build()
+			now := r.clock.Now()
+			for p := range r.proxies {
+				r.refreshProxy(p, now)
+			}
+			checkIndex(t, s, true)
+			checkIndex(t, r, true)
+			// Both grant in the same order.
+			grant := func(x *Local) int {
+				x.mu.Lock()
+				defer x.mu.Unlock()
+				now := x.clock.Now()
+				l, _ := x.tryGrant(Request{Host: "a:1"}, now, x.logical(now), 0)
+				if l == nil {
+					return -1
+				}
+				return l.Proxy
+			}
+			for i := range len(cfg.BudgetOf) {
+				if gs, gr := grant(s), grant(r); gs != gr {
+					t.Fatalf("%s seed %d grant %d: proxy %d built whole, %d refreshed", pol, seed, i, gs, gr)
+				}
+			}
+			s.Close()
+			r.Close()
 		}
 	}
 }
