@@ -617,14 +617,19 @@ func dedup(ps []Proxy, warn func(string)) []Proxy {
 		order []*sessionTemplate
 		srcOf = map[*sessionTemplate]string{}
 	)
-	for _, p := range ps {
+	for k := range ps {
+		p := &ps[k]
 		i, ok := first.index(out, p.ID)
 		if !ok {
-			out = append(out, p)
+			if k != len(out) { // moved up over a duplicate; else already in place
+				out = append(out, *p)
+			} else {
+				out = out[:k+1]
+			}
 			continue
 		}
 		src := out[i].Source
-		if q := out[i]; p.URL != nil && q.URL != nil && sameProxy(p.URL) != sameProxy(q.URL) {
+		if q := &out[i]; p.URL != nil && q.URL != nil && sameProxy(p.URL) != sameProxy(q.URL) {
 			if warn != nil {
 				warn(fmt.Sprintf("%s: duplicate identity %s (first at %s) of other credentials (an identity keeps 8 hex digits of their hash), ignored", p.Source, p.ID, src))
 			}
