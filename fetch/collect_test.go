@@ -1,8 +1,10 @@
 package fetch
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -36,7 +38,7 @@ func TestCollectorAddsUpAnIdentity(t *testing.T) {
 	c.health(&routes[2], limits.HealthEvent{Proxy: 2, At: start.Add(3 * time.Second), State: "healthy"})
 	c.health(&routes[0], limits.HealthEvent{Proxy: 0, At: start.Add(4 * time.Second), State: "probing"})
 
-	beforeAttempts, beforeHealth := c.byRoute[0].rep.Attempts, len(c.byRoute[0].rep.Health) // not a copy: a histogram is never copied
+	beforeAttempts, beforeHealth := c.byRoute[0].rep.Attempts, len(c.byRoute[0].rep.Health) // not a copy
 	for range 2 {                                                                           // the same report twice
 		rep := c.report(5000)
 		if len(rep.Proxies) != 2 {
@@ -54,7 +56,7 @@ func TestCollectorAddsUpAnIdentity(t *testing.T) {
 			t.Fatalf("identity b: %+v", *b)
 		}
 	}
-	if after := c.byRoute[0]; after.rep.Attempts != beforeAttempts || len(after.rep.Health) != beforeHealth || after.phases[pHeaders].n != 1 {
+	if after := c.byRoute[0]; after.rep.Attempts != beforeAttempts || len(after.rep.Health) != beforeHealth || len(after.phases.bins()) != 1 || after.phases.bins()[0].count != 1 {
 		t.Fatalf("route 0's own statistics changed: %+v, was %d attempts, %d state changes", after.rep, beforeAttempts, beforeHealth)
 	}
 }
@@ -234,5 +236,38 @@ func TestCollectorBoundsHealth(t *testing.T) {
 	}
 	if kept != maxHealthKept {
 		t.Errorf("%d changes kept in all, want %d", kept, maxHealthKept)
+	}
+}
+
+// TestSelectFirst: selectFirst leaves the k first in order, and only them,
+// in front, for any k, with ties broken by the order.
+func TestSelectFirst(t *testing.T) {
+	type item struct{ n, id int }
+	before := func(a, b item) bool { return a.n > b.n || a.n == b.n && a.id < b.id }
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 500 {
+		s := make([]item, rng.IntN(60))
+		for i := range s {
+			s[i] = item{rng.IntN(5), i}
+		}
+		rng.Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
+		k := rng.IntN(len(s) + 2)
+		got := slices.Clone(s)
+		selectFirst(got, k, before)
+		want := slices.Clone(s)
+		slices.SortFunc(want, func(a, b item) int { return cmp.Or(cmp.Compare(b.n, a.n), cmp.Compare(a.id, b.id)) })
+		first := min(k, len(s))
+		front := slices.Clone(got[:first])
+		slices.SortFunc(front, func(a, b item) int { return cmp.Or(cmp.Compare(b.n, a.n), cmp.Compare(a.id, b.id)) })
+		if !slices.Equal(front, want[:first]) {
+			t.Fatalf("k %d of %v: first %v, want %v", k, s, got[:first], want[:first])
+		}
+		all := slices.Clone(got)
+		slices.SortFunc(all, func(a, b item) int { return cmp.Compare(a.id, b.id) })
+		for i := range all {
+			if all[i].id != i {
+				t.Fatalf("k %d: elements lost or repeated: %v", k, got)
+			}
+		}
 	}
 }

@@ -38,25 +38,28 @@ func TestFullJitter(t *testing.T) {
 	}
 }
 
-// TestHistogramQuantiles checks p50 and p95 against exact ones, within the
-// histogram's 2% buckets.
-func TestHistogramQuantiles(t *testing.T) {
-	var h histogram
+// TestPhaseBinsQuantiles checks p50 and p95 against exact ones, within
+// the 2% buckets, for a phase whose bins are in place and one whose are not.
+func TestPhaseBinsQuantiles(t *testing.T) {
+	var pb phaseBins
+	pb.add(pQueue, 0)
+	pb.add(pQueue, 0)
+	if pb.more != nil {
+		t.Fatal("two zeros: bins not in place")
+	}
 	for i := 1; i <= 1000; i++ {
-		h.add(float64(i)) // 1..1000 ms
+		pb.add(pHeaders, float64(i)) // 1..1000 ms
+	}
+	q := pb.quantiles()
+	if len(q) != 2 || q["queue"] != (Quantiles{}) {
+		t.Fatalf("quantiles %v: want queue's zeros and headers", q)
 	}
 	for _, tc := range []struct {
-		q, want float64
-	}{{0.50, 500}, {0.95, 950}, {1, 1000}} {
-		if got := h.quantile(tc.q); math.Abs(got-tc.want)/tc.want > 0.02 {
-			t.Errorf("q%.2f = %.2f, want %.0f within 2%%", tc.q, got, tc.want)
+		got, want float64
+	}{{q["headers"].P50, 500}, {q["headers"].P95, 950}} {
+		if math.Abs(tc.got-tc.want)/tc.want > 0.02 {
+			t.Errorf("%.2f, want %.0f within 2%%", tc.got, tc.want)
 		}
-	}
-	var z histogram
-	z.add(0)
-	z.add(0)
-	if got := z.quantile(0.5); got != 0 {
-		t.Errorf("zeros: p50 %v", got)
 	}
 }
 
@@ -81,26 +84,46 @@ func TestHistBucket(t *testing.T) {
 	}
 }
 
-// TestHistogramBins: values added in any order keep the histogram's bins
-// in bucket order, one bin a bucket, each with its count.
-func TestHistogramBins(t *testing.T) {
-	rng := rand.New(rand.NewPCG(8, 9))
-	var h histogram
-	want := map[int32]int64{}
-	for range 20000 {
-		ms := math.Exp(rng.Float64()*20-8) * float64(rng.IntN(2)) // zeros, and 0.0003 ms to 8 s
-		h.add(ms)
-		want[histBucket(ms)]++
+// TestPhaseBins: durations added in any order, to any phase, keep one bin
+// for each phase and bucket, in order of phase then bucket, each with its
+// count: in place while they fit, and after; merged as if added.
+func TestPhaseBins(t *testing.T) {
+	type key struct {
+		phase  uint8
+		bucket int32
 	}
-	if len(h.bins) != len(want) || h.n != 20000 {
-		t.Fatalf("%d bins and %d values; want %d and 20000", len(h.bins), h.n, len(want))
-	}
-	for i, bin := range h.bins {
-		if i > 0 && h.bins[i-1].bucket >= bin.bucket {
-			t.Fatalf("bins %d and %d out of order: buckets %d, %d", i-1, i, h.bins[i-1].bucket, bin.bucket)
+	for _, n := range []int{1, fewBins, 20000} {
+		rng := rand.New(rand.NewPCG(8, uint64(n)))
+		var pb, half, rest phaseBins
+		want := map[key]int64{}
+		for i := range n {
+			phase := rng.IntN(numPhases)
+			ms := math.Exp(rng.Float64()*20-8) * float64(rng.IntN(2)) // zeros, and 0.0003 ms to 8 s
+			if n == fewBins {
+				phase, ms = i, 1 // six bins: all in place
+			}
+			pb.add(phase, ms)
+			if i%2 == 0 {
+				half.add(phase, ms)
+			} else {
+				rest.add(phase, ms)
+			}
+			want[key{uint8(phase), histBucket(ms)}]++
 		}
-		if bin.count != want[bin.bucket] {
-			t.Errorf("bucket %d: %d, want %d", bin.bucket, bin.count, want[bin.bucket])
+		half.merge(&rest)
+		for _, x := range []*phaseBins{&pb, &half} {
+			bins := x.bins()
+			if len(bins) != len(want) || (x.more == nil) != (len(want) <= fewBins) {
+				t.Fatalf("%d durations: %d bins (in place: %v), want %d", n, len(bins), x.more == nil, len(want))
+			}
+			for i, bin := range bins {
+				if i > 0 && !bins[i-1].before(bin.phase, bin.bucket) {
+					t.Fatalf("%d durations: bins %d and %d out of order: %+v, %+v", n, i-1, i, bins[i-1], bin)
+				}
+				if k := (key{bin.phase, bin.bucket}); bin.count != want[k] {
+					t.Errorf("%d durations: %+v: %d, want %d", n, k, bin.count, want[k])
+				}
+			}
 		}
 	}
 }
