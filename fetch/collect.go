@@ -306,8 +306,10 @@ type phaseBins struct {
 }
 
 // fewBins is how many bins a proxy keeps in place: those of an attempt
-// through a proxy (queue, connect, proxy, request, headers, body).
-const fewBins = 6
+// through a proxy, every phase but input (queue, dns, connect, proxy, tls,
+// request, headers, body), so that an attempt on a new tunnel to an
+// https target fits too.
+const fewBins = numPhases - 1
 
 type phaseBin struct {
 	count  int64
@@ -380,7 +382,7 @@ func (pb *phaseBins) addN(phase uint8, b int32, n int64) {
 		pb.few[i] = bin
 		pb.nfew++
 	default:
-		more := make([]phaseBin, 0, 4*fewBins)
+		more := make([]phaseBin, 0, len(bins)+fewBins)
 		pb.more = append(append(append(more, bins[:i]...), bin), bins[i:]...)
 	}
 }

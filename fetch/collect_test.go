@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/fetch-dev/fetch/limits"
 )
@@ -21,13 +22,21 @@ import (
 // the report leaves the routes' own statistics as they were.
 func TestCollectorAddsUpAnIdentity(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
-	routes := []route{{index: 0, id: "http://a:1", pool: "p"}, {index: 1, id: "http://b:1"}, {index: 2, id: "http://a:1", pool: "p"}}
+	routes := []route{{index: 0, id: "http://a:1", pool: "p"}, {index: 1, id: "http://b:1"}, {index: 2, id: "http://a:1", pool: "p"},
+		{index: 3, id: "http://c:1"}, {index: 4, id: "http://c:1"}}
 	c := newCollector(start, 10, 10, routes)
 	headers := func(ms float64) *PhaseTimes {
 		var pt PhaseTimes
 		pt.ms[pHeaders], pt.seen[pHeaders] = ms, true
 		return &pt
 	}
+	// Identity c: route 3 with more bins than it keeps in place, added up
+	// with route 4's one.
+	for i := range fewBins + 4 {
+		c.attempt(&routes[3], "t:80", true, 1, 1, headers(float64(10+i)))
+	}
+	c.attempt(&routes[4], "t:80", true, 1, 1, headers(10))
+	route3 := slices.Clone(c.byRoute[3].phases.bins())
 	c.attempt(&routes[0], "t:80", true, 3, 1, headers(10))
 	c.attempt(&routes[2], "t:80", false, 5, 1, headers(30))
 	c.attempt(&routes[2], "t:80", true, 1, 1, headers(30))
@@ -41,8 +50,11 @@ func TestCollectorAddsUpAnIdentity(t *testing.T) {
 	beforeAttempts, beforeHealth := c.byRoute[0].rep.Attempts, len(c.byRoute[0].rep.Health) // not a copy
 	for range 2 {                                                                           // the same report twice
 		rep := c.report(5000)
-		if len(rep.Proxies) != 2 {
-			t.Fatalf("%d proxies in the report, want 2: %v", len(rep.Proxies), rep.Proxies)
+		if len(rep.Proxies) != 3 {
+			t.Fatalf("%d proxies in the report, want 3: %v", len(rep.Proxies), rep.Proxies)
+		}
+		if cr := rep.Proxies["http://c:1"]; cr.Attempts != fewBins+5 || cr.PhasesMS["headers"] != (Quantiles{P50: 14.98, P95: 20.97}) {
+			t.Fatalf("identity c: %+v", *cr)
 		}
 		a := rep.Proxies["http://a:1"]
 		want := ProxyReport{Pool: "p", Attempts: 3, OK: 2, Failed: 1, MaxInFlight: 5, Banned: 1, State: "probing",
@@ -58,6 +70,9 @@ func TestCollectorAddsUpAnIdentity(t *testing.T) {
 	}
 	if after := c.byRoute[0]; after.rep.Attempts != beforeAttempts || len(after.rep.Health) != beforeHealth || len(after.phases.bins()) != 1 || after.phases.bins()[0].count != 1 {
 		t.Fatalf("route 0's own statistics changed: %+v, was %d attempts, %d state changes", after.rep, beforeAttempts, beforeHealth)
+	}
+	if after := c.byRoute[3].phases.bins(); !slices.Equal(after, route3) || c.byRoute[3].phases.more == nil {
+		t.Fatalf("route 3's own bins changed: %v, were %v", after, route3)
 	}
 }
 
@@ -269,5 +284,17 @@ func TestSelectFirst(t *testing.T) {
 				t.Fatalf("k %d: elements lost or repeated: %v", k, got)
 			}
 		}
+	}
+}
+
+// TestStatsSmall: what the engine keeps for each route, and for each route
+// that carried an attempt, stays as small as README says (104 and 288
+// bytes on a 64-bit machine).
+func TestStatsSmall(t *testing.T) {
+	if n := unsafe.Sizeof(route{}); n > 104 {
+		t.Errorf("route is %d bytes, want at most 104", n)
+	}
+	if n := unsafe.Sizeof(proxyStats{}); n > 288 {
+		t.Errorf("proxyStats is %d bytes, want at most 288", n)
 	}
 }

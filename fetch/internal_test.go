@@ -54,9 +54,10 @@ func TestPhaseBinsQuantiles(t *testing.T) {
 	if len(q) != 2 || q["queue"] != (Quantiles{}) {
 		t.Fatalf("quantiles %v: want queue's zeros and headers", q)
 	}
+	bins := pb.bins()[1:] // the headers'
 	for _, tc := range []struct {
 		got, want float64
-	}{{q["headers"].P50, 500}, {q["headers"].P95, 950}} {
+	}{{q["headers"].P50, 500}, {q["headers"].P95, 950}, {quantile(bins, 1000, 1), 1000}} {
 		if math.Abs(tc.got-tc.want)/tc.want > 0.02 {
 			t.Errorf("%.2f, want %.0f within 2%%", tc.got, tc.want)
 		}

@@ -154,7 +154,7 @@ func (h *wakeHeap) pop() wake {
 }
 
 // The heaps compare keys, kept up to date in pkey and bkey by refreshProxy
-// and refreshBudget (and reindex), not the proxies' and budgets' states:
+// and refreshBudget (and build and reindex), not the proxies' and budgets' states:
 // a heap of 100,000 budgets compares about 17 pairs for a change, and
 // reading two proxies and two budgets of a pool that large for each missed
 // the caches every time (a grant and a release cost 1.4 µs with 100,000
