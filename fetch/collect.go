@@ -293,16 +293,16 @@ type entry struct {
 // phaseBins keeps the durations of a proxy's attempts by phase, each in
 // a logarithmic bucket about 2% wide, so that its memory does not grow with
 // the number of attempts and its quantiles are within 2% of the exact ones.
-// The bins used are kept in one list, ordered by phase and then bucket: a
-// proxy of a large pool, with an attempt or two, has a handful, kept in
-// place (few); a busy one a few hundred, and none more than the 1,400 or
-// so between 1 µs and a day for each phase. A histogram for each phase,
-// each with a bin in place, was 432 bytes for every identity that carried
-// an attempt.
+// A proxy of a large pool, with an attempt or two, has a handful of bins:
+// they are kept in place (few), in one list ordered by phase and then
+// bucket. Past fewBins each phase has its own list by bucket (hist): a
+// busy proxy has a few hundred bins a phase, and none more than the 1,400
+// or so between 1 µs and a day. A histogram for each phase, each with a
+// bin in place, was 432 bytes for every identity that carried an attempt.
 type phaseBins struct {
 	few  [fewBins]phaseBin
 	nfew uint8
-	more []phaseBin // every bin, once there are more than fewBins; few is then unused
+	hist *[numPhases][]histBin // by phase, each by bucket, ascending; once there are more than fewBins, and few is then unused
 }
 
 // fewBins is how many bins a proxy keeps in place: those of an attempt
@@ -315,6 +315,11 @@ type phaseBin struct {
 	count  int64
 	bucket int32
 	phase  uint8
+}
+
+type histBin struct {
+	bucket int32
+	count  int64
 }
 
 // before reports whether bin a comes before phase and bucket b in the
@@ -339,12 +344,19 @@ func histBucket(ms float64) int32 {
 	return int32(math.Log(ms/histFloor) / logHistBase)
 }
 
-// bins returns the bins, in order.
+// bins returns every bin, ordered by phase and then bucket: a copy when
+// the phases have their own lists.
 func (pb *phaseBins) bins() []phaseBin {
-	if pb.more != nil {
-		return pb.more
+	if pb.hist == nil {
+		return pb.few[:pb.nfew]
 	}
-	return pb.few[:pb.nfew]
+	var out []phaseBin
+	for phase, hbins := range pb.hist {
+		for _, bin := range hbins {
+			out = append(out, phaseBin{count: bin.count, bucket: bin.bucket, phase: uint8(phase)})
+		}
+	}
+	return out
 }
 
 // add adds a duration of ms to phase.
@@ -359,7 +371,11 @@ func (pb *phaseBins) merge(o *phaseBins) {
 
 // addN adds n durations of bucket b to phase.
 func (pb *phaseBins) addN(phase uint8, b int32, n int64) {
-	bins := pb.bins()
+	if pb.hist != nil {
+		pb.hist[phase] = addToBins(pb.hist[phase], b, n)
+		return
+	}
+	bins := pb.few[:pb.nfew]
 	i, j := 0, len(bins) // the first bin of (phase, b) or after is in [i, j]
 	for i < j {
 		m := int(uint(i+j) >> 1)
@@ -369,35 +385,70 @@ func (pb *phaseBins) addN(phase uint8, b int32, n int64) {
 			j = m
 		}
 	}
-	if i < len(bins) && bins[i].phase == phase && bins[i].bucket == b {
-		bins[i].count += n
-		return
-	}
-	bin := phaseBin{count: n, bucket: b, phase: phase}
 	switch {
-	case pb.more != nil:
-		pb.more = slices.Insert(pb.more, i, bin)
-	case int(pb.nfew) < fewBins:
-		copy(pb.few[i+1:pb.nfew+1], pb.few[i:pb.nfew])
-		pb.few[i] = bin
+	case i < len(bins) && bins[i].phase == phase && bins[i].bucket == b:
+		bins[i].count += n
+	case len(bins) < fewBins:
+		copy(pb.few[i+1:len(bins)+1], bins[i:])
+		pb.few[i] = phaseBin{count: n, bucket: b, phase: phase}
 		pb.nfew++
-	default:
-		more := make([]phaseBin, 0, len(bins)+fewBins)
-		pb.more = append(append(append(more, bins[:i]...), bin), bins[i:]...)
+	default: // each phase its own list from now on
+		pb.hist = new([numPhases][]histBin)
+		for _, bin := range bins {
+			pb.hist[bin.phase] = append(pb.hist[bin.phase], histBin{bucket: bin.bucket, count: bin.count})
+		}
+		pb.nfew = 0
+		pb.hist[phase] = addToBins(pb.hist[phase], b, n)
 	}
+}
+
+// addToBins adds n durations of bucket b to bins, ordered by bucket, and
+// returns them.
+func addToBins(bins []histBin, b int32, n int64) []histBin {
+	i, j := 0, len(bins) // the first bin of bucket b or above is in [i, j]
+	for i < j {
+		m := int(uint(i+j) >> 1)
+		if bins[m].bucket < b {
+			i = m + 1
+		} else {
+			j = m
+		}
+	}
+	if i < len(bins) && bins[i].bucket == b {
+		bins[i].count += n
+		return bins
+	}
+	return slices.Insert(bins, i, histBin{bucket: b, count: n})
 }
 
 // quantiles returns the 50th and 95th percentiles of each phase that has
 // durations, by phase name.
 func (pb *phaseBins) quantiles() map[string]Quantiles {
 	out := map[string]Quantiles{}
-	bins := pb.bins()
-	for i := 0; i < len(bins); {
-		j, n := i, int64(0)
-		for ; j < len(bins) && bins[j].phase == bins[i].phase; j++ {
-			n += bins[j].count
+	add := func(phase int, bins []histBin) {
+		var n int64
+		for _, bin := range bins {
+			n += bin.count
 		}
-		out[Phases[bins[i].phase]] = Quantiles{P50: quantile(bins[i:j], n, 0.50), P95: quantile(bins[i:j], n, 0.95)}
+		out[Phases[phase]] = Quantiles{P50: quantile(bins, n, 0.50), P95: quantile(bins, n, 0.95)}
+	}
+	if pb.hist != nil {
+		for phase, bins := range pb.hist {
+			if len(bins) > 0 {
+				add(phase, bins)
+			}
+		}
+		return out
+	}
+	var buf [fewBins]histBin
+	few := pb.few[:pb.nfew]
+	for i := 0; i < len(few); {
+		bins := buf[:0]
+		j := i
+		for ; j < len(few) && few[j].phase == few[i].phase; j++ {
+			bins = append(bins, histBin{bucket: few[j].bucket, count: few[j].count})
+		}
+		add(int(few[i].phase), bins)
 		i = j
 	}
 	return out
@@ -406,7 +457,7 @@ func (pb *phaseBins) quantiles() map[string]Quantiles {
 // quantile returns the q-quantile (0 < q <= 1) of the n durations in the
 // bins of one phase, as the middle of its bucket, rounded to a hundredth of
 // a millisecond.
-func quantile(bins []phaseBin, n int64, q float64) float64 {
+func quantile(bins []histBin, n int64, q float64) float64 {
 	if n == 0 {
 		return 0
 	}

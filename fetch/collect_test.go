@@ -71,7 +71,7 @@ func TestCollectorAddsUpAnIdentity(t *testing.T) {
 	if after := c.byRoute[0]; after.rep.Attempts != beforeAttempts || len(after.rep.Health) != beforeHealth || len(after.phases.bins()) != 1 || after.phases.bins()[0].count != 1 {
 		t.Fatalf("route 0's own statistics changed: %+v, was %d attempts, %d state changes", after.rep, beforeAttempts, beforeHealth)
 	}
-	if after := c.byRoute[3].phases.bins(); !slices.Equal(after, route3) || c.byRoute[3].phases.more == nil {
+	if after := c.byRoute[3].phases.bins(); !slices.Equal(after, route3) || c.byRoute[3].phases.hist == nil {
 		t.Fatalf("route 3's own bins changed: %v, were %v", after, route3)
 	}
 }

@@ -44,7 +44,7 @@ func TestPhaseBinsQuantiles(t *testing.T) {
 	var pb phaseBins
 	pb.add(pQueue, 0)
 	pb.add(pQueue, 0)
-	if pb.more != nil {
+	if pb.hist != nil {
 		t.Fatal("two zeros: bins not in place")
 	}
 	for i := 1; i <= 1000; i++ {
@@ -54,7 +54,10 @@ func TestPhaseBinsQuantiles(t *testing.T) {
 	if len(q) != 2 || q["queue"] != (Quantiles{}) {
 		t.Fatalf("quantiles %v: want queue's zeros and headers", q)
 	}
-	bins := pb.bins()[1:] // the headers'
+	var bins []histBin // the headers'
+	for _, bin := range pb.bins()[1:] {
+		bins = append(bins, histBin{bucket: bin.bucket, count: bin.count})
+	}
 	for _, tc := range []struct {
 		got, want float64
 	}{{q["headers"].P50, 500}, {q["headers"].P95, 950}, {quantile(bins, 1000, 1), 1000}} {
@@ -114,8 +117,8 @@ func TestPhaseBins(t *testing.T) {
 		half.merge(&rest)
 		for _, x := range []*phaseBins{&pb, &half} {
 			bins := x.bins()
-			if len(bins) != len(want) || (x.more == nil) != (len(want) <= fewBins) {
-				t.Fatalf("%d durations: %d bins (in place: %v), want %d", n, len(bins), x.more == nil, len(want))
+			if len(bins) != len(want) || (x.hist == nil) != (len(want) <= fewBins) {
+				t.Fatalf("%d durations: %d bins (in place: %v), want %d", n, len(bins), x.hist == nil, len(want))
 			}
 			for i, bin := range bins {
 				if i > 0 && !bins[i-1].before(bin.phase, bin.bucket) {
