@@ -266,10 +266,13 @@ func testLateTimers(t *testing.T, cfg limits.Config, late, step time.Duration) {
 	span := times[100].Sub(times[0])
 	// 100 intervals of 10ms, and the last start at most one
 	// timer's lateness behind its schedule.
-	// The scheduler's reads of a moving clock run up to two steps ahead
-	// of the fake clock the starts are timed by, so a start may come that
-	// much before its time.
-	if lo := time.Second - 2*step; span < lo || span > time.Second+late {
+	// The scheduler reads the moving clock several times within one
+	// instant, each read a step later, and charges a start at what it
+	// read: a start may come up to three steps before its time by the
+	// fake clock the starts are timed by (2.5 the most seen in 300 runs;
+	// up to two while NewLocal's read of the clock was the first of the
+	// first instant and so pushed every later one a step on).
+	if lo := time.Second - 3*step; span < lo || span > time.Second+late {
 		t.Fatalf("101 starts at 100/s with timers %s late took %s, want %s to 1s+%s", late, span, lo, late)
 	}
 	s.Close()
