@@ -764,26 +764,14 @@ if [ -n "$(median slow minimal)" ]; then
 fi
 
 # gmean CASE TOOL: "mean lo hi n" of res[CASE|TOOL], ratios: the geometric
-# mean and its 95% interval (Student's t on the logarithms); empty when
-# there are fewer than two.
+# mean and its 95% interval (see bench_gmean); empty when there are fewer
+# than two.
 gmean() {
 	local v="${res["$1|$2"]:-}"
 	# shellcheck disable=SC2086 # one value a word
 	[ "$(echo $v | wc -w)" -ge 2 ] || return 0
-	# t's 0.975 quantile: from the table to 30 degrees of freedom, above
-	# from its expansion in 1/df (Abramowitz and Stegun 26.7.5: within
-	# 0.0002 of the quantile there).
 	# shellcheck disable=SC2086
-	printf '%s\n' $v | awk 'BEGIN { split("12.71 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 2.120 2.110 2.101 2.093 2.086 2.080 2.074 2.069 2.064 2.060 2.056 2.052 2.048 2.045 2.042", t, " ") }
-		{ l[NR] = log($1); s += l[NR] }
-		END {
-			m = s / NR
-			for (i = 1; i <= NR; i++) ss += (l[i] - m) ^ 2
-			se = sqrt(ss / (NR - 1) / NR)
-			df = NR - 1
-			z = 1.959964
-			q = (df <= 30) ? t[df] : z + (z ^ 3 + z) / (4 * df) + (5 * z ^ 5 + 16 * z ^ 3 + 3 * z) / (96 * df ^ 2) + (3 * z ^ 7 + 19 * z ^ 5 + 17 * z ^ 3 - 15 * z) / (384 * df ^ 3)
-			printf "%.6f %.6f %.6f %d\n", exp(m), exp(m - q * se), exp(m + q * se), NR }'
+	printf '%s\n' $v | bench_gmean
 }
 
 # goal CASE PEER OP TARGET TEXT: fetch's median over the peer's (or, with
