@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -49,9 +50,10 @@ var userinfoRE = sync.OnceValue(func() *regexp.Regexp {
 // For a list of 100,000 identities they are 26 MB and a tenth of a second
 // of CPU (BenchmarkLoadIdentities/NewRedactor), a fifth of a start.
 func NewRedactor(ps []Proxy) *Redactor {
-	// One pass over the list, grown by append: a pass to count them first
-	// read the 13 MB of a list of 100,000 twice.
-	var users []*url.Userinfo
+	// One pass over the list: a pass to count them first read the 13 MB
+	// of a list of 100,000 twice. Made for every proxy having its own,
+	// and cut to size below when sessions took much of it.
+	users := make([]*url.Userinfo, 0, len(ps))
 	var tmpls []*sessionTemplate
 	seen := map[*sessionTemplate]bool{}
 	for i := range ps {
@@ -67,6 +69,9 @@ func NewRedactor(ps []Proxy) *Redactor {
 	}
 	if len(users) == 0 && len(tmpls) == 0 {
 		return &Redactor{}
+	}
+	if cap(users)-len(users) > len(users)/4 {
+		users = slices.Clone(users)
 	}
 	return &Redactor{known: sync.OnceValue(func() *known { return newKnown(users, tmpls) })}
 }
