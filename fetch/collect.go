@@ -302,7 +302,7 @@ type entry struct {
 type phaseBins struct {
 	few  [fewBins]phaseBin
 	nfew uint8
-	hist *[numPhases][]histBin // by phase, each by bucket, ascending; once there are more than fewBins, and few is then unused
+	hist *[numPhases][]phaseBin // by phase, each by bucket, ascending; once there are more than fewBins, and few is then unused
 }
 
 // fewBins is how many bins a proxy keeps in place: those of an attempt
@@ -317,15 +317,9 @@ type phaseBin struct {
 	phase  uint8
 }
 
-type histBin struct {
-	bucket int32
-	count  int64
-}
-
-// before reports whether bin a comes before phase and bucket b in the
-// list's order.
-func (a *phaseBin) before(phase uint8, b int32) bool {
-	return a.phase < phase || a.phase == phase && a.bucket < b
+// cmpBin orders bins by phase, then bucket.
+func cmpBin(a, b phaseBin) int {
+	return cmp.Or(cmp.Compare(a.phase, b.phase), cmp.Compare(a.bucket, b.bucket))
 }
 
 const (
@@ -350,105 +344,68 @@ func (pb *phaseBins) bins() []phaseBin {
 	if pb.hist == nil {
 		return pb.few[:pb.nfew]
 	}
-	var out []phaseBin
-	for phase, hbins := range pb.hist {
-		for _, bin := range hbins {
-			out = append(out, phaseBin{count: bin.count, bucket: bin.bucket, phase: uint8(phase)})
-		}
-	}
-	return out
+	return slices.Concat(pb.hist[:]...)
 }
 
 // add adds a duration of ms to phase.
-func (pb *phaseBins) add(phase int, ms float64) { pb.addN(uint8(phase), histBucket(ms), 1) }
+func (pb *phaseBins) add(phase int, ms float64) {
+	pb.addBin(phaseBin{count: 1, bucket: histBucket(ms), phase: uint8(phase)})
+}
 
 // merge adds o's durations to pb's.
 func (pb *phaseBins) merge(o *phaseBins) {
 	for _, bin := range o.bins() {
-		pb.addN(bin.phase, bin.bucket, bin.count)
+		pb.addBin(bin)
 	}
 }
 
-// addN adds n durations of bucket b to phase.
-func (pb *phaseBins) addN(phase uint8, b int32, n int64) {
+// addBin adds bin's count of durations to its phase and bucket.
+func (pb *phaseBins) addBin(bin phaseBin) {
 	if pb.hist != nil {
-		pb.hist[phase] = addToBins(pb.hist[phase], b, n)
+		pb.hist[bin.phase] = addToBins(pb.hist[bin.phase], bin)
+		return
+	}
+	if int(pb.nfew) < fewBins {
+		bins := addToBins(pb.few[:pb.nfew:fewBins], bin) // in place: there is room
+		pb.nfew = uint8(len(bins))
 		return
 	}
 	bins := pb.few[:pb.nfew]
-	i, j := 0, len(bins) // the first bin of (phase, b) or after is in [i, j]
-	for i < j {
-		m := int(uint(i+j) >> 1)
-		if bins[m].before(phase, b) {
-			i = m + 1
-		} else {
-			j = m
-		}
+	if i, found := slices.BinarySearchFunc(bins, bin, cmpBin); found {
+		bins[i].count += bin.count
+		return
 	}
-	switch {
-	case i < len(bins) && bins[i].phase == phase && bins[i].bucket == b:
-		bins[i].count += n
-	case len(bins) < fewBins:
-		copy(pb.few[i+1:len(bins)+1], bins[i:])
-		pb.few[i] = phaseBin{count: n, bucket: b, phase: phase}
-		pb.nfew++
-	default: // each phase its own list from now on
-		pb.hist = new([numPhases][]histBin)
-		for _, bin := range bins {
-			pb.hist[bin.phase] = append(pb.hist[bin.phase], histBin{bucket: bin.bucket, count: bin.count})
-		}
-		pb.nfew = 0
-		pb.hist[phase] = addToBins(pb.hist[phase], b, n)
+	// Each phase its own list from now on.
+	pb.hist = new([numPhases][]phaseBin)
+	for _, b := range bins {
+		pb.hist[b.phase] = append(pb.hist[b.phase], b)
 	}
+	pb.nfew = 0
+	pb.hist[bin.phase] = addToBins(pb.hist[bin.phase], bin)
 }
 
-// addToBins adds n durations of bucket b to bins, ordered by bucket, and
+// addToBins adds bin's count to bins, ordered by phase and bucket, and
 // returns them.
-func addToBins(bins []histBin, b int32, n int64) []histBin {
-	i, j := 0, len(bins) // the first bin of bucket b or above is in [i, j]
-	for i < j {
-		m := int(uint(i+j) >> 1)
-		if bins[m].bucket < b {
-			i = m + 1
-		} else {
-			j = m
-		}
-	}
-	if i < len(bins) && bins[i].bucket == b {
-		bins[i].count += n
+func addToBins(bins []phaseBin, bin phaseBin) []phaseBin {
+	i, found := slices.BinarySearchFunc(bins, bin, cmpBin)
+	if found {
+		bins[i].count += bin.count
 		return bins
 	}
-	return slices.Insert(bins, i, histBin{bucket: b, count: n})
+	return slices.Insert(bins, i, bin)
 }
 
 // quantiles returns the 50th and 95th percentiles of each phase that has
 // durations, by phase name.
 func (pb *phaseBins) quantiles() map[string]Quantiles {
 	out := map[string]Quantiles{}
-	add := func(phase int, bins []histBin) {
-		var n int64
-		for _, bin := range bins {
-			n += bin.count
+	bins := pb.bins()
+	for i := 0; i < len(bins); {
+		j, n := i, int64(0)
+		for ; j < len(bins) && bins[j].phase == bins[i].phase; j++ {
+			n += bins[j].count
 		}
-		out[Phases[phase]] = Quantiles{P50: quantile(bins, n, 0.50), P95: quantile(bins, n, 0.95)}
-	}
-	if pb.hist != nil {
-		for phase, bins := range pb.hist {
-			if len(bins) > 0 {
-				add(phase, bins)
-			}
-		}
-		return out
-	}
-	var buf [fewBins]histBin
-	few := pb.few[:pb.nfew]
-	for i := 0; i < len(few); {
-		bins := buf[:0]
-		j := i
-		for ; j < len(few) && few[j].phase == few[i].phase; j++ {
-			bins = append(bins, histBin{bucket: few[j].bucket, count: few[j].count})
-		}
-		add(int(few[i].phase), bins)
+		out[Phases[bins[i].phase]] = Quantiles{P50: quantile(bins[i:j], n, 0.50), P95: quantile(bins[i:j], n, 0.95)}
 		i = j
 	}
 	return out
@@ -457,7 +414,7 @@ func (pb *phaseBins) quantiles() map[string]Quantiles {
 // quantile returns the q-quantile (0 < q <= 1) of the n durations in the
 // bins of one phase, as the middle of its bucket, rounded to a hundredth of
 // a millisecond.
-func quantile(bins []histBin, n int64, q float64) float64 {
+func quantile(bins []phaseBin, n int64, q float64) float64 {
 	if n == 0 {
 		return 0
 	}

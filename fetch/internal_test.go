@@ -54,10 +54,7 @@ func TestPhaseBinsQuantiles(t *testing.T) {
 	if len(q) != 2 || q["queue"] != (Quantiles{}) {
 		t.Fatalf("quantiles %v: want queue's zeros and headers", q)
 	}
-	var bins []histBin // the headers'
-	for _, bin := range pb.bins()[1:] {
-		bins = append(bins, histBin{bucket: bin.bucket, count: bin.count})
-	}
+	bins := pb.bins()[1:] // the headers'
 	for _, tc := range []struct {
 		got, want float64
 	}{{q["headers"].P50, 500}, {q["headers"].P95, 950}, {quantile(bins, 1000, 1), 1000}} {
@@ -121,7 +118,7 @@ func TestPhaseBins(t *testing.T) {
 				t.Fatalf("%d durations: %d bins (in place: %v), want %d", n, len(bins), x.hist == nil, len(want))
 			}
 			for i, bin := range bins {
-				if i > 0 && !bins[i-1].before(bin.phase, bin.bucket) {
+				if i > 0 && cmpBin(bins[i-1], bin) >= 0 {
 					t.Fatalf("%d durations: bins %d and %d out of order: %+v, %+v", n, i-1, i, bins[i-1], bin)
 				}
 				if k := (key{bin.phase, bin.bucket}); bin.count != want[k] {
