@@ -14,20 +14,22 @@
 # median, says little. Loopback only; every run is bounded by its URL
 # count.
 #
-#   bench/pool.sh [-n PAIRS] [-u URLS] [-i IDENTITIES]
+#   bench/pool.sh [-n PAIRS] [-u URLS] [-i IDENTITIES] [-s STARTS]
 #
-# Defaults: 10 pairs, 20,000 URLs, 100,000 identities.
+# Defaults: 10 pairs, 20,000 URLs, 100,000 identities, 3 starts alone of
+# each list.
 set -euo pipefail
 # shellcheck source=lib.sh source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 bench_path
-pairs=10 urls=20000 many=100000
-while getopts n:u:i: opt; do
+pairs=10 urls=20000 many=100000 starts=3
+while getopts n:u:i:s: opt; do
 	case "$opt" in
 	n) pairs="$OPTARG" ;;
 	u) urls="$OPTARG" ;;
 	i) many="$OPTARG" ;;
-	*) sed -n '2,19p' "$0" >&2; exit 2 ;;
+	s) starts="$OPTARG" ;;
+	*) sed -n '2,20p' "$0" >&2; exit 2 ;;
 	esac
 done
 [ "$pairs" -ge 2 ] || { echo "pool.sh: -n wants 2 pairs or more (the interval needs two)" >&2; exit 2; }
@@ -85,7 +87,7 @@ for i in $(seq "$pairs"); do
 	if [ $((i % 2)) = 1 ]; then order="10 $many"; else order="$many 10"; fi
 	for n in $order; do run "$n" urls; done
 done
-for _ in 1 2 3; do
+for _ in $(seq "$starts"); do
 	for n in 10 "$many"; do run "$n" one; done
 done
 
