@@ -206,8 +206,19 @@ func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport, other *fet
 		fmt.Fprintf(w, "... and %d more in the report\n", all-len(shown))
 	}
 	if other != nil {
-		fmt.Fprintf(w, "... and %s not listed (--report-proxies): %d attempts, %d failed\n",
+		line := fmt.Sprintf("... and %s not listed (--report-proxies): %d attempts, %d failed",
 			plural(other.Proxies, "other proxy", "other proxies"), other.Attempts, other.Failed)
+		// The pool rows above have the attempts of their unlisted members
+		// already: say so, lest they be added up twice.
+		var inPools fetch.Counts
+		for _, c := range unlisted {
+			inPools.Attempts += c.Attempts
+			inPools.Failed += c.Failed
+		}
+		if inPools.Attempts > 0 {
+			line += fmt.Sprintf(", of which %d attempts and %d failed in the pool rows above", inPools.Attempts, inPools.Failed)
+		}
+		fmt.Fprintln(w, line)
 	}
 	if changed > 0 {
 		var ends []string

@@ -233,7 +233,7 @@ func listProxies(byID map[string]entry, listed int) (map[string]*ProxyReport, *P
 		})
 		other = &ProxiesOther{Proxies: len(all) - listed}
 		for _, x := range all[listed:] {
-			other.add(&x.ps.rep, listed)
+			other.add(&x.ps.rep)
 		}
 		all = all[:listed]
 	}

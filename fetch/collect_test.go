@@ -121,14 +121,14 @@ func TestCollectorListsTheBusiestProxies(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
 		listed    int
-		wantPools bool // Pools in ProxiesOther: no more pools than listed proxies
+		wantPools bool // Pools in ProxiesOther
 	}{
 		{"all", used + 5, false},
 		{"exactly all", used, false},
 		{"five", 5, true},
 		{"two", 2, true},
-		{"one: too many pools", 1, false},
-		{"none", 0, false},
+		{"one", 1, true},
+		{"none", 0, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newCollector(time.Unix(1_700_000_000, 0), 10, tt.listed, routes)
@@ -180,8 +180,8 @@ func TestCollectorListsTheBusiestProxies(t *testing.T) {
 			if sum.Attempts != total || sum.OK+sum.Failed != total || sum.Banned != bans {
 				t.Errorf("listed and other add up to %+v, want %d attempts, %d bans", sum, total, bans)
 			}
-			if (other.Pools != nil) != tt.wantPools {
-				t.Fatalf("proxies_other.pools = %v, want pools: %v", other.Pools, tt.wantPools)
+			if (other.Pools != nil) != tt.wantPools || other.PoolsDropped {
+				t.Fatalf("proxies_other.pools = %v (dropped %v), want pools: %v", other.Pools, other.PoolsDropped, tt.wantPools)
 			}
 			if !tt.wantPools {
 				return
@@ -251,6 +251,28 @@ func TestCollectorBoundsHealth(t *testing.T) {
 	}
 	if kept != maxHealthKept {
 		t.Errorf("%d changes kept in all, want %d", kept, maxHealthKept)
+	}
+}
+
+// TestProxiesOtherDropsPools: the proxies not listed are broken down by
+// pool up to maxOtherPools pools, whatever --report-proxies is; past that
+// the breakdown is left out and said to be.
+func TestProxiesOtherDropsPools(t *testing.T) {
+	for _, pools := range []int{maxOtherPools, maxOtherPools + 1} {
+		routes := make([]route, pools)
+		for i := range routes {
+			routes[i] = route{index: int32(i), id: fmt.Sprintf("http://p%d:1", i), pool: fmt.Sprintf("pool%d", i)}
+		}
+		c := newCollector(time.Unix(1_700_000_000, 0), 10, 0, routes)
+		for i := range routes {
+			c.attempt(&routes[i], "t:80", true, 1, 1, &PhaseTimes{})
+		}
+		other := c.report(1).ProxiesOther
+		dropped := pools > maxOtherPools
+		if other == nil || other.Attempts != pools || other.PoolsDropped != dropped || (other.Pools == nil) != dropped ||
+			!dropped && len(other.Pools) != pools {
+			t.Fatalf("%d pools: proxies_other %+v, want pools dropped: %v", pools, other, dropped)
+		}
 	}
 }
 

@@ -56,7 +56,7 @@ type ProxyReport struct {
 // Report.Proxies. Those of Report.Proxies and ProxiesOther add up to every
 // attempt of the run. Pools breaks the same counts down by pool, for the
 // attempts of proxies that belong to one; it is left out (PoolsDropped)
-// when more pools than the report lists proxies would be in it. States
+// when more than maxOtherPools pools would be in it. States
 // counts those proxies whose health state ever changed by their last
 // state, as ProxyReport.State says it.
 type ProxiesOther struct {
@@ -66,7 +66,7 @@ type ProxiesOther struct {
 	States map[string]int     `json:"states,omitempty"`
 
 	// PoolsDropped says that Pools was left out: the proxies not listed
-	// belong to more pools than the report lists proxies.
+	// belong to more than maxOtherPools pools.
 	PoolsDropped bool `json:"pools_dropped,omitempty"`
 }
 
@@ -79,10 +79,17 @@ type Counts struct {
 	Banned   int `json:"banned,omitempty"`
 }
 
+// maxOtherPools is the most pools ProxiesOther breaks its counts down by:
+// the report stays bounded whatever the list's pool= names, and a pool of
+// its own for each of 100,000 proxies is no breakdown. It is not
+// --report-proxies, so that --report-proxies 0 (every proxy summed up)
+// still tells a few pools apart.
+const maxOtherPools = 1000
+
 // add adds r's counts, of a proxy that is not listed, to o's, and to its
-// pool's unless that would make Pools longer than maxPools, and its last
-// health state to States.
-func (o *ProxiesOther) add(r *ProxyReport, maxPools int) {
+// pool's unless that would make Pools longer than maxOtherPools, and its
+// last health state to States.
+func (o *ProxiesOther) add(r *ProxyReport) {
 	o.Counts.add(r.Attempts, r.OK, r.Failed, r.Banned)
 	if r.State != "" {
 		if o.States == nil {
@@ -95,7 +102,7 @@ func (o *ProxiesOther) add(r *ProxyReport, maxPools int) {
 	}
 	c := o.Pools[r.Pool]
 	if c == nil {
-		if len(o.Pools) >= maxPools {
+		if len(o.Pools) >= maxOtherPools {
 			o.Pools, o.PoolsDropped = nil, true
 			return
 		}

@@ -261,7 +261,7 @@ func (s *summarizer) start() {
 	s.hosts = newHostTable(s.reportHosts)
 	s.proxies = newTopTable(s.reportProxies, func(e *topEntry[proxyStats]) {
 		e.v.rep.Attempts = e.attempts
-		s.proxiesOther.add(&e.v.rep, s.reportProxies)
+		s.proxiesOther.add(&e.v.rep)
 	})
 }
 
@@ -286,48 +286,38 @@ func (s *summarizer) count(rec *Record) {
 		host = ""
 	}
 	for _, t := range rec.Tries {
-		s.attempt(t.Proxy, t.Pool, host, t.Error == nil, &t.Phases)
-		s.ban(t.Proxy, host, t.Error)
+		s.attempt(t.Proxy, t.Pool, host, t.Error == nil, t.Error, &t.Phases)
 	}
 	if rec.Proxy != "" {
-		s.attempt(rec.Proxy, rec.Pool, host, rec.OK, &rec.Phases)
-		s.ban(rec.Proxy, host, rec.Error)
+		s.attempt(rec.Proxy, rec.Pool, host, rec.OK, rec.Error, &rec.Phases)
 	}
 }
 
-// ban counts an attempt that failed with err as a ban when it was one, as
-// collector.ban does in a run; after attempt has counted it.
-func (s *summarizer) ban(proxy, host string, err *Error) {
-	if proxy == "" || err == nil || err.Kind != KindBanned {
-		return
-	}
-	// attempt has just counted proxy: it is listed unless no proxy is
-	// (--report-proxies 0), and then proxies_other has no pools.
-	if e := s.proxies.get(proxy); e != nil {
-		e.v.rep.Banned++
-	} else {
-		s.proxiesOther.Banned++
-	}
-	s.hosts.ban(host)
-}
-
-// attempt adds one attempt, as collector.attempt does in a run.
-func (s *summarizer) attempt(proxy, pool, host string, ok bool, phases *PhaseTimes) {
+// attempt adds one attempt, which ended with err, as collector.attempt
+// does in a run, and as collector.ban does when err is a ban.
+func (s *summarizer) attempt(proxy, pool, host string, ok bool, err *Error, phases *PhaseTimes) {
 	if proxy == "" {
 		return
+	}
+	banned := 0
+	if err != nil && err.Kind == KindBanned {
+		banned = 1
 	}
 	if host != "" {
 		s.hosts.add(host, ok, 0)
 	}
+	if banned > 0 {
+		s.hosts.ban(host)
+	}
 	e := s.proxies.count(proxy)
 	if e == nil {
-		r := ProxyReport{Pool: pool, Attempts: 1}
+		r := ProxyReport{Pool: pool, Attempts: 1, Banned: banned}
 		if ok {
 			r.OK = 1
 		} else {
 			r.Failed = 1
 		}
-		s.proxiesOther.add(&r, s.reportProxies)
+		s.proxiesOther.add(&r)
 		return
 	}
 	ps := &e.v
@@ -338,6 +328,7 @@ func (s *summarizer) attempt(proxy, pool, host string, ok bool, phases *PhaseTim
 	} else {
 		p.Failed++
 	}
+	p.Banned += banned
 	ps.addPhases(phases)
 }
 
