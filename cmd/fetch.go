@@ -14,6 +14,7 @@ import (
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/proxies"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // largePool is the size of a proxy list from which the start's garbage is
@@ -197,8 +198,7 @@ JSON record per URL line.`,
 	f.StringVar(&opts.Report, "report", "", "summary, one JSON document, to `FILE`")
 	f.BoolVar(&opts.Resume, "resume", false, "with -o: skip URLs that FILE already finished; append the rest")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress bar, no summary, no warnings on stderr")
-	f.IntVar(&cfg.ReportHosts, "report-hosts", cfg.ReportHosts, "the report lists the `N` busiest hosts; the rest are summed in hosts_other")
-	f.IntVar(&cfg.ReportProxies, "report-proxies", cfg.ReportProxies, "the report lists the `N` busiest proxies; the rest are summed in proxies_other")
+	reportFlags(f, &cfg.ReportHosts, &cfg.ReportProxies)
 	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to `FILE` (go tool pprof)")
 	f.StringVar(&opts.MemProfile, "memprofile", "", "write a memory (allocations) profile of the run to `FILE` (go tool pprof)")
 
@@ -271,6 +271,13 @@ func checkCounts(counts []countFlag) error {
 		}
 	}
 	return nil
+}
+
+// reportFlags adds the flags that bound a report, of fetch and of
+// summarize, to f.
+func reportFlags(f *pflag.FlagSet, hosts, proxies *int) {
+	f.IntVar(hosts, "report-hosts", *hosts, "the report lists the `N` busiest hosts; the rest are summed in hosts_other")
+	f.IntVar(proxies, "report-proxies", *proxies, "the report lists the `N` busiest proxies; the rest are summed in proxies_other")
 }
 
 // reportCounts are the flags that bound a report, of fetch and of

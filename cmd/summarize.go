@@ -55,8 +55,7 @@ one run. It exits 0 when every line counted is ok, 1 otherwise.`,
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	cmd.Flags().StringVar(&opts.Report, "report", "", "write the report, one JSON document, to `FILE`")
-	cmd.Flags().IntVar(&opts.ReportHosts, "report-hosts", opts.ReportHosts, "the report lists the `N` busiest hosts; the rest are summed in hosts_other")
-	cmd.Flags().IntVar(&opts.ReportProxies, "report-proxies", opts.ReportProxies, "the report lists the `N` busiest proxies; the rest are summed in proxies_other")
+	reportFlags(cmd.Flags(), &opts.ReportHosts, &opts.ReportProxies)
 	return cmd
 }
 

@@ -155,6 +155,7 @@ func TestTopTableUntracked(t *testing.T) {
 		{1000, 1, 0}, {1000, 500, 0}, {1000, 1000, 0},
 		{911, 912, 1}, {999, 1000, 1}, {10, 4000, 3990},
 		{0, 1, 1}, {0, 300, 300}, {1, 2, 1},
+		{10, exactLimit, exactLimit - 10}, // the last count kept exactly
 	} {
 		tab := newTopTable(tt.max, func(*topEntry[struct{}]) {})
 		for i := range tt.keys {
@@ -173,6 +174,14 @@ func TestTopTableUntracked(t *testing.T) {
 	}
 	if got, want := tab.untracked(), keys-100; got < want*98/100 || got > want*102/100 {
 		t.Errorf("%d keys, 100 tracked: %d untracked, want %d within 2%%", keys, got, want)
+	}
+	// Just past exactLimit keys the count is an estimate, within 2%.
+	tab = newTopTable(10, func(*topEntry[struct{}]) {})
+	for i := range exactLimit + 1 {
+		tab.count(fmt.Sprintf("h%d.example:443", i))
+	}
+	if got, want := tab.untracked(), exactLimit+1-10; got < want*98/100 || got > want*102/100 {
+		t.Errorf("%d keys, 10 tracked: %d untracked, want %d within 2%%", exactLimit+1, got, want)
 	}
 	// A host table that lists every host has no rest.
 	h := newHostTable(DefaultReportHosts)

@@ -340,8 +340,8 @@ func (s *summarizer) report() *Report {
 		e.v.rep.Attempts, e.v.rep.Missed = e.attempts, e.missed
 		rep.Proxies[e.key] = e.v.finish()
 	}
-	if other := s.proxiesOther; other.Attempts > 0 || s.proxies.untracked() > 0 {
-		other.Proxies = s.proxies.untracked()
+	if other, n := s.proxiesOther, s.proxies.untracked(); other.Attempts > 0 || n > 0 {
+		other.Proxies = n
 		rep.ProxiesOther = &other
 	}
 	return &rep
