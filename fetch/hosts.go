@@ -77,10 +77,11 @@ func (t *hostTable) report() (map[string]*HostReport, *HostsOther) {
 // distinctCount counts the distinct strings added: exactly (by their 64-bit
 // hashes) up to exactLimit of them, in at most 128 KiB, and beyond that
 // by HyperLogLog (Flajolet et al. 2007) in 16 KiB, within about 0.8% (one
-// standard error). The zero value is empty.
+// standard error), its registers made from the hashes when the set grows
+// past exactLimit. The zero value is empty.
 type distinctCount struct {
 	exact map[uint64]struct{} // the hashes, while there are no more than exactLimit
-	reg   *[hllM]uint8        // the registers, fed from the start
+	reg   *[hllM]uint8        // the registers, once there are more
 }
 
 const (
@@ -90,17 +91,26 @@ const (
 )
 
 func (h *distinctCount) add(s string) {
-	if h.reg == nil {
-		h.reg = new([hllM]uint8)
+	x := hash64(s)
+	if h.reg != nil {
+		h.addReg(x)
+		return
+	}
+	if h.exact == nil {
 		h.exact = make(map[uint64]struct{})
 	}
-	x := hash64(s)
-	if h.exact != nil {
-		h.exact[x] = struct{}{}
-		if len(h.exact) > exactLimit {
-			h.exact = nil // from now on, the estimate
+	h.exact[x] = struct{}{}
+	if len(h.exact) > exactLimit { // from now on, the estimate
+		h.reg = new([hllM]uint8)
+		for y := range h.exact {
+			h.addReg(y)
 		}
+		h.exact = nil
 	}
+}
+
+// addReg adds hash x to the registers.
+func (h *distinctCount) addReg(x uint64) {
 	i := x >> (64 - hllP)
 	rho := uint8(bits.LeadingZeros64(x<<hllP|1<<(hllP-1)) + 1)
 	if rho > h.reg[i] {
@@ -110,9 +120,6 @@ func (h *distinctCount) add(s string) {
 
 func (h *distinctCount) count() int {
 	if h.reg == nil {
-		return 0
-	}
-	if h.exact != nil {
 		return len(h.exact)
 	}
 	sum, zeros := 0.0, 0
