@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/proxies"
 )
 
 // BenchmarkIdentities measures the cost per URL of 20,000 URLs through 10,
@@ -144,4 +147,51 @@ func gcTime() time.Duration {
 		least = min(least, time.Since(start))
 	}
 	return least
+}
+
+// BenchmarkStartIdentities measures the start of a run through 100,000
+// identities on one gateway as the command makes it: the list read from a
+// file (proxies.Load), the engine built from it (fetch.New), the list
+// dropped. One op is one start. B/op is what it allocates, which a fresh
+// process must have the kernel map page by page; kept-B/identity is what
+// stays live for the run once the list is gone (its routes, the
+// scheduler's state, the strings and credentials they hold), which the
+// garbage collector marks at every cycle and which sets the heap's goal,
+// at twice as much, for the whole run.
+func BenchmarkStartIdentities(b *testing.B) {
+	const n = 100_000
+	var sb strings.Builder
+	for i := range n {
+		fmt.Fprintf(&sb, "http://user-session-%d:pw@127.0.0.1:9\n", i)
+	}
+	name := filepath.Join(b.TempDir(), "proxies.txt")
+	if err := os.WriteFile(name, []byte(sb.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	start := func() *fetch.Engine {
+		cfg := fetch.DefaultConfig()
+		ps, err := proxies.Load([]string{name}, nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.Proxies = ps
+		e, err := fetch.New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return e
+	}
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	e := start()
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	runtime.KeepAlive(e)
+	e.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		start().Close()
+	}
+	b.ReportMetric((float64(m1.HeapAlloc)-float64(m0.HeapAlloc))/n, "kept-B/identity")
 }

@@ -111,6 +111,7 @@ func parse(name string, r io.Reader, room int, size int64) ([]Proxy, error) {
 	var ps []Proxy
 	var read int64 // bytes of the list read so far
 	var bl blocks
+	bl.urls.keep = &bl.strs
 	for n := 1; ; n++ {
 		raw, err := br.ReadSlice('\n')
 		read += int64(len(raw))
@@ -149,10 +150,16 @@ func parse(name string, r io.Reader, room int, size int64) ([]Proxy, error) {
 }
 
 // blocks are what parse keeps a list's proxies in, shared by them (see
-// arena): their lines, identities and sources, and their URLs; and the
-// fields of the line being parsed, made once for all the lines.
+// arena): their lines, identities, sources and URLs; and the fields of the
+// line being parsed, made once for all the lines. What a run keeps of a
+// proxy once the list is dropped (its identity, and its credentials, copied
+// out of the line when parseSimple takes it) is in blocks of its own
+// (strs), apart from what only the list holds (lines, their sources): a
+// list of 100,000 identities then leaves 8 MB of lines to be collected
+// instead of keeping them all run long.
 type blocks struct {
-	strs   arena.Strings
+	strs   arena.Strings // identities and credentials: kept by the run
+	lines  arena.Strings // lines and sources: the list's alone
 	urls   urlAlloc
 	fields []string
 	canon  canonical
@@ -262,7 +269,7 @@ func parseLine(bl *blocks, name string, n int, raw []byte) (p Proxy, t *sessionT
 	// The line is kept (the URL's parts are pieces of it), with the
 	// proxy's identity and source, in blocks shared with the other lines'
 	// (see arena).
-	line := bl.strs.Bytes(b)
+	line := bl.lines.Bytes(b)
 	if oneField {
 		bl.fields = append(bl.fields[:0], line)
 	} else {
@@ -294,7 +301,7 @@ func parseLine(bl *blocks, name string, n int, raw []byte) (p Proxy, t *sessionT
 	}
 	var buf [256]byte
 	id := bl.identity(buf[:0], u)
-	p = Proxy{URL: u, ID: bl.strs.Bytes(id), Source: bl.strs.Bytes(appendSource(id[len(id):], name, n))}
+	p = Proxy{URL: u, ID: bl.strs.Bytes(id), Source: bl.lines.Bytes(appendSource(id[len(id):], name, n))}
 	q := quoter{line: line, u: u, fields: fields[1:]}
 	var (
 		sessions int

@@ -71,6 +71,10 @@ type urlAlloc struct {
 	urls  arena.Slab[url.URL]
 	users arena.Slab[url.Userinfo]
 	host  string // the host:port parseSimple last took, as it took it
+	// keep, when set, is where userinfo copies a user name and password:
+	// a route keeps them all run long, and as pieces of their line they
+	// would keep the line's whole block alive.
+	keep *arena.Strings
 }
 
 // url returns a URL holding v, from a's blocks unless a is nil.
@@ -93,6 +97,9 @@ func (a *urlAlloc) userinfo(name, pass string, hasPass bool) *url.Userinfo {
 		u = new(url.Userinfo)
 	} else {
 		u = a.users.New()
+	}
+	if a != nil && a.keep != nil {
+		name, pass = a.keep.String(name), a.keep.String(pass)
 	}
 	if hasPass {
 		*u = *url.UserPassword(name, pass)

@@ -1,9 +1,11 @@
 package proxies
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // TestParseSimple: the fast path takes the forms lists write nearly every
@@ -99,4 +101,36 @@ func FuzzParseSimple(f *testing.F) {
 			t.Fatalf("parseSimple(%q) = %#v, parseGeneral %#v", raw, u, want)
 		}
 	})
+}
+
+// TestKeptApartFromLines: what a run keeps of a proxy read from a list
+// (its identity, user name and password) is not a piece of its line, so
+// that the list's lines (and their sources) can be collected once the list
+// is dropped. A Source is written just after its line: a piece of the line
+// would lie in the line's length before it.
+func TestKeptApartFromLines(t *testing.T) {
+	var sb strings.Builder
+	for i := range 3000 { // several 64 KiB blocks of lines
+		fmt.Fprintf(&sb, "http://user-session-%d:pw-%d@127.0.0.1:8080\n", i, i)
+	}
+	ps, err := parse("list.txt", strings.NewReader(sb.String()), maxProxies, 0)
+	if err != nil || len(ps) != 3000 {
+		t.Fatalf("%d proxies, %v", len(ps), err)
+	}
+	inLine := func(s, source string, lineLen int) bool {
+		d := uintptr(unsafe.Pointer(unsafe.StringData(source))) - uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		return d > 0 && d <= uintptr(lineLen)
+	}
+	for i, p := range ps {
+		line := fmt.Sprintf("http://user-session-%d:pw-%d@127.0.0.1:8080", i, i)
+		if !inLine(p.URL.Host, p.Source, len(line)) && i == 0 {
+			t.Fatal("the first proxy's host is not in its line: the test's premise does not hold")
+		}
+		pass, _ := p.URL.User.Password()
+		for what, s := range map[string]string{"identity": p.ID, "user name": p.URL.User.Username(), "password": pass} {
+			if inLine(s, p.Source, len(line)) {
+				t.Fatalf("proxy %d: its %s %q is a piece of its line", i, what, s)
+			}
+		}
+	}
 }

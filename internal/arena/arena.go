@@ -39,6 +39,24 @@ func (a *Strings) Bytes(p []byte) string {
 	return a.b.String()[start:]
 }
 
+// String returns a copy of s, as Bytes does: a string that outlives the
+// larger one it was cut from, without keeping that one alive.
+func (a *Strings) String(s string) string {
+	switch {
+	case len(s) == 0:
+		return ""
+	case len(s) > blockSize/4:
+		return strings.Clone(s)
+	}
+	if a.b.Cap()-a.b.Len() < len(s) {
+		a.b = strings.Builder{}
+		a.b.Grow(blockSize)
+	}
+	start := a.b.Len()
+	a.b.WriteString(s)
+	return a.b.String()[start:]
+}
+
 // Slab hands out values of T from shared blocks of slabLen, as Strings does
 // strings and for the same reason: one object for the garbage collector to
 // mark per block instead of one per value. A value keeps its whole block

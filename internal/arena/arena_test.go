@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // TestStringsKeepTheirBytes: every string handed out still holds what it
@@ -22,6 +23,33 @@ func TestStringsKeepTheirBytes(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("string %d is %q, want %q", i, got[i], want[i])
 		}
+	}
+}
+
+// TestStringCopies: String hands out a copy, in the arena's block, of
+// strings small and large: not the string it was given, which may be a
+// piece of a larger one the caller wants collected.
+func TestStringCopies(t *testing.T) {
+	var a Strings
+	line := "http://user-session-12345:pw@127.0.0.1:8080"
+	name := line[7:25]
+	big := strings.Repeat("y", blockSize)
+	for _, s := range []string{name, big[1:]} {
+		got := a.String(s)
+		if got != s {
+			t.Fatalf("String(%.30q...) = %.30q...", s, got)
+		}
+		if unsafe.StringData(got) == unsafe.StringData(s) {
+			t.Fatalf("String(%.30q...) is the string it was given, not a copy", s)
+		}
+	}
+	if a.String("") != "" {
+		t.Fatal("String of an empty string is not empty")
+	}
+	p := "user-session-12345"
+	a.String(p)
+	if n := testing.AllocsPerRun(1000, func() { a.String(p) }); n > 0.01 {
+		t.Fatalf("%v allocations a string", n)
 	}
 }
 
