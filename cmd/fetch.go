@@ -428,22 +428,29 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 	defer closeCoordinator()
 	opts.Config.Warn = warn.warn
 	defer routeLog(warn)() // after Close: the transports log until then
-	eng, err := fetch.New(opts.Config)
+	// The engine is handed the only reference to the proxy list: it keeps
+	// what it needs of them, and a large list is collected while it is
+	// built (see fetch.New).
+	cfg := opts.Config
+	large := len(cfg.Proxies) >= largePool
+	opts.Config.Proxies = nil
+	eng, err := fetch.New(cfg)
 	if err != nil {
 		return usageError(err)
 	}
 	defer eng.Close()
-	large := len(opts.Config.Proxies) >= largePool
-	opts.Config.Proxies = nil // the engine has what it needs of them (see fetch.New)
 	opts.endGCPause()
 	if large {
-		// What reading a large list left behind (the list itself, its
-		// URLs, its index by identity, the engine's scaffolding: about 40
-		// MB for 100,000 identities) is collected now, so that the run's allocations
+		// What building the engine left behind (the scheduler's
+		// configuration, the list's index by identity: New collected the
+		// list itself) is collected now, so that the run's allocations
 		// reuse its memory instead of growing the heap into pages the
-		// kernel must hand over one by one: 5,000 page faults and 20 MB
-		// of peak RSS fewer for a run through 100,000 identities.
+		// kernel must hand over one by one.
 		runtime.GC()
+		// What it found live (the routes and the scheduler's state) stays
+		// so all run long: the heap's goal is set above it by what the
+		// run makes, not by its size (see gcfloor.KeepLive).
+		floorFrom(ctx).KeepLive()
 	}
 	if dir := opts.Config.SaveDir; dir != "" {
 		if err := fetch.PrepareSaveDir(dir, opts.Config.Timeout); err != nil {

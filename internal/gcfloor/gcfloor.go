@@ -35,6 +35,7 @@ type Floor struct {
 	base  int
 
 	mu      sync.Mutex
+	kept    uint64 // bytes of the live heap that stay live all run long (see Keep)
 	stopped bool
 	paused  bool // between Pause and its resume: collection is off
 	percent int
@@ -113,6 +114,31 @@ func (f *Floor) Pause() (resume func()) {
 	}
 }
 
+// KeepLive says that what the last collection found live stays live for
+// the rest of the run (the state of a large proxy pool, built at its
+// start, collected just before): those bytes are never garbage, so they
+// count for half in the heap's goal. The goal becomes the live heap plus
+// the floor, or plus the base percentage of the rest of the live heap and
+// of half the kept bytes, whichever is more. With 100,000 identities
+// (41 MB kept) a run's heap went on to twice that before each collection:
+// 40 MB that the kernel mapped page by page for garbage, and that the run
+// held (peak RSS 113 MB; 91 MB with KeepLive and fetch.New's collection
+// of the list). A collection then comes about twice as often, and marks
+// the kept bytes again. Later calls replace the kept bytes; a nil or
+// stopped Floor does nothing.
+func (f *Floor) KeepLive() {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	metrics.Read(f.sample)
+	if f.sample[0].Value.Kind() == metrics.KindUint64 {
+		f.kept = f.sample[0].Value.Uint64()
+	}
+	f.mu.Unlock()
+	f.tune()
+}
+
 // Percent is the GOGC percentage in force: -1 during a pause.
 func (f *Floor) Percent() int {
 	f.mu.Lock()
@@ -152,6 +178,10 @@ func (f *Floor) tune() bool {
 		live = f.sample[0].Value.Uint64()
 	}
 	p := max(percent(live, f.floor), f.base)
+	if f.kept > 0 && live > 0 {
+		kept := min(live, f.kept)
+		p = max(percent(live, f.floor), int((live-kept+kept/2)*uint64(f.base)/live))
+	}
 	// Setting the percentage has a cost of its own: leave small changes.
 	if p != f.percent && (p < f.percent*9/10 || p > f.percent*11/10 || p == f.base) {
 		debug.SetGCPercent(p)

@@ -143,3 +143,48 @@ func TestPercent(t *testing.T) {
 		}
 	}
 }
+
+// TestKeepLive: once 64 MiB kept live is declared kept, the heap's goal
+// is the live heap plus half the kept bytes (base 100), not plus all of
+// them, and so a collection comes about every 32 MiB of garbage instead
+// of every 64; a small kept heap leaves the floor's percentage as it was;
+// a nil floor does nothing.
+func TestKeepLive(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	live := make([][]byte, 64)
+	for i := range live {
+		live[i] = make([]byte, 1<<20)
+	}
+	f := Start(8 << 20)
+	runtime.GC()
+	collections(64 << 20) // the finalizer after a collection has set the percentage
+	if p := f.Percent(); p != 100 {
+		t.Fatalf("percentage %d with 64 MiB live, want the base 100", p)
+	}
+	before := collections(256 << 20)
+	f.KeepLive()
+	if p := f.Percent(); p < 45 || p > 55 {
+		t.Errorf("percentage %d with 64 MiB live and kept, want about 50", p)
+	}
+	after := collections(256 << 20)
+	t.Logf("collections for 256 MiB of garbage with 64 MiB live: %d, then kept: %d", before, after)
+	if after < before*3/2 {
+		t.Errorf("%d collections once the live heap is kept, %d before: want about twice as many", after, before)
+	}
+	runtime.KeepAlive(live)
+	f.Stop()
+
+	live = nil
+	f = Start(8 << 20)
+	defer f.Stop()
+	runtime.GC()
+	collections(64 << 20)
+	small := f.Percent()
+	f.KeepLive() // a few hundred KiB live: the floor decides
+	if p := f.Percent(); p != small || p <= 100 {
+		t.Errorf("percentage %d after KeepLive of a small heap, want the floor's %d (more than 100)", p, small)
+	}
+	var nilFloor *Floor
+	nilFloor.KeepLive()
+}

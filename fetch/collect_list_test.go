@@ -1,0 +1,68 @@
+package fetch_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"weak"
+
+	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/proxies"
+)
+
+// TestNewCollectsALargeList: fetch.New, handed the only reference to a
+// list of 10,000 identities, keeps nothing of the list itself and collects
+// it before it returns, with collection otherwise off (as during the
+// command's start), so that the scheduler it builds next reuses the list's
+// memory: the list and its URLs are gone when New returns, and the engine
+// still fetches through its identities, with their credentials. A list of
+// 100 is left to the next collection.
+func TestNewCollectsALargeList(t *testing.T) {
+	px, err := fetchtest.StartHTTPProxy(fetchtest.ProxyOptions{User: "user-session-0", Password: "pw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	tg, err := fetchtest.StartTarget(fetchtest.TargetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	for _, tc := range []struct {
+		n         int
+		collected bool
+	}{{10_000, true}, {100, false}} {
+		e, list, u := newEngineFromList(t, px.Addr, tc.n)
+		if got := list.Value() == nil && u.Value() == nil; got != tc.collected {
+			t.Errorf("%d identities: the list collected by New: %v, want %v", tc.n, got, tc.collected)
+		}
+		// The proxy takes only the first identity's credentials: the
+		// least-used policy gives the first URL to the first identity.
+		w := &countWriter{}
+		_, err := e.Run(context.Background(), []fetch.Input{{Name: "-", R: strings.NewReader(fmt.Sprintf("%s/a\n", tg.URL))}}, w)
+		if err != nil || w.ok.Load() != 1 {
+			t.Errorf("%d identities: %d of 1 URL ok through the first identity, %v", tc.n, w.ok.Load(), err)
+		}
+		e.Close()
+	}
+}
+
+// newEngineFromList builds an engine from a list of n identities that
+// only the engine is given, and returns weak pointers to the list and to
+// its first URL.
+func newEngineFromList(t *testing.T, addr string, n int) (*fetch.Engine, weak.Pointer[proxies.Proxy], weak.Pointer[url.URL]) {
+	cfg := fetch.DefaultConfig()
+	cfg.Proxies = identities(t, addr, n)
+	cfg.Retries = 0
+	list, u := weak.Make(&cfg.Proxies[0]), weak.Make(cfg.Proxies[0].URL)
+	e, err := fetch.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, list, u
+}
