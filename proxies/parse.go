@@ -14,6 +14,7 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/fetch-dev/fetch/internal/arena"
 	"github.com/fetch-dev/fetch/limits"
@@ -266,9 +267,20 @@ func parseLine(bl *blocks, name string, n int, raw []byte) (p Proxy, t *sessionT
 			return Proxy{}, nil, false, nil
 		}
 	}
+	if oneField && bl.urls.keep != nil {
+		// A line of one URL that parseSimple takes, as nearly every line of
+		// a large list is, is parsed where it was read: parseSimple copies
+		// what the proxy keeps of it (its credentials and host, see
+		// urlAlloc.keep), and the line itself is not copied (4.4 MB for
+		// 100,000 identities).
+		if u, ok := parseSimple(unsafe.String(unsafe.SliceData(b), len(b)), &bl.urls); ok {
+			var buf [256]byte
+			id := bl.identity(buf[:0], u)
+			return Proxy{URL: u, ID: bl.strs.Bytes(id), Source: bl.lines.Bytes(appendSource(id[len(id):], name, n))}, nil, true, nil
+		}
+	}
 	// The line is kept (the URL's parts are pieces of it), with the
-	// proxy's identity and source, in blocks shared with the other lines'
-	// (see arena).
+	// proxy's source, in blocks shared with the other lines' (see arena).
 	line := bl.lines.Bytes(b)
 	if oneField {
 		bl.fields = append(bl.fields[:0], line)

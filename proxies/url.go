@@ -71,9 +71,11 @@ type urlAlloc struct {
 	urls  arena.Slab[url.URL]
 	users arena.Slab[url.Userinfo]
 	host  string // the host:port parseSimple last took, as it took it
-	// keep, when set, is where userinfo copies a user name and password:
-	// a route keeps them all run long, and as pieces of their line they
-	// would keep the line's whole block alive.
+	// keep, when set, is where userinfo copies a user name and password,
+	// and parseSimple the host: a route keeps them all run long, and as
+	// pieces of their line they would keep the line's whole block alive.
+	// parseSimple's URL then holds nothing of the string it parsed, which
+	// may be a view of a read buffer (see parseLine).
 	keep *arena.Strings
 }
 
@@ -153,7 +155,13 @@ func parseSimple(raw string, a *urlAlloc) (u *url.URL, ok bool) {
 		}
 		if a != nil {
 			a.host = rest
+			if a.keep != nil {
+				a.host = a.keep.String(rest)
+			}
 		}
+	}
+	if a != nil && a.keep != nil {
+		rest = a.host // a copy, shared by the lines that name it
 	}
 	return a.url(url.URL{Scheme: scheme, User: user, Host: rest}), true
 }
