@@ -72,6 +72,12 @@ type Engine struct {
 }
 
 // New checks cfg and builds an Engine with an in-process scheduler.
+//
+// The engine keeps what it needs of each of cfg.Proxies, not the list. A
+// list of collectList (10,000) proxies or more is collected once New has
+// read it, before the scheduler is built: a caller that hands New its only
+// reference (as the command does) lets that state reuse the list's memory;
+// one that keeps the list pays for a collection that frees nothing.
 func New(cfg Config) (*Engine, error) {
 	if cfg.Concurrency < 1 {
 		return nil, fmt.Errorf("fetch: concurrency must be at least 1, not %d", cfg.Concurrency)
