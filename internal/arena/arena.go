@@ -6,7 +6,10 @@
 // every cycle of the run. Packed into blocks they are a few dozen.
 package arena
 
-import "strings"
+import (
+	"strings"
+	"unsafe"
+)
 
 // Strings hands out strings that share blocks of blockSize bytes. A string
 // keeps its whole block alive, so it is for strings that live about as long
@@ -22,21 +25,8 @@ const blockSize = 64 << 10
 
 // Bytes returns a string holding a copy of p.
 func (a *Strings) Bytes(p []byte) string {
-	switch {
-	case len(p) == 0:
-		return ""
-	case len(p) > blockSize/4:
-		return string(p)
-	}
-	if a.b.Cap()-a.b.Len() < len(p) {
-		// A new block. The strings of the old one stay valid: a Builder
-		// never changes bytes it has written.
-		a.b = strings.Builder{}
-		a.b.Grow(blockSize)
-	}
-	start := a.b.Len()
-	a.b.Write(p)
-	return a.b.String()[start:]
+	// String only reads the view, and copies it.
+	return a.String(unsafe.String(unsafe.SliceData(p), len(p)))
 }
 
 // String returns a copy of s, as Bytes does: a string that outlives the
@@ -49,6 +39,8 @@ func (a *Strings) String(s string) string {
 		return strings.Clone(s)
 	}
 	if a.b.Cap()-a.b.Len() < len(s) {
+		// A new block. The strings of the old one stay valid: a Builder
+		// never changes bytes it has written.
 		a.b = strings.Builder{}
 		a.b.Grow(blockSize)
 	}

@@ -20,6 +20,15 @@ func collections(n int) uint32 {
 	return after.NumGC - before.NumGC
 }
 
+// liveMiB returns n MiB for a test to keep live.
+func liveMiB(n int) [][]byte {
+	live := make([][]byte, n)
+	for i := range live {
+		live[i] = make([]byte, 1<<20)
+	}
+	return live
+}
+
 // TestFloorCollectsLessOften allocates the same garbage with a small live
 // heap, with and without a floor of 32 MiB: with it, there are fewer
 // collections; after Stop the percentage is back where it was.
@@ -51,10 +60,7 @@ func TestFloorCollectsLessOften(t *testing.T) {
 func TestFloorLeavesBigHeaps(t *testing.T) {
 	old := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(old)
-	live := make([][]byte, 64)
-	for i := range live {
-		live[i] = make([]byte, 1<<20)
-	}
+	live := liveMiB(64)
 	f := Start(8 << 20)
 	defer f.Stop()
 	runtime.GC()
@@ -152,10 +158,7 @@ func TestPercent(t *testing.T) {
 func TestKeepLive(t *testing.T) {
 	old := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(old)
-	live := make([][]byte, 64)
-	for i := range live {
-		live[i] = make([]byte, 1<<20)
-	}
+	live := liveMiB(64)
 	f := Start(8 << 20)
 	runtime.GC()
 	collections(64 << 20) // the finalizer after a collection has set the percentage
