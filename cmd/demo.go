@@ -110,12 +110,9 @@ func demoRun(ctx context.Context, opts *DemoOptions) (err error) {
 		if err != nil {
 			return fmt.Errorf("demo: proxy %d: %w", i+1, err)
 		}
-		cfg.Proxies = append(cfg.Proxies, proxies.Proxy{
-			URL:         u,
-			ID:          proxies.Identity(u),
-			Concurrency: dp.concurrency,
-			Source:      fmt.Sprintf("demo:%d", i+1),
-		})
+		px := proxies.FromURL(u)
+		px.Concurrency, px.Source = dp.concurrency, fmt.Sprintf("demo:%d", i+1)
+		cfg.Proxies = append(cfg.Proxies, px)
 	}
 
 	eng, err := fetch.New(cfg)

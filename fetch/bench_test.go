@@ -79,7 +79,7 @@ func BenchmarkPerURL(b *testing.B) {
 			cfg.Concurrency = bc.concurrency
 			if bc.proxy != nil {
 				u, _ := proxies.ParseURL(bc.proxy.URL)
-				cfg.Proxies = []proxies.Proxy{{URL: u, ID: proxies.Identity(u), Concurrency: bc.concurrency}}
+				cfg.Proxies = []proxies.Proxy{{Scheme: u.Scheme, Host: u.Host, User: u.User, ID: proxies.Identity(u), Concurrency: bc.concurrency}}
 			}
 			e, err := fetch.New(cfg)
 			if err != nil {

@@ -3,7 +3,6 @@ package fetch_test
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -18,7 +17,7 @@ import (
 // list of 10,000 identities, keeps nothing of the list itself and collects
 // it before it returns, with collection otherwise off (as during the
 // command's start), so that the scheduler it builds next reuses the list's
-// memory: the list and its URLs are gone when New returns, and the engine
+// memory: the list is gone when New returns, and the engine
 // still fetches through its identities, with their credentials. A list of
 // 100 is left to the next collection.
 func TestNewCollectsALargeList(t *testing.T) {
@@ -37,8 +36,8 @@ func TestNewCollectsALargeList(t *testing.T) {
 		n         int
 		collected bool
 	}{{10_000, true}, {100, false}} {
-		e, list, u := newEngineFromList(t, px.Addr, tc.n)
-		if got := list.Value() == nil && u.Value() == nil; got != tc.collected {
+		e, list := newEngineFromList(t, px.Addr, tc.n)
+		if got := list.Value() == nil; got != tc.collected {
 			t.Errorf("%d identities: the list collected by New: %v, want %v", tc.n, got, tc.collected)
 		}
 		// The proxy takes only the first identity's credentials: the
@@ -53,16 +52,15 @@ func TestNewCollectsALargeList(t *testing.T) {
 }
 
 // newEngineFromList builds an engine from a list of n identities that
-// only the engine is given, and returns weak pointers to the list and to
-// its first URL.
-func newEngineFromList(t *testing.T, addr string, n int) (*fetch.Engine, weak.Pointer[proxies.Proxy], weak.Pointer[url.URL]) {
+// only the engine is given, and returns a weak pointer to the list.
+func newEngineFromList(t *testing.T, addr string, n int) (*fetch.Engine, weak.Pointer[proxies.Proxy]) {
 	cfg := fetch.DefaultConfig()
 	cfg.Proxies = identities(t, addr, n)
 	cfg.Retries = 0
-	list, u := weak.Make(&cfg.Proxies[0]), weak.Make(cfg.Proxies[0].URL)
+	list := weak.Make(&cfg.Proxies[0])
 	e, err := fetch.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e, list, u
+	return e, list
 }

@@ -114,12 +114,12 @@ func New(cfg Config) (*Engine, error) {
 		}
 	}
 	// The routes and the scheduler's configuration hold what the run needs
-	// of each proxy: the list is not kept, so that its 130 bytes a proxy
-	// (100,000 identities: 13 MB, every element with pointers) are neither
+	// of each proxy: the list is not kept, so that its 152 bytes a proxy
+	// (100,000 identities: 15 MB, every element with pointers) are neither
 	// marked at every collection nor counted twice in the heap's goal.
 	// It is dropped before the scheduler is built: a caller that handed
 	// over its only reference to a large list (see collectList) has the
-	// list, its URLs and its lines collected here, and the scheduler's
+	// list and its lines collected here, and the scheduler's
 	// state (22 MB for 100,000 identities) reuses their memory instead of
 	// adding to the start's peak.
 	n := len(cfg.Proxies)

@@ -73,7 +73,7 @@ func BenchmarkScheduler(b *testing.B) {
 			}
 			defer px.Close()
 			u, _ := proxies.ParseURL(px.URL)
-			ps = append(ps, proxies.Proxy{URL: u, ID: proxies.Identity(u), Concurrency: capacity})
+			ps = append(ps, proxies.Proxy{Scheme: u.Scheme, Host: u.Host, User: u.User, ID: proxies.Identity(u), Concurrency: capacity})
 		}
 		for _, sched := range []string{"fetch", "naive"} {
 			name := fmt.Sprintf("%s/healthy", sched)

@@ -110,17 +110,17 @@ func (ts *transports) client(r *route) client {
 // gatewayKey is a gateway's scheme and host:port.
 type gatewayKey struct{ scheme, host string }
 
-// gateway returns u without its credentials, one for all the identities
-// on a gateway, with scheme http for an https proxy (its TLS is the
-// dialer's).
-func (ts *transports) gateway(u *url.URL) *url.URL {
-	key := gatewayKey{u.Scheme, u.Host}
+// gateway returns the URL of the proxy at scheme://host without
+// credentials, one for all the identities on a gateway, with scheme http
+// for an https proxy (its TLS is the dialer's).
+func (ts *transports) gateway(scheme, host string) *url.URL {
+	key := gatewayKey{scheme, host}
 	if ts.lastGateway != nil && key == ts.lastKey { // the identities of a gateway come together
 		return ts.lastGateway
 	}
 	g := ts.gateways[key]
 	if g == nil {
-		g = &url.URL{Scheme: "http", Host: u.Host}
+		g = &url.URL{Scheme: "http", Host: host}
 		if ts.gateways == nil {
 			ts.gateways = make(map[gatewayKey]*url.URL)
 		}
@@ -246,9 +246,9 @@ func (ts *transports) renewing(build func() *http.Transport) *renewing {
 	return newRenewing(every, build)
 }
 
-// forProxy returns the shared transport for proxies of u's scheme.
-func (ts *transports) forProxy(u *url.URL) *renewing {
-	if u.Scheme == "https" {
+// forProxy returns the shared transport for proxies of scheme.
+func (ts *transports) forProxy(scheme string) *renewing {
+	if scheme == "https" {
 		if ts.https == nil {
 			ts.https = ts.renewing(func() *http.Transport {
 				tr := ts.newTransport(ts.idleBudget()) // a gateway may serve every identity
@@ -301,26 +301,25 @@ func (r *route) init(ts *transports, p *proxies.Proxy) {
 		return
 	}
 	r.id, r.pool = p.ID, p.Pool
-	u := p.URL
 	rtr := &r.proxied
-	*rtr = routeTransport{tr: ts.forProxy(u), rotate: rotates(cfg, p)}
+	*rtr = routeTransport{tr: ts.forProxy(p.Scheme), rotate: rotates(cfg, p)}
 	switch {
-	case u.Scheme == "http" || u.Scheme == "https":
+	case p.Scheme == "http" || p.Scheme == "https":
 		// The transport speaks plain HTTP proxy to both (for https over
 		// the TLS its dialer did). The route keeps its credentials, not
 		// the URL: net/http is given one only for what h1 does not send
 		// (see proxyURL), and a pool of 100,000 identities then keeps
 		// none of the 100,000 URLs it was read into.
 		r.kind = routeHTTPS
-		rtr.gateway = ts.gateway(u)
-		rtr.user = u.User
-		if u.Scheme == "http" {
+		rtr.gateway = ts.gateway(p.Scheme, p.Host)
+		rtr.user = p.User
+		if p.Scheme == "http" {
 			r.kind = routeHTTP
 			rtr.h1 = ts.plainH1
 		}
 	default: // SOCKS: the credentials go with the URL to the dialer
 		r.kind = routeSOCKS
-		rtr.gateway = u
+		rtr.gateway = p.URL()
 	}
 }
 

@@ -51,7 +51,7 @@ func identities(t testing.TB, addr string, n int) []proxies.Proxy {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ps[i] = proxies.Proxy{URL: u, ID: proxies.Identity(u)}
+		ps[i] = proxies.FromURL(u)
 	}
 	return ps
 }

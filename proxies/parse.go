@@ -276,7 +276,7 @@ func parseLine(bl *blocks, name string, n int, raw []byte) (p Proxy, t *sessionT
 		if u, ok := parseSimple(unsafe.String(unsafe.SliceData(b), len(b)), &bl.urls); ok {
 			var buf [256]byte
 			id := bl.identity(buf[:0], u)
-			return Proxy{URL: u, ID: bl.strs.Bytes(id), Source: bl.lines.Bytes(appendSource(id[len(id):], name, n))}, nil, true, nil
+			return Proxy{Scheme: u.Scheme, Host: u.Host, User: u.User, ID: bl.strs.Bytes(id), Source: bl.lines.Bytes(appendSource(id[len(id):], name, n))}, nil, true, nil
 		}
 	}
 	// The line is kept (the URL's parts are pieces of it), with the
@@ -313,7 +313,7 @@ func parseLine(bl *blocks, name string, n int, raw []byte) (p Proxy, t *sessionT
 	}
 	var buf [256]byte
 	id := bl.identity(buf[:0], u)
-	p = Proxy{URL: u, ID: bl.strs.Bytes(id), Source: bl.lines.Bytes(appendSource(id[len(id):], name, n))}
+	p = Proxy{Scheme: u.Scheme, Host: u.Host, User: u.User, ID: bl.strs.Bytes(id), Source: bl.lines.Bytes(appendSource(id[len(id):], name, n))}
 	q := quoter{line: line, u: u, fields: fields[1:]}
 	var (
 		sessions int
@@ -560,7 +560,9 @@ func Load(files, urls []string, warn func(msg string)) ([]Proxy, error) {
 			}
 			return nil, &LineError{File: "--proxy", Reason: reason, Err: err}
 		}
-		all = append(all, Proxy{URL: u, ID: Identity(u), Source: "--proxy"})
+		p := FromURL(u)
+		p.Source = "--proxy"
+		all = append(all, p)
 	}
 	return dedup(all, warn), nil
 }
@@ -650,7 +652,7 @@ func dedup(ps []Proxy, warn func(string)) []Proxy {
 			continue
 		}
 		src := out[i].Source
-		if q := &out[i]; p.URL != nil && q.URL != nil && sameProxy(p.URL) != sameProxy(q.URL) {
+		if q := &out[i]; sameProxy(p.URL()) != sameProxy(q.URL()) {
 			if warn != nil {
 				warn(fmt.Sprintf("%s: duplicate identity %s (first at %s) of other credentials (an identity keeps 8 hex digits of their hash), ignored", p.Source, p.ID, src))
 			}

@@ -67,7 +67,7 @@ func TestParseSampleFile(t *testing.T) {
 	if got := summarize(ps); !equalSummaries(got, want) {
 		t.Errorf("Parse(%s):\n got %+v\nwant %+v", name, got, want)
 	}
-	if pass, _ := ps[1].URL.User.Password(); pass != "s3cret" {
+	if pass, _ := ps[1].User.Password(); pass != "s3cret" {
 		t.Errorf("password = %q, want it kept in the URL", pass)
 	}
 }
@@ -374,7 +374,7 @@ func TestLoadIdentityCollision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ps) != 1 || ps[0].URL.User.Username() != "user-session-14615" {
+	if len(ps) != 1 || ps[0].User.Username() != "user-session-14615" {
 		t.Fatalf("proxies %v, want the first only", ps)
 	}
 	if len(warnings) != 2 {

@@ -63,8 +63,8 @@ func NewRedactor(ps []Proxy) *Redactor {
 				seen[p.tmpl] = true
 				tmpls = append(tmpls, p.tmpl)
 			}
-		case p.URL != nil && p.URL.User != nil:
-			users = append(users, p.URL.User)
+		case p.User != nil:
+			users = append(users, p.User)
 		}
 	}
 	if len(users) == 0 && len(tmpls) == 0 {

@@ -114,8 +114,9 @@ func (t *sessionTemplate) expand(dst []Proxy, p Proxy, bl *blocks) []Proxy {
 	var buf [256]byte
 	for k := 1; k <= t.n; k++ {
 		q := p
-		q.URL = t.url(k, &bl.urls)
-		q.ID = bl.strs.Bytes(bl.identity(buf[:0], q.URL))
+		u := t.url(k, &bl.urls)
+		q.Scheme, q.Host, q.User = u.Scheme, u.Host, u.User
+		q.ID = bl.strs.Bytes(bl.identity(buf[:0], u))
 		q.Session = k
 		q.tmpl = t
 		dst = append(dst, q)

@@ -47,14 +47,14 @@ func TestParseSessions(t *testing.T) {
 			}
 			ids := map[string]bool{}
 			for i, p := range ps {
-				pass, hasPass := p.URL.User.Password()
-				if p.URL.User.Username() != tt.users[i] || pass != tt.passes[i] || hasPass == tt.wantNoPwd {
-					t.Errorf("session %d: user %q pass %q (%v), want %q %q", i+1, p.URL.User.Username(), pass, hasPass, tt.users[i], tt.passes[i])
+				pass, hasPass := p.User.Password()
+				if p.User.Username() != tt.users[i] || pass != tt.passes[i] || hasPass == tt.wantNoPwd {
+					t.Errorf("session %d: user %q pass %q (%v), want %q %q", i+1, p.User.Username(), pass, hasPass, tt.users[i], tt.passes[i])
 				}
 				if p.Session != i+1 || p.Source != "f:2" || p.Pool != tt.pool || p.Rotate != tt.rotate {
 					t.Errorf("session %d: %+v", i+1, p)
 				}
-				if p.ID != proxies.Identity(p.URL) || ids[p.ID] {
+				if p.ID != proxies.Identity(p.URL()) || ids[p.ID] {
 					t.Errorf("session %d: identity %s not its own", i+1, p.ID)
 				}
 				ids[p.ID] = true
@@ -132,7 +132,7 @@ func TestRedactorSessions(t *testing.T) {
 	}
 	r := proxies.NewRedactor(ps)
 	p := ps[356]
-	user := p.URL.User.Username()
+	user := p.User.Username()
 	token := base64.StdEncoding.EncodeToString([]byte(user + ":s3cretpw"))
 	for _, msg := range []string{
 		"proxy " + user + " refused",

@@ -63,14 +63,15 @@ func parseURL(raw string, a *urlAlloc) (*url.URL, error) {
 	return parseGeneral(raw, a)
 }
 
-// urlAlloc hands out the URLs of a list's proxies and their user
-// information from shared blocks (see arena.Slab): for a list of 100,000
-// identities, a few hundred objects for the garbage collector to mark all
-// run long instead of 200,000.
+// urlAlloc is where parse's URLs and their user information come from: a
+// URL is parse's scratch, which it copies the parts of into a Proxy, and
+// user information comes from shared blocks (see arena.Slab): for a list of
+// 100,000 identities, a few hundred objects for the garbage collector to
+// mark all run long instead of 100,000, and no URL of 144 bytes each.
 type urlAlloc struct {
-	urls  arena.Slab[url.URL]
-	users arena.Slab[url.Userinfo]
-	host  string // the host:port parseSimple last took, as it took it
+	scratch url.URL
+	users   arena.Slab[url.Userinfo]
+	host    string // the host:port parseSimple last took, as it took it
 	// keep, when set, is where userinfo copies a user name and password,
 	// and parseSimple the host: a route keeps them all run long, and as
 	// pieces of their line they would keep the line's whole block alive.
@@ -79,16 +80,16 @@ type urlAlloc struct {
 	keep *arena.Strings
 }
 
-// url returns a URL holding v, from a's blocks unless a is nil.
+// url returns a URL holding v: a new one when a is nil, else a's scratch
+// URL, which holds v until the next call.
 func (a *urlAlloc) url(v url.URL) *url.URL {
-	var u *url.URL
 	if a == nil {
-		u = new(url.URL)
-	} else {
-		u = a.urls.New()
+		u := new(url.URL) // not &v: v would be moved to the heap for every call
+		*u = v
+		return u
 	}
-	*u = v
-	return u
+	a.scratch = v
+	return &a.scratch
 }
 
 // userinfo returns the user information of name and, when hasPass, pass,

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/fetch-dev/fetch/internal/arena"
 )
 
 // TestParseSimple: the fast path takes the forms lists write nearly every
@@ -63,12 +65,13 @@ func TestParseSimple(t *testing.T) {
 	}
 }
 
-// TestParseSimpleAllocations: the fast path with blocks allocates nothing
-// of its own for a proxy.
+// TestParseSimpleAllocations: the fast path with blocks, as parse gives it,
+// allocates nothing of its own for a proxy.
 func TestParseSimpleAllocations(t *testing.T) {
 	var a urlAlloc
-	a.urls.New()
+	a.keep = new(arena.Strings)
 	a.users.New() // the first blocks
+	a.keep.String("user-session-7")
 	n := testing.AllocsPerRun(100, func() {
 		if _, ok := parseSimple("http://user-session-7:pw@127.0.0.1:8080", &a); !ok {
 			t.Fatal("not taken")
@@ -135,14 +138,14 @@ func TestKeptApartFromLines(t *testing.T) {
 	}
 	seen := 0 // copied lines whose pool name is found in them
 	for i, p := range ps {
-		if want := strings.Fields(line(i))[0]; p.URL.String() != want {
-			t.Fatalf("proxy %d: URL %s, want %s", i, p.URL, want)
+		if want := strings.Fields(line(i))[0]; p.URL().String() != want {
+			t.Fatalf("proxy %d: URL %s, want %s", i, p.URL(), want)
 		}
 		if i%2 == 1 && inLine(p.Pool, p.Source, len(line(i))) {
 			seen++
 		}
-		pass, _ := p.URL.User.Password()
-		for what, s := range map[string]string{"identity": p.ID, "host": p.URL.Host, "user name": p.URL.User.Username(), "password": pass} {
+		pass, _ := p.User.Password()
+		for what, s := range map[string]string{"identity": p.ID, "host": p.Host, "user name": p.User.Username(), "password": pass} {
 			if inLine(s, p.Source, len(line(i))) {
 				t.Fatalf("proxy %d: its %s %q is a piece of its line", i, what, s)
 			}

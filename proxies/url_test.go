@@ -180,3 +180,18 @@ func TestIdentity(t *testing.T) {
 		})
 	}
 }
+
+// TestFromURL: a proxy made from a URL gives that URL back, credentials
+// included, and its identity; the parts are the URL's.
+func TestFromURL(t *testing.T) {
+	for _, raw := range []string{"http://127.0.0.1:3128", "https://u:p%40ss@gate.example:7000", "socks5h://user@[2001:db8::1]:1080"} {
+		u, err := proxies.ParseURL(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := proxies.FromURL(u)
+		if got := p.URL(); got.String() != u.String() || p.ID != proxies.Identity(u) || p.Scheme != u.Scheme || p.Host != u.Host || p.User != u.User {
+			t.Errorf("FromURL(%s): URL %s, ID %s, parts %q %q; want %s and %s", raw, got, p.ID, p.Scheme, p.Host, u, proxies.Identity(u))
+		}
+	}
+}
