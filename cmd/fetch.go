@@ -442,13 +442,12 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 	opts.endGCPause()
 	if large {
 		// What building the engine left behind (the scheduler's
-		// configuration, the list's index by identity: New collected the
-		// list itself) is collected now, so that the run's allocations
+		// configuration: New collected the list itself) is collected now, so that the run's allocations
 		// reuse its memory instead of growing the heap into pages the
 		// kernel must hand over one by one.
 		runtime.GC()
-		// What it found live (the routes and the scheduler's state) stays
-		// so all run long: the heap's goal is set above it by what the
+		// What it found live (the routes and the scheduler's state, and
+		// --resume's done set) stays so all run long: the heap's goal is set above it by what the
 		// run makes, not by its size (see gcfloor.KeepLive).
 		floorFrom(ctx).KeepLive()
 	}

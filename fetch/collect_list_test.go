@@ -64,3 +64,42 @@ func newEngineFromList(t *testing.T, addr string, n int) (*fetch.Engine, weak.Po
 	}
 	return e, list
 }
+
+// TestNewRefusesProxiesWithoutScheme: a proxy made by hand without a
+// scheme proxies.ParseURL takes, or without a host, is refused by New,
+// named by its place in the list; one made by FromURL is taken.
+func TestNewRefusesProxiesWithoutScheme(t *testing.T) {
+	u, err := proxies.ParseURL("socks5://user:pw@127.0.0.1:1080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		proxy proxies.Proxy
+		want  string // in the error; "" for none
+	}{
+		{"zero", proxies.Proxy{}, `proxy 2 (): scheme ""`},
+		{"ftp", proxies.Proxy{Scheme: "ftp", Host: "127.0.0.1:21", ID: "ftp://127.0.0.1:21"}, `proxy 2 (ftp://127.0.0.1:21): scheme "ftp"`},
+		{"no host", proxies.Proxy{Scheme: "http", ID: "x"}, "proxy 2 (x): no host"},
+		{"from a URL", proxies.FromURL(u), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := fetch.DefaultConfig()
+			cfg.Proxies = []proxies.Proxy{proxies.FromURL(u), tc.proxy}
+			e, err := fetch.New(cfg)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.Close()
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				if e != nil {
+					e.Close()
+				}
+				t.Fatalf("New: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}

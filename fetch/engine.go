@@ -85,6 +85,17 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Timeout <= 0 {
 		return nil, fmt.Errorf("fetch: timeout must be positive")
 	}
+	for i := range cfg.Proxies {
+		// A proxy made by hand rather than by proxies.Load or FromURL
+		// would otherwise become a route that fails at its first use.
+		p := &cfg.Proxies[i]
+		switch {
+		case p.Scheme != "http" && p.Scheme != "https" && p.Scheme != "socks5" && p.Scheme != "socks5h":
+			return nil, fmt.Errorf("fetch: proxy %d (%s): scheme %q, want http, https, socks5 or socks5h", i+1, p.ID, p.Scheme)
+		case p.Host == "":
+			return nil, fmt.Errorf("fetch: proxy %d (%s): no host", i+1, p.ID)
+		}
+	}
 	e := &Engine{cfg: cfg, redactor: proxies.NewRedactor(cfg.Proxies), retry: map[int]bool{}, stopNow: make(chan struct{}),
 		hostFails: newHostFailures(cfg.HostMaxFailures),
 		// As many buffers kept as may be in use at once, up to 8 MiB.

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fetch-dev/fetch/internal/arena"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -95,6 +96,7 @@ type transports struct {
 	gateways          map[gatewayKey]*url.URL
 	lastKey           gatewayKey // and lastGateway: what gateway found last
 	lastGateway       *url.URL
+	socksURLs         arena.Slab[url.URL]                        // SOCKS routes' URLs, in shared blocks (see route.init)
 	redirect          func(*http.Request, []*http.Request) error // one for all the routes
 	directRT          http.RoundTripper                          // the direct route's
 }
@@ -318,8 +320,13 @@ func (r *route) init(ts *transports, p *proxies.Proxy) {
 			rtr.h1 = ts.plainH1
 		}
 	default: // SOCKS: the credentials go with the URL to the dialer
+		// Each route keeps its own URL, from shared blocks: for a pool
+		// of 100,000 SOCKS identities, a few hundred objects for the
+		// garbage collector to mark instead of 100,000.
 		r.kind = routeSOCKS
-		rtr.gateway = p.URL()
+		u := ts.socksURLs.New()
+		*u = url.URL{Scheme: p.Scheme, Host: p.Host, User: p.User}
+		rtr.gateway = u
 	}
 }
 

@@ -134,13 +134,14 @@ func parseSimple(raw string, a *urlAlloc) (u *url.URL, ok bool) {
 		return nil, false
 	}
 	rest := strings.TrimSuffix(raw[len(scheme)+3:], "/")
-	var user *url.Userinfo
+	var name, pass string
+	hasUser, hasPass := false, false
 	if at := strings.IndexByte(rest, '@'); at >= 0 {
-		name, pass, hasPass := strings.Cut(rest[:at], ":")
+		name, pass, hasPass = strings.Cut(rest[:at], ":")
 		if name == "" || !plain(name) || !plain(pass) { // nothing to decode
 			return nil, false
 		}
-		user = a.userinfo(name, pass, hasPass)
+		hasUser = true
 		rest = rest[at+1:]
 	}
 	colon := strings.IndexByte(rest, ':')
@@ -163,6 +164,13 @@ func parseSimple(raw string, a *urlAlloc) (u *url.URL, ok bool) {
 	}
 	if a != nil && a.keep != nil {
 		rest = a.host // a copy, shared by the lines that name it
+	}
+	// The credentials are taken (and, with keep, copied) only once the
+	// line is known to be taken: a line left to the general path leaves
+	// nothing behind in the blocks a run keeps.
+	var user *url.Userinfo
+	if hasUser {
+		user = a.userinfo(name, pass, hasPass)
 	}
 	return a.url(url.URL{Scheme: scheme, User: user, Host: rest}), true
 }

@@ -35,7 +35,7 @@ type Floor struct {
 	base  int
 
 	mu      sync.Mutex
-	kept    uint64 // bytes of the live heap that stay live all run long (see Keep)
+	kept    uint64 // bytes of the live heap that stay live all run long (see KeepLive)
 	stopped bool
 	paused  bool // between Pause and its resume: collection is off
 	percent int
