@@ -697,7 +697,7 @@ func TestFaultMix(t *testing.T) {
 		if len(recs) != len(plan) {
 			t.Errorf("%d records, want %d (one per line taken)", len(recs), len(plan))
 		}
-		ok, failed := 0, 0
+		ok, failed, slow := 0, 0, 0
 		byKind, byPhase := map[string]int{}, map[string]int{}
 		for line, r := range recs {
 			p, taken := plan[line]
@@ -730,15 +730,22 @@ func TestFaultMix(t *testing.T) {
 			// tests at once), which its message then says.
 			late := gotKind == "deadline" ||
 				gotKind == "status" && strings.Contains(r.Error.Message, "; not retried: ") && r.Attempts == 1
-			// A certificate is judged once the handshake is done: on a
-			// loaded machine (seen under -race while other packages'
-			// tests and a benchmark ran) the handshake itself may run out
-			// of its bound, the connect timeout of 300 ms, in the same
-			// phase.
-			slowHandshake := p.kind == "tls" && gotPhase == "tls" && gotKind == "timeout"
+			// On a loaded machine (seen under -race while other packages'
+			// tests and a benchmark ran) a TLS handshake may run out of its
+			// bound, the connect timeout of 300 ms: a certificate fault
+			// then fails in the same phase, and any other https line
+			// (seen: a reset mid-body) fails there before its fault.
+			// A few such lines are the machine; many are a bug.
+			slowHandshake := strings.HasSuffix(p.fault, "/https") && gotPhase == "tls" && gotKind == "timeout"
+			if slowHandshake && (gotPhase != p.phase || gotKind != p.kind) {
+				slow++
+			}
 			if (gotPhase != p.phase || gotKind != p.kind) && !(p.pushed && late) && !slowHandshake {
 				t.Errorf("line %d (%s): %s/%s, want %s/%s", line, p.fault, gotPhase, gotKind, p.phase, p.kind)
 			}
+		}
+		if slow > len(plan)/20 {
+			t.Errorf("%d of %d lines timed out in their TLS handshake, want at most %d (a loaded machine's few)", slow, len(plan), len(plan)/20)
 		}
 		if rep.Jobs != len(recs) || rep.OK != ok || rep.Failed != failed {
 			t.Errorf("report jobs=%d ok=%d failed=%d; records %d, ok %d, failed %d", rep.Jobs, rep.OK, rep.Failed, len(recs), ok, failed)

@@ -300,11 +300,13 @@ func TestRateKeepsItsSchedule(t *testing.T) {
 					t.Errorf("%s: %d of %d intervals between charges were %dµs: %v", name, on, len(got)-1, T, got)
 				}
 				// The run's start (a worker's first call) and a loaded
-				// machine's stalls: 0.6 of the tokens the run had (0.78
-				// seen with another package's tests running). One start a
-				// round trip gave 0.19, one time for four hosts 0.40.
-				if want := int(run.Microseconds() / T); len(got) < want*6/10 {
-					t.Errorf("%s: %d charges in %s at one per %dµs, want at least %d", name, len(got), run, T, want*6/10)
+				// machine's stalls: 0.3 of the tokens the run had (0.78
+				// seen with another package's tests running, 0.46 at
+				// 1000/s with a build beside them). One start a round trip
+				// gave 0.19. One time for four hosts gave 0.40, but lost
+				// each timer's lateness: the intervals above catch that.
+				if want := int(run.Microseconds() / T); len(got) < want*3/10 {
+					t.Errorf("%s: %d charges in %s at one per %dµs, want at least %d", name, len(got), run, T, want*3/10)
 				}
 			}
 		})
