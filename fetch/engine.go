@@ -96,7 +96,8 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("fetch: proxy %d (%s): no host", i+1, p.ID)
 		}
 	}
-	e := &Engine{cfg: cfg, redactor: proxies.NewRedactor(cfg.Proxies), retry: map[int]bool{}, stopNow: make(chan struct{}),
+	creds := proxies.NewCredentials(cfg.Proxies)
+	e := &Engine{cfg: cfg, redactor: creds.Redactor(), retry: map[int]bool{}, stopNow: make(chan struct{}),
 		hostFails: newHostFailures(cfg.HostMaxFailures),
 		// As many buffers kept as may be in use at once, up to 8 MiB.
 		buffers: newBuffers(min(cfg.Concurrency, 256))}
@@ -112,7 +113,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts := &transports{cfg: &e.cfg}
+	ts := &transports{cfg: &e.cfg, creds: creds}
 	e.transports = ts
 	if len(cfg.Proxies) == 0 {
 		e.routes = make([]route, 1)
@@ -120,8 +121,8 @@ func New(cfg Config) (*Engine, error) {
 	} else {
 		e.routes = make([]route, len(cfg.Proxies))
 		for i := range cfg.Proxies {
-			e.routes[i].init(ts, &e.cfg.Proxies[i])
 			e.routes[i].index = int32(i)
+			e.routes[i].init(ts, &e.cfg.Proxies[i])
 		}
 	}
 	// The routes and the scheduler's configuration hold what the run needs

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fetch-dev/fetch/internal/arena"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -31,9 +30,12 @@ type route struct {
 
 	// proxied is the proxy's round tripper, zero for direct. It is in the
 	// route, and the route keeps nothing it can work out (its client, its
-	// scheme as a string, its Proxy-Authorization before it sends one), so
-	// that a pool of 100,000 identities keeps 104 bytes and 8 pointers a
-	// route for the garbage collector to mark, not 160 bytes and 13.
+	// scheme as a string, its Proxy-Authorization before it sends one) and
+	// nothing its gateway keeps for all its routes (the transport, the
+	// gateway's URL, the credentials), so that a pool of 100,000
+	// identities keeps 80 bytes and 3 pointers set a route (its identity,
+	// its gateway and its Proxy-Authorization once sent) for the garbage
+	// collector to mark, not 104 and 5 and a *url.Userinfo.
 	proxied routeTransport
 	kind    routeKind
 }
@@ -93,10 +95,10 @@ type transports struct {
 	// directH1 and plainH1 send the plain http:// requests of direct and
 	// http:// proxy routes (see h1), built with direct and plain.
 	directH1, plainH1 *h1
-	gateways          map[gatewayKey]*url.URL
-	lastKey           gatewayKey // and lastGateway: what gateway found last
-	lastGateway       *url.URL
-	socksURLs         arena.Slab[url.URL]                        // SOCKS routes' URLs, in shared blocks (see route.init)
+	creds             *proxies.Credentials // of the proxies, by route index
+	gateways          map[gatewayKey]*gateway
+	lastKey           gatewayKey // and lastGateway: what gatewayOf found last
+	lastGateway       *gateway
 	redirect          func(*http.Request, []*http.Request) error // one for all the routes
 	directRT          http.RoundTripper                          // the direct route's
 }
@@ -109,22 +111,39 @@ func (ts *transports) client(r *route) client {
 	return client{rt: &r.proxied, policy: ts.redirect}
 }
 
+// gateway is what the routes through one proxy (a scheme and host:port:
+// its identities, for a rotating-proxy provider's gateway) share.
+type gateway struct {
+	tr    *renewing
+	url   *url.URL // without credentials; scheme http for an https proxy too (its TLS is the dialer's)
+	h1    *h1      // for plain requests through an http:// proxy; nil for others
+	creds *proxies.Credentials
+	socks bool // a SOCKS proxy: its credentials go with its URL to the dialer, for plain requests too
+}
+
 // gatewayKey is a gateway's scheme and host:port.
 type gatewayKey struct{ scheme, host string }
 
-// gateway returns the URL of the proxy at scheme://host without
-// credentials, one for all the identities on a gateway, with scheme http
-// for an https proxy (its TLS is the dialer's).
-func (ts *transports) gateway(scheme, host string) *url.URL {
+// gatewayOf returns the gateway of the proxy at scheme://host, one for
+// all the identities on it.
+func (ts *transports) gatewayOf(scheme, host string) *gateway {
 	key := gatewayKey{scheme, host}
 	if ts.lastGateway != nil && key == ts.lastKey { // the identities of a gateway come together
 		return ts.lastGateway
 	}
 	g := ts.gateways[key]
 	if g == nil {
-		g = &url.URL{Scheme: "http", Host: host}
+		g = &gateway{tr: ts.forProxy(scheme), url: &url.URL{Scheme: scheme, Host: host}, creds: ts.creds}
+		switch scheme {
+		case "http":
+			g.h1 = ts.plainH1
+		case "https":
+			g.url.Scheme = "http"
+		default:
+			g.socks = true
+		}
 		if ts.gateways == nil {
-			ts.gateways = make(map[gatewayKey]*url.URL)
+			ts.gateways = make(map[gatewayKey]*gateway)
 		}
 		ts.gateways[key] = g
 	}
@@ -278,9 +297,10 @@ func (ts *transports) forProxy(scheme string) *renewing {
 	return ts.plain
 }
 
-// init sets up r, a new route, through p (direct when p is nil). Routes
-// are made in place, in one slice: for a pool of 100,000, that is 100,000
-// objects fewer for the garbage collector to mark at every cycle.
+// init sets up r, a new route, through p (direct when p is nil); r.index
+// is set already, p's place in ts.creds. Routes are made in place, in one
+// slice: for a pool of 100,000, that is 100,000 objects fewer for the
+// garbage collector to mark at every cycle.
 func (r *route) init(ts *transports, p *proxies.Proxy) {
 	cfg := ts.cfg
 	r.id = "direct"
@@ -303,30 +323,19 @@ func (r *route) init(ts *transports, p *proxies.Proxy) {
 		return
 	}
 	r.id, r.pool = p.ID, p.Pool
-	rtr := &r.proxied
-	*rtr = routeTransport{tr: ts.forProxy(p.Scheme), rotate: rotates(cfg, p)}
-	switch {
-	case p.Scheme == "http" || p.Scheme == "https":
-		// The transport speaks plain HTTP proxy to both (for https over
-		// the TLS its dialer did). The route keeps its credentials, not
-		// the URL: net/http is given one only for what h1 does not send
-		// (see proxyURL), and a pool of 100,000 identities then keeps
-		// none of the 100,000 URLs it was read into.
+	// The route keeps its place in the credentials, not a URL: net/http
+	// is given one only for what h1 does not send (see proxyURL), and a
+	// pool of 100,000 identities then keeps none of the 100,000 URLs it
+	// was read into. The transport speaks plain HTTP proxy to http and
+	// https proxies (for https over the TLS its dialer did).
+	r.proxied = routeTransport{gw: ts.gatewayOf(p.Scheme, p.Host), cred: r.index, rotate: rotates(cfg, p)}
+	switch p.Scheme {
+	case "http":
+		r.kind = routeHTTP
+	case "https":
 		r.kind = routeHTTPS
-		rtr.gateway = ts.gateway(p.Scheme, p.Host)
-		rtr.user = p.User
-		if p.Scheme == "http" {
-			r.kind = routeHTTP
-			rtr.h1 = ts.plainH1
-		}
-	default: // SOCKS: the credentials go with the URL to the dialer
-		// Each route keeps its own URL, from shared blocks: for a pool
-		// of 100,000 SOCKS identities, a few hundred objects for the
-		// garbage collector to mark instead of 100,000.
+	default:
 		r.kind = routeSOCKS
-		u := ts.socksURLs.New()
-		*u = url.URL{Scheme: p.Scheme, Host: p.Host, User: p.User}
-		rtr.gateway = u
 	}
 }
 
@@ -359,27 +368,26 @@ func (ts *transports) closeIdle() {
 // in its Proxy-Authorization header and goes to the gateway's URL without
 // them, so that it may use any connection to the gateway (see transports).
 type routeTransport struct {
-	tr      *renewing
-	gateway *url.URL      // an http(s) proxy's, shared by its identities, without credentials; a SOCKS proxy's own, with them
-	user    *url.Userinfo // an http(s) proxy's credentials; nil for none
-	full    atomic.Pointer[url.URL]
-	auth    atomic.Pointer[string] // Proxy-Authorization for plain requests, made when first needed
-	rotate  bool                   // a new connection (and tunnel) for every attempt
-	h1      *h1                    // for plain requests through an http:// proxy; nil for others
+	gw     *gateway
+	full   atomic.Pointer[url.URL] // the gateway's URL with the route's credentials, made when first needed
+	auth   atomic.Pointer[string]  // Proxy-Authorization for plain requests, made when first needed
+	cred   int32                   // the route's place in gw.creds
+	rotate bool                    // a new connection (and tunnel) for every attempt
 }
 
 // proxyURL is the proxy's URL with its credentials, for a request that is
-// not plain (a CONNECT tunnel, bound to the credentials it was opened with):
-// the gateway's (scheme http, for an https proxy too) with the route's
-// credentials, made when first needed.
+// not plain (a CONNECT tunnel, bound to the credentials it was opened with)
+// and for any request through a SOCKS proxy: the gateway's (scheme http,
+// for an https proxy too) with the route's credentials, made when first
+// needed.
 func (t *routeTransport) proxyURL() *url.URL {
-	if t.user == nil {
-		return t.gateway
+	if !t.gw.creds.Has(int(t.cred)) {
+		return t.gw.url
 	}
 	if u := t.full.Load(); u != nil {
 		return u
 	}
-	u := &url.URL{Scheme: t.gateway.Scheme, Host: t.gateway.Host, User: t.user}
+	u := &url.URL{Scheme: t.gw.url.Scheme, Host: t.gw.url.Host, User: t.gw.creds.Userinfo(int(t.cred))}
 	if !t.full.CompareAndSwap(nil, u) {
 		return t.full.Load()
 	}
@@ -393,9 +401,9 @@ func (t *routeTransport) authorization() string {
 	if a := t.auth.Load(); a != nil {
 		return *a
 	}
-	pass, _ := t.user.Password()
+	user, pass, _, _ := t.gw.creds.Get(int(t.cred))
 	var cb, ab [256]byte
-	cred := append(append(append(cb[:0], t.user.Username()...), ':'), pass...)
+	cred := append(append(append(cb[:0], user...), ':'), pass...)
 	a := string(base64.StdEncoding.AppendEncode(append(ab[:0], "Basic "...), cred))
 	if !t.auth.CompareAndSwap(nil, &a) {
 		return *t.auth.Load()
@@ -424,14 +432,14 @@ type routeKey struct{}
 // gets it added. A round tripper must not change its request: one that
 // needs changing is copied.
 func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	plain := t.h1.takes(req) // h1 needs no route in the context: it is told the gateway
+	plain := t.gw.h1.takes(req) // h1 needs no route in the context: it is told the gateway
 	r := req
 	if !plain {
 		if h, ok := req.Context().Value(trackerKey{}).(*hooked); !ok || h.via != t {
 			r = req.WithContext(context.WithValue(req.Context(), routeKey{}, t))
 		}
 	}
-	auth := t.user != nil && req.URL.Scheme == "http"
+	auth := !t.gw.socks && req.URL.Scheme == "http" && t.gw.creds.Has(int(t.cred))
 	if r == req && (t.rotate || auth) {
 		c := *req
 		r = &c
@@ -447,9 +455,9 @@ func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		r.Header.Set("Proxy-Authorization", t.authorization())
 	}
 	if plain {
-		return t.h1.roundTrip(r, t.gateway)
+		return t.gw.h1.roundTrip(r, t.gw.url)
 	}
-	return t.tr.RoundTrip(r)
+	return t.gw.tr.RoundTrip(r)
 }
 
 // proxyOfRequest is the Proxy function of the shared transports.
@@ -463,8 +471,8 @@ func proxyOfRequest(req *http.Request) (*url.URL, error) {
 	switch {
 	case t == nil:
 		return nil, errors.New("fetch: a request without its route") // a bug: it would go direct
-	case req.URL.Scheme == "http":
-		return t.gateway, nil
+	case req.URL.Scheme == "http" && !t.gw.socks:
+		return t.gw.url, nil
 	}
 	return t.proxyURL(), nil
 }

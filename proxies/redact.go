@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"net/url"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 )
@@ -43,65 +42,61 @@ var userinfoRE = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile("([A-Za-z][A-Za-z0-9+.-]*://)[^/\\s\"<>`\\\\]*@")
 })
 
-// NewRedactor returns a Redactor for the credentials of ps. It keeps a
-// pointer to each proxy's user information (which the proxy's transport
-// keeps anyway) and builds its matchers at its first String: a run that
-// writes no error message never pays for them.
-// For a list of 100,000 identities they are 26 MB and a tenth of a second
-// of CPU (BenchmarkLoadIdentities/NewRedactor), a fifth of a start.
-func NewRedactor(ps []Proxy) *Redactor {
-	// One pass over the list: a pass to count them first read the 13 MB
-	// of a list of 100,000 twice. Made for every proxy having its own,
-	// and cut to size below when sessions took much of it.
-	users := make([]*url.Userinfo, 0, len(ps))
-	var tmpls []*sessionTemplate
-	seen := map[*sessionTemplate]bool{}
-	for i := range ps {
-		switch p := &ps[i]; {
-		case p.tmpl != nil:
-			if !seen[p.tmpl] {
-				seen[p.tmpl] = true
-				tmpls = append(tmpls, p.tmpl)
-			}
-		case p.User != nil:
-			users = append(users, p.User)
-		}
+// NewRedactor returns a Redactor for the credentials of ps: that of
+// NewCredentials(ps).
+func NewRedactor(ps []Proxy) *Redactor { return NewCredentials(ps).Redactor() }
+
+// Redactor returns a Redactor for c's credentials. It keeps c and builds
+// its matchers at its first String: a run that writes no error message
+// never pays for them. For a list of 100,000 identities they are 26 MB and
+// a tenth of a second of CPU (BenchmarkLoadIdentities/NewRedactor), a
+// fifth of a start.
+func (c *Credentials) Redactor() *Redactor {
+	some := len(c.tmpls) > 0
+	for i := 0; i < c.Len() && !some; i++ {
+		some = c.Has(i)
 	}
-	if len(users) == 0 && len(tmpls) == 0 {
+	if !some {
 		return &Redactor{}
 	}
-	if cap(users)-len(users) > len(users)/4 {
-		users = slices.Clone(users)
-	}
-	return &Redactor{known: sync.OnceValue(func() *known { return newKnown(users, tmpls) })}
+	return &Redactor{known: sync.OnceValue(func() *known { return newKnown(c) })}
 }
 
-// newKnown builds what a Redactor looks for in the credentials of users and
-// of the proxies of tmpls. Its cost is linear in the credentials, and what
-// it keeps holds no pointer per proxy (see matcher): for a list of 100,000
-// identities it took 300 ms and kept a trie of millions of nodes while it
-// was built on strings.Replacer.
-func newKnown(users []*url.Userinfo, tmpls []*sessionTemplate) *known {
+// newKnown builds what a Redactor looks for in c: the credentials of each
+// proxy, and the pieces of those of the session lines. Its cost is linear
+// in the credentials, and what it keeps holds no pointer per proxy (see
+// matcher): for a list of 100,000 identities it took 300 ms and kept a
+// trie of millions of nodes while it was built on strings.Replacer.
+func newKnown(c *Credentials) *known {
+	// A session proxy is known by its line's template (see known).
+	own := func(i int) (user, pass string, hasPass, ok bool) {
+		if c.flags[i]&credSession != 0 {
+			return "", "", false, false
+		}
+		return c.Get(i)
+	}
 	pairs, secret := newMatcher(), newMatcher()
 	// Made to size for plain credentials (see encodings): one pair and
 	// two bare strings (the user name and the Basic token) a proxy, and
 	// the password when it is long enough.
-	size := 0
-	for _, ui := range users {
-		pass, _ := ui.Password()
-		size += len(ui.Username()) + len(pass) + 2
+	size, n := 0, 0
+	for i := range c.Len() {
+		if user, pass, _, ok := own(i); ok {
+			size += len(user) + len(pass) + 2
+			n++
+		}
 	}
 	pairs.startBulk()
 	secret.startBulk()
-	pairs.reserve(len(users), size)
-	secret.reserve(2*len(users), size+base64.StdEncoding.EncodedLen(size))
+	pairs.reserve(n, size)
+	secret.reserve(2*n, size+base64.StdEncoding.EncodedLen(size))
 	bare := func(s string) {
 		if len(s) >= minBare {
 			secret.add(s)
 		}
 	}
 	var pieces []string
-	for _, t := range tmpls {
+	for _, t := range c.tmpls {
 		for _, sec := range t.secrets() {
 			encodings(sec, bare)
 			if len(sec) >= minBare {
@@ -109,9 +104,11 @@ func newKnown(users []*url.Userinfo, tmpls []*sessionTemplate) *known {
 			}
 		}
 	}
-	for _, ui := range users {
-		user := ui.Username()
-		pass, hasPass := ui.Password()
+	for i := range c.Len() {
+		user, pass, hasPass, ok := own(i)
+		if !ok {
+			continue
+		}
 		userpass := user + ":" + pass
 		if hasPass {
 			pairs.add(userpass + "@")
@@ -120,8 +117,10 @@ func newKnown(users []*url.Userinfo, tmpls []*sessionTemplate) *known {
 			if !hasPass {
 				pairs.add(user + "@") // as ui.String() has it
 			}
+		} else if hasPass {
+			pairs.add(url.UserPassword(user, pass).String() + "@")
 		} else {
-			pairs.add(ui.String() + "@")
+			pairs.add(url.User(user).String() + "@")
 		}
 		encodings(user, bare)
 		encodings(pass, bare)
