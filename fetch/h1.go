@@ -253,10 +253,11 @@ const unlimited = 1<<63 - 1
 // connection at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// roundTrip sends req, through proxy when it is not nil, and returns its
+// roundTrip sends req, through proxy when it is not nil (with auth, when
+// set, as its Proxy-Authorization: see writeRequest), and returns its
 // response, whose body holds the connection until it is read to the end
 // or closed.
-func (t *h1) roundTrip(req *http.Request, proxy *url.URL) (*http.Response, error) {
+func (t *h1) roundTrip(req *http.Request, proxy *url.URL, auth proxyAuth) (*http.Response, error) {
 	ctx := req.Context()
 	trace := httptrace.ContextClientTrace(ctx)
 	to := req.URL // what is dialled: the target, or the proxy
@@ -282,7 +283,7 @@ func (t *h1) roundTrip(req *http.Request, proxy *url.URL) (*http.Response, error
 			}
 			trace.GotConn(info)
 		}
-		resp, err, again := t.exchange(ctx, pc, req, proxy != nil, trace)
+		resp, err, again := t.exchange(ctx, pc, req, proxy != nil, auth, trace)
 		if err == nil {
 			return resp, nil
 		}
@@ -297,7 +298,7 @@ func (t *h1) roundTrip(req *http.Request, proxy *url.URL) (*http.Response, error
 // exchange writes req on pc and reads the response's headers. On an error
 // pc is closed, and again reports whether nothing of a response came, so
 // that the request may go again on another connection.
-func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxied bool, trace *httptrace.ClientTrace) (resp *http.Response, err error, again bool) {
+func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxied bool, auth proxyAuth, trace *httptrace.ClientTrace) (resp *http.Response, err error, again bool) {
 	if ctx.Err() != nil { // cancelled since roundTrip looked: nothing is sent
 		t.put(pc) // as good as it was
 		return nil, ctx.Err(), false
@@ -316,7 +317,7 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 		}
 		return nil, e, nothing
 	}
-	err = writeRequest(pc.bw, req, proxied)
+	err = writeRequest(pc.bw, req, proxied, auth)
 	// The request is written once it is in the buffer, as net/http's
 	// transport tells it (Request.Write tells it itself, and the tracker
 	// takes the first): the headers phase, and --header-timeout, start

@@ -135,7 +135,7 @@ func get(ctx context.Context, t *h1, method, rawURL string, proxy *url.URL) (sta
 		GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused },
 	})
 	req := (&http.Request{Method: method, URL: u, Host: u.Host, Header: http.Header{}}).WithContext(ctx)
-	resp, err := t.roundTrip(req, proxy)
+	resp, err := t.roundTrip(req, proxy, proxyAuth{})
 	if err != nil {
 		return 0, "", reused, err
 	}
@@ -352,7 +352,7 @@ func TestH1SentAgain(t *testing.T) {
 				if req.Header == nil {
 					req.Header = http.Header{}
 				}
-				resp, err := h.roundTrip(req, nil)
+				resp, err := h.roundTrip(req, nil, proxyAuth{})
 				if err != nil {
 					return "", err
 				}
@@ -424,7 +424,7 @@ func TestH1ClosedUnread(t *testing.T) {
 	defer h.closeIdle()
 	for _, method := range []string{"HEAD", "GET", "HEAD"} {
 		u := mustURL(t, srv.addr)
-		resp, err := h.roundTrip(&http.Request{Method: method, URL: u, Host: u.Host, Header: http.Header{}}, nil)
+		resp, err := h.roundTrip(&http.Request{Method: method, URL: u, Host: u.Host, Header: http.Header{}}, nil, proxyAuth{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -564,7 +564,7 @@ func TestH1IdleBounds(t *testing.T) {
 func openGet(t *testing.T, h *h1, addr string) *http.Response {
 	t.Helper()
 	u := mustURL(t, addr)
-	resp, err := h.roundTrip(&http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{}}, nil)
+	resp, err := h.roundTrip(&http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{}}, nil, proxyAuth{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -596,7 +596,7 @@ func TestH1Proxy(t *testing.T) {
 	for _, target := range []string{"http://a.example/x?y=1", "http://b.example:8080/"} {
 		u, _ := url.Parse(target)
 		req := &http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{"Proxy-Authorization": {"Basic dTpw"}}}
-		resp, err := h.roundTrip(req, proxy)
+		resp, err := h.roundTrip(req, proxy, proxyAuth{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -653,7 +653,7 @@ func TestH1CancelledOnItsConnection(t *testing.T) {
 	defer cancel()
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { cancel() }})
 	u := mustURL(t, srv.addr)
-	if _, err := h.roundTrip((&http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{}}).WithContext(ctx), nil); !errors.Is(err, context.Canceled) {
+	if _, err := h.roundTrip((&http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{}}).WithContext(ctx), nil, proxyAuth{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("%v, want context.Canceled", err)
 	}
 	if h.n != 1 {

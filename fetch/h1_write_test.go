@@ -3,19 +3,37 @@ package fetch
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"testing"
 )
 
-// written returns what writeRequest writes for req, and what net/http's
-// Request.Write (WriteProxy when proxied) writes, with their errors.
-func written(req *http.Request, proxied bool) (ours, theirs string, oursErr, theirsErr error) {
+// written returns what writeRequest writes for req with auth, and what
+// net/http's Request.Write (WriteProxy when proxied) writes for req with
+// auth's value set as its Proxy-Authorization, with their errors.
+func written(req *http.Request, proxied bool, auth proxyAuth) (ours, theirs string, oursErr, theirsErr error) {
 	var a, b bytes.Buffer
 	wa, wb := bufio.NewWriter(&a), bufio.NewWriter(&b)
-	oursErr = writeRequest(wa, req, proxied)
+	header := req.Header.Clone()
+	oursErr = writeRequest(wa, req, proxied, auth)
 	wa.Flush()
+	if !maps.EqualFunc(header, req.Header, slices.Equal) {
+		panic("writeRequest changed the request's header")
+	}
+	if auth.set {
+		r := *req
+		r.Header = req.Header.Clone()
+		if r.Header == nil {
+			r.Header = http.Header{}
+		}
+		r.Header.Set("Proxy-Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(auth.user+":"+auth.pass)))
+		req = &r
+	}
 	if proxied {
 		theirsErr = req.WriteProxy(wb)
 	} else {
@@ -27,7 +45,10 @@ func written(req *http.Request, proxied bool) (ours, theirs string, oursErr, the
 
 // TestWriteRequestAsNetHTTP: what writeRequest writes is what net/http
 // writes, byte for byte, direct and through a proxy, both for requests it
-// writes itself and for those it leaves to net/http.
+// writes itself and for those it leaves to net/http; with a proxy's
+// credentials, what net/http writes with them set in the header, in place
+// of any Proxy-Authorization the request has (names that sort before and
+// after it, none, long credentials).
 func TestWriteRequestAsNetHTTP(t *testing.T) {
 	for _, tc := range []struct {
 		name, method, url, host string
@@ -70,9 +91,12 @@ func TestWriteRequestAsNetHTTP(t *testing.T) {
 			t.Errorf("%s: written by writeRequest itself: %v, want %v", tc.name, plain, tc.plain)
 		}
 		for _, proxied := range []bool{false, true} {
-			ours, theirs, oursErr, theirsErr := written(req, proxied)
-			if ours != theirs || (oursErr == nil) != (theirsErr == nil) {
-				t.Errorf("%s (proxied %v): writeRequest wrote\n%q (%v)\nnet/http\n%q (%v)", tc.name, proxied, ours, oursErr, theirs, theirsErr)
+			for _, auth := range []proxyAuth{{}, {user: "user-session-7", pass: "pw", set: true}, {user: "ü", set: true},
+				{user: strings.Repeat("u", 300), pass: strings.Repeat("p", 200), set: true}} {
+				ours, theirs, oursErr, theirsErr := written(req, proxied, auth)
+				if ours != theirs || (oursErr == nil) != (theirsErr == nil) {
+					t.Errorf("%s (proxied %v, credentials %v): writeRequest wrote\n%q (%v)\nnet/http\n%q (%v)", tc.name, proxied, auth.set, ours, oursErr, theirs, theirsErr)
+				}
 			}
 		}
 	}
@@ -90,7 +114,7 @@ func TestWriteRequestManyHeaders(t *testing.T) {
 	if _, _, plain := plainRequest(req, &keys); plain {
 		t.Error("more names than keys holds, and written by writeRequest")
 	}
-	if ours, theirs, _, _ := written(req, false); ours != theirs {
+	if ours, theirs, _, _ := written(req, true, proxyAuth{user: "u", pass: "p", set: true}); ours != theirs {
 		t.Errorf("writeRequest wrote\n%q\nnet/http\n%q", ours, theirs)
 	}
 }
@@ -110,24 +134,32 @@ func FuzzWriteRequest(f *testing.F) {
 			host = u.Host
 		}
 		req := &http.Request{Method: method, URL: u, Host: host, Header: http.Header{key: {value}, "User-Agent": {ua}}}
-		ours, theirs, oursErr, theirsErr := written(req, proxied)
-		if ours != theirs || (oursErr == nil) != (theirsErr == nil) {
-			t.Errorf("writeRequest wrote\n%q (%v)\nnet/http\n%q (%v)", ours, oursErr, theirs, theirsErr)
+		for _, auth := range []proxyAuth{{}, {user: key, pass: value, set: true}} {
+			ours, theirs, oursErr, theirsErr := written(req, proxied, auth)
+			if ours != theirs || (oursErr == nil) != (theirsErr == nil) {
+				t.Errorf("writeRequest wrote\n%q (%v)\nnet/http\n%q (%v)", ours, oursErr, theirs, theirsErr)
+			}
 		}
 	})
 }
 
 // BenchmarkWriteRequest: a request as the engine sends it through a
-// proxy, written by writeRequest and by net/http's WriteProxy.
+// proxy, written by writeRequest and by net/http's WriteProxy; and with
+// the proxy's credentials given to writeRequest (as h1 has them from the
+// route), not in the request's header.
 func BenchmarkWriteRequest(b *testing.B) {
 	u, _ := url.Parse("http://127.0.0.1:8080/b/123?size=1024")
 	req := &http.Request{Method: "GET", URL: u, Host: u.Host,
 		Header: http.Header{"User-Agent": {"fetch/0.1"}, "Accept": {"*/*"}, "Proxy-Authorization": {"Basic dTpw"}}}
+	bare := &http.Request{Method: "GET", URL: u, Host: u.Host, Header: http.Header{"User-Agent": {"fetch/0.1"}, "Accept": {"*/*"}}}
 	for _, bc := range []struct {
 		name  string
 		write func(*bufio.Writer) error
 	}{
-		{"fetch", func(w *bufio.Writer) error { return writeRequest(w, req, true) }},
+		{"fetch", func(w *bufio.Writer) error { return writeRequest(w, req, true, proxyAuth{}) }},
+		{"fetch-credentials", func(w *bufio.Writer) error {
+			return writeRequest(w, bare, true, proxyAuth{user: "user-session-12345", pass: "pw", set: true})
+		}},
 		{"net-http", func(w *bufio.Writer) error { return req.WriteProxy(w) }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {

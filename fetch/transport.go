@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -394,17 +393,16 @@ func (t *routeTransport) proxyURL() *url.URL {
 	return u
 }
 
-// authorization is the Proxy-Authorization of an http(s) proxy with
-// credentials, made when first needed: a pool of 100,000 identities of
-// which a run uses some makes only theirs.
+// authorization is the Proxy-Authorization of an https proxy with
+// credentials for plain requests, which net/http sends, made when first
+// needed: a pool of 100,000 identities of which a run uses some makes only
+// theirs. (Through an http:// proxy h1 writes it: see RoundTrip.)
 func (t *routeTransport) authorization() string {
 	if a := t.auth.Load(); a != nil {
 		return *a
 	}
 	user, pass, _, _ := t.gw.creds.Get(int(t.cred))
-	var cb, ab [256]byte
-	cred := append(append(append(cb[:0], user...), ':'), pass...)
-	a := string(base64.StdEncoding.AppendEncode(append(ab[:0], "Basic "...), cred))
+	a := proxyAuth{user: user, pass: pass, set: true}.value()
 	if !t.auth.CompareAndSwap(nil, &a) {
 		return *t.auth.Load()
 	}
@@ -420,7 +418,7 @@ type directTransport struct {
 
 func (t directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.h1.takes(req) {
-		return t.h1.roundTrip(req, nil)
+		return t.h1.roundTrip(req, nil, proxyAuth{})
 	}
 	return t.tr.RoundTrip(req)
 }
@@ -432,12 +430,27 @@ type routeKey struct{}
 // gets it added. A round tripper must not change its request: one that
 // needs changing is copied.
 func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	plain := t.gw.h1.takes(req) // h1 needs no route in the context: it is told the gateway
-	r := req
-	if !plain {
-		if h, ok := req.Context().Value(trackerKey{}).(*hooked); !ok || h.via != t {
-			r = req.WithContext(context.WithValue(req.Context(), routeKey{}, t))
+	if t.gw.h1.takes(req) {
+		// h1 needs no route in the context (it is told the gateway), nor
+		// the credentials in the request's header: it writes them itself,
+		// so a plain request through an http:// proxy is sent without a
+		// copy of its header, and a route of a pool of 100,000 identities
+		// keeps no Proxy-Authorization of its own.
+		var auth proxyAuth
+		if user, pass, _, ok := t.gw.creds.Get(int(t.cred)); ok {
+			auth = proxyAuth{user: user, pass: pass, set: true}
 		}
+		r := req
+		if t.rotate {
+			c := *req
+			c.Close = true // see below
+			r = &c
+		}
+		return t.gw.h1.roundTrip(r, t.gw.url, auth)
+	}
+	r := req
+	if h, ok := req.Context().Value(trackerKey{}).(*hooked); !ok || h.via != t {
+		r = req.WithContext(context.WithValue(req.Context(), routeKey{}, t))
 	}
 	auth := !t.gw.socks && req.URL.Scheme == "http" && t.gw.creds.Has(int(t.cred))
 	if r == req && (t.rotate || auth) {
@@ -452,10 +465,7 @@ func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if auth {
 		r.Header = req.Header.Clone()
-		r.Header.Set("Proxy-Authorization", t.authorization())
-	}
-	if plain {
-		return t.gw.h1.roundTrip(r, t.gw.url)
+		r.Header.Set(proxyAuthorization, t.authorization())
 	}
 	return t.gw.tr.RoundTrip(r)
 }
