@@ -38,7 +38,8 @@ func baseRequest(cfg *Config, header http.Header) (*http.Request, error) {
 // nor fetch writes to a request's URL (a redirect makes a new one). The
 // header map is the engine's, shared by every request too: neither net/http
 // (which copies it for a redirect) nor fetch (routeTransport clones it to
-// add Proxy-Authorization) writes to a request's header.
+// add Proxy-Authorization for net/http; h1 writes its own without a copy)
+// writes to a request's header.
 func (e *Engine) newRequest(ctx context.Context, u *url.URL) *http.Request {
 	req := e.request.WithContext(ctx)
 	req.URL = u

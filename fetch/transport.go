@@ -32,9 +32,11 @@ type route struct {
 	// scheme as a string, its Proxy-Authorization before it sends one) and
 	// nothing its gateway keeps for all its routes (the transport, the
 	// gateway's URL, the credentials), so that a pool of 100,000
-	// identities keeps 80 bytes and 3 pointers set a route (its identity,
-	// its gateway and its Proxy-Authorization once sent) for the garbage
-	// collector to mark, not 104 and 5 and a *url.Userinfo.
+	// identities keeps 80 bytes a route, with 2 pointers set (its identity
+	// and its gateway; its pool's name when it has one, and once used its
+	// URL with credentials or Proxy-Authorization where net/http needs
+	// them) for the garbage collector to mark, not 104 with 5 and a
+	// *url.Userinfo.
 	proxied routeTransport
 	kind    routeKind
 }
@@ -82,7 +84,8 @@ func (e *proxyStatusError) Error() string { return "proxy refused CONNECT: " + e
 // proxy URL it returns for the request. An http or https proxy takes its
 // credentials with each plain (http://) request, in Proxy-Authorization,
 // so for those the URL is the gateway's without credentials and the header
-// is set on the request: every identity on a gateway then shares its
+// goes with the request (written by h1, or set in a copy of the request
+// for net/http: see routeTransport.RoundTrip): every identity on a gateway then shares its
 // connections, kept alive from one request to the next whichever identity
 // sends it. A CONNECT tunnel (https:// targets) and a SOCKS connection are
 // bound to the credentials they were opened with, so for those the URL
@@ -393,10 +396,12 @@ func (t *routeTransport) proxyURL() *url.URL {
 	return u
 }
 
-// authorization is the Proxy-Authorization of an https proxy with
-// credentials for plain requests, which net/http sends, made when first
-// needed: a pool of 100,000 identities of which a run uses some makes only
-// theirs. (Through an http:// proxy h1 writes it: see RoundTrip.)
+// authorization is the Proxy-Authorization of an http(s) proxy with
+// credentials for the plain requests that net/http sends (all of them
+// through an https:// proxy; through an http:// one, those h1 does not
+// take, and every request of a route that rotates: see RoundTrip), made
+// when first needed: a pool of 100,000 identities of which a run uses some
+// makes only theirs.
 func (t *routeTransport) authorization() string {
 	if a := t.auth.Load(); a != nil {
 		return *a
@@ -437,14 +442,21 @@ func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// copy of its header, and a route of a pool of 100,000 identities
 		// keeps no Proxy-Authorization of its own.
 		var auth proxyAuth
-		if user, pass, _, ok := t.gw.creds.Get(int(t.cred)); ok {
-			auth = proxyAuth{user: user, pass: pass, set: true}
-		}
+		user, pass, _, has := t.gw.creds.Get(int(t.cred))
 		r := req
-		if t.rotate {
+		switch {
+		case t.rotate:
+			// Close (see below) makes net/http write the request (see
+			// writeRequest): it is given the route's header, made once.
 			c := *req
-			c.Close = true // see below
+			c.Close = true
+			if has {
+				c.Header = req.Header.Clone()
+				c.Header.Set(proxyAuthorization, t.authorization())
+			}
 			r = &c
+		case has:
+			auth = proxyAuth{user: user, pass: pass, set: true}
 		}
 		return t.gw.h1.roundTrip(r, t.gw.url, auth)
 	}

@@ -196,13 +196,14 @@ func TestConnectionsKeptAlivePerProxy(t *testing.T) {
 	}
 }
 
-// TestEachIdentityItsCredentials: two identities on one gateway that takes
-// only one's credentials. Whichever way a request goes (a plain one on a
-// connection the identities share, carrying its own Proxy-Authorization;
-// a CONNECT tunnel, bound to the credentials it was opened with; through
-// an http, https or SOCKS5 proxy), the good identity's attempts are served
-// and the other's refused, also when the good one's connection is idle and
-// ready: no identity rides another's tunnel or credentials.
+// TestEachIdentityItsCredentials: three identities on one gateway that
+// takes only one's credentials (another has wrong ones, the third none).
+// Whichever way a request goes (a plain one on a connection the identities
+// share, carrying its own Proxy-Authorization or none; a CONNECT tunnel,
+// bound to the credentials it was opened with; through an http, https or
+// SOCKS5 proxy), the good identity's attempts are served and the others'
+// refused, also when the good one's connection is idle and ready: no
+// identity rides another's tunnel or credentials.
 func TestEachIdentityItsCredentials(t *testing.T) {
 	for _, kind := range []string{"http", "https", "socks5"} {
 		for _, target := range []string{"http", "https"} {
@@ -212,9 +213,9 @@ func TestEachIdentityItsCredentials(t *testing.T) {
 				withUser := func(user string) proxies.Proxy {
 					return proxyOf(t, strings.Replace(px.URL, "://", "://"+user+":pw@", 1), nil)
 				}
-				good, bad := withUser("good"), withUser("bad")
+				good, bad, none := withUser("good"), withUser("bad"), proxyOf(t, px.URL, nil)
 				cfg := fetch.DefaultConfig()
-				cfg.Proxies = []proxies.Proxy{good, bad}
+				cfg.Proxies = []proxies.Proxy{good, bad, none}
 				cfg.Retries = 0
 				cfg.Concurrency = 1 // one at a time: the good identity's connection is idle when the other's turn comes
 				cfg.Policy = limits.RoundRobin
@@ -223,7 +224,7 @@ func TestEachIdentityItsCredentials(t *testing.T) {
 				roots.AppendCertsFromPEM(px.CertPEM)
 				cfg.RootCAs = roots
 				var lines []string
-				for i := range 6 {
+				for i := range 9 {
 					lines = append(lines, fmt.Sprintf("%s/c/%d?size=16", tg.URL, i))
 				}
 				recs, _ := run(t, cfg, lines...)
@@ -233,11 +234,11 @@ func TestEachIdentityItsCredentials(t *testing.T) {
 					switch {
 					case r.Proxy == good.ID && !r.OK:
 						t.Errorf("through the good identity: %+v", r.Error)
-					case r.Proxy == bad.ID && r.OK:
-						t.Errorf("through the identity the proxy refuses: ok (%s)", r.URL)
+					case (r.Proxy == bad.ID || r.Proxy == none.ID) && r.OK:
+						t.Errorf("through %s, which the proxy refuses: ok (%s)", r.Proxy, r.URL)
 					}
 				}
-				if through[good.ID] == 0 || through[bad.ID] == 0 {
+				if through[good.ID] == 0 || through[bad.ID] == 0 || through[none.ID] == 0 {
 					t.Fatalf("attempts by identity: %v; want some through each", through)
 				}
 			})
