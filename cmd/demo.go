@@ -111,7 +111,7 @@ func demoRun(ctx context.Context, opts *DemoOptions) (err error) {
 			return fmt.Errorf("demo: proxy %d: %w", i+1, err)
 		}
 		px := proxies.FromURL(u)
-		px.Concurrency, px.Source = dp.concurrency, fmt.Sprintf("demo:%d", i+1)
+		px.Concurrency, px.From, px.Line = dp.concurrency, "demo", int32(i+1)
 		cfg.Proxies = append(cfg.Proxies, px)
 	}
 

@@ -45,10 +45,10 @@ func TestTestdataProxies(t *testing.T) {
 	for _, p := range ps {
 		ids = append(ids, p.ID)
 		if a, err := netip.ParseAddr(p.URL().Hostname()); err != nil || !a.IsLoopback() {
-			t.Errorf("%s: host %q is not a loopback address", p.Source, p.URL().Hostname())
+			t.Errorf("%s: host %q is not a loopback address", p.Source(), p.URL().Hostname())
 		}
 		if strings.Contains(p.ID, "secret") || strings.Contains(p.ID, "user") {
-			t.Errorf("%s: identity %q shows a credential", p.Source, p.ID)
+			t.Errorf("%s: identity %q shows a credential", p.Source(), p.ID)
 		}
 		if p.Pool == "resi" {
 			pool++

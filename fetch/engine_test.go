@@ -77,7 +77,7 @@ func proxyOf(t *testing.T, raw string, mod func(*proxies.Proxy)) proxies.Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := proxies.Proxy{Scheme: u.Scheme, Host: u.Host, User: u.User, ID: proxies.Identity(u), Source: "test"}
+	p := proxies.Proxy{Scheme: u.Scheme, Host: u.Host, User: u.User, ID: proxies.Identity(u), From: "test"}
 	if mod != nil {
 		mod(&p)
 	}

@@ -117,7 +117,7 @@ func TestHostileServers(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cfg.Proxies = []proxies.Proxy{{Scheme: u.Scheme, Host: u.Host, User: u.User, ID: proxies.Identity(u), Source: "test"}}
+				cfg.Proxies = []proxies.Proxy{{Scheme: u.Scheme, Host: u.Host, User: u.User, ID: proxies.Identity(u), From: "test"}}
 			}
 			recs, _ := runLines(t, cfg, tc.url)
 			r := recs[0]

@@ -42,7 +42,7 @@ func TestRateLongRun(t *testing.T) {
 			if viaProxy {
 				p := startProxy(t, "http", fetchtest.ProxyOptions{})
 				u, _ := url.Parse(p.URL)
-				cfg.Proxies = []proxies.Proxy{{Scheme: u.Scheme, Host: u.Host, User: u.User, ID: proxies.Identity(u), Source: "test"}}
+				cfg.Proxies = []proxies.Proxy{{Scheme: u.Scheme, Host: u.Host, User: u.User, ID: proxies.Identity(u), From: "test"}}
 				cfg.ProxyRate, cfg.ProxyConcurrency = fifty, 16
 			} else {
 				cfg.Rate = fifty

@@ -33,7 +33,7 @@ func FuzzRecordSecrets(f *testing.F) {
 	cfg := fetch.DefaultConfig()
 	cfg.Retries = 0
 	cfg.ProxyMaxFailures = 0 // every line reaches the proxy
-	cfg.Proxies = []proxies.Proxy{{Scheme: proxy.Scheme, Host: proxy.Host, User: proxy.User, ID: proxies.Identity(proxy), Source: "fuzz:1"}}
+	cfg.Proxies = []proxies.Proxy{{Scheme: proxy.Scheme, Host: proxy.Host, User: proxy.User, ID: proxies.Identity(proxy), From: "fuzz", Line: 1}}
 	e, err := fetch.New(cfg)
 	if err != nil {
 		f.Fatal(err)

@@ -70,13 +70,13 @@ func Budgets(ps []Proxy, def limits.Spec) (specs []limits.Spec, names []string, 
 		budgetOf[i] = st.idx
 		conflict := func(key string, old setting, val string) error {
 			return fmt.Errorf("%w: pool %q: %s=%s at %s conflicts with %s=%s at %s",
-				ErrPoolConflict, p.Pool, key, val, p.Source, key, old.val, old.src)
+				ErrPoolConflict, p.Pool, key, val, p.Source(), key, old.val, old.src)
 		}
 		if p.Concurrency > 0 {
 			v := strconv.Itoa(p.Concurrency)
 			switch {
 			case st.conc.src == "":
-				st.conc = setting{v, p.Source}
+				st.conc = setting{v, p.Source()}
 				b.Concurrency = p.Concurrency
 			case b.Concurrency != p.Concurrency:
 				return nil, nil, nil, conflict("concurrency", st.conc, v)
@@ -86,7 +86,7 @@ func Budgets(ps []Proxy, def limits.Spec) (specs []limits.Spec, names []string, 
 			v := p.Rate.String()
 			switch {
 			case st.rate.src == "":
-				st.rate = setting{v, p.Source}
+				st.rate = setting{v, p.Source()}
 				b.Rate = p.Rate
 			case !sameRate(b.Rate, p.Rate):
 				return nil, nil, nil, conflict("rate", st.rate, v)
@@ -96,7 +96,7 @@ func Budgets(ps []Proxy, def limits.Spec) (specs []limits.Spec, names []string, 
 			v := strconv.Itoa(p.Burst)
 			switch {
 			case st.burst.src == "":
-				st.burst = setting{v, p.Source}
+				st.burst = setting{v, p.Source()}
 				b.Burst = p.Burst
 			case b.Burst != p.Burst:
 				return nil, nil, nil, conflict("burst", st.burst, v)

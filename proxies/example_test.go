@@ -24,7 +24,7 @@ func ExampleParse() {
 		return
 	}
 	for _, p := range ps {
-		fmt.Println(p.Source, p.ID)
+		fmt.Println(p.Source(), p.ID)
 	}
 	for i, b := range specs {
 		var members []int

@@ -96,7 +96,7 @@ func FuzzParse(f *testing.F) {
 		lines := strings.Split(data, "\n")
 		if err == nil {
 			for _, p := range ps {
-				if p.Scheme == "" || p.ID == "" || !strings.HasPrefix(p.Source, "fuzz.txt:") {
+				if p.Scheme == "" || p.ID == "" || !strings.HasPrefix(p.Source(), "fuzz.txt:") {
 					t.Fatalf("bad proxy %+v", p)
 				}
 				if strings.Contains(p.ID, userMarker) || strings.Contains(p.ID, passMarker) {

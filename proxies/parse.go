@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"slices"
@@ -114,6 +115,9 @@ func parse(name string, r io.Reader, room int, size int64) ([]Proxy, error) {
 	var bl blocks
 	bl.urls.keep = &bl.strs
 	for n := 1; ; n++ {
+		if n > math.MaxInt32 { // a proxy keeps its line's number in an int32
+			return nil, &LineError{File: name, Line: n, Reason: fmt.Sprintf("more than %d lines", math.MaxInt32)}
+		}
 		raw, err := br.ReadSlice('\n')
 		read += int64(len(raw))
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -221,11 +225,6 @@ func estimate(n int, read, size int64) int {
 	return int(float64(n)*float64(size)/float64(read)*1.1) + 1
 }
 
-// appendSource appends "name:n" to b.
-func appendSource(b []byte, name string, n int) []byte {
-	return strconv.AppendInt(append(append(b, name...), ':'), int64(n), 10)
-}
-
 // skipped reports whether line b is blank or a comment, as strings.Fields
 // splits it: such a line is passed over before anything of it is kept.
 func skipped(b []byte) bool {
@@ -276,7 +275,7 @@ func parseLine(bl *blocks, name string, n int, raw []byte) (p Proxy, t *sessionT
 		if u, ok := parseSimple(unsafe.String(unsafe.SliceData(b), len(b)), &bl.urls); ok {
 			var buf [256]byte
 			id := bl.identity(buf[:0], u)
-			return Proxy{Scheme: u.Scheme, Host: u.Host, User: u.User, ID: bl.strs.Bytes(id), Source: bl.lines.Bytes(appendSource(id[len(id):], name, n))}, nil, true, nil
+			return Proxy{Scheme: u.Scheme, Host: u.Host, User: u.User, ID: bl.strs.Bytes(id), From: name, Line: int32(n)}, nil, true, nil
 		}
 	}
 	// The line is kept (the URL's parts are pieces of it), with the
@@ -313,7 +312,7 @@ func parseLine(bl *blocks, name string, n int, raw []byte) (p Proxy, t *sessionT
 	}
 	var buf [256]byte
 	id := bl.identity(buf[:0], u)
-	p = Proxy{Scheme: u.Scheme, Host: u.Host, User: u.User, ID: bl.strs.Bytes(id), Source: bl.lines.Bytes(appendSource(id[len(id):], name, n))}
+	p = Proxy{Scheme: u.Scheme, Host: u.Host, User: u.User, ID: bl.strs.Bytes(id), From: name, Line: int32(n)}
 	q := quoter{line: line, u: u, fields: fields[1:]}
 	var (
 		sessions int
@@ -561,7 +560,7 @@ func Load(files, urls []string, warn func(msg string)) ([]Proxy, error) {
 			return nil, &LineError{File: "--proxy", Reason: reason, Err: err}
 		}
 		p := FromURL(u)
-		p.Source = "--proxy"
+		p.From = "--proxy"
 		all = append(all, p)
 	}
 	return dedup(all, warn), nil
@@ -651,16 +650,16 @@ func dedup(ps []Proxy, warn func(string)) []Proxy {
 			}
 			continue
 		}
-		src := out[i].Source
+		src := out[i].Source()
 		if q := &out[i]; sameProxy(p.URL()) != sameProxy(q.URL()) {
 			if warn != nil {
-				warn(fmt.Sprintf("%s: duplicate identity %s (first at %s) of other credentials (an identity keeps 8 hex digits of their hash), ignored", p.Source, p.ID, src))
+				warn(fmt.Sprintf("%s: duplicate identity %s (first at %s) of other credentials (an identity keeps 8 hex digits of their hash), ignored", p.Source(), p.ID, src))
 			}
 			continue
 		}
 		if p.tmpl == nil {
 			if warn != nil {
-				warn(fmt.Sprintf("%s: duplicate proxy %s (first at %s), ignored", p.Source, p.ID, src))
+				warn(fmt.Sprintf("%s: duplicate proxy %s (first at %s), ignored", p.Source(), p.ID, src))
 			}
 			continue
 		}
@@ -672,7 +671,7 @@ func dedup(ps []Proxy, warn func(string)) []Proxy {
 			d = &lineDups{first: src}
 			dups[p.tmpl] = d
 			order = append(order, p.tmpl)
-			srcOf[p.tmpl] = p.Source
+			srcOf[p.tmpl] = p.Source()
 		}
 		d.n++
 	}

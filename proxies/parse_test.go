@@ -28,7 +28,7 @@ type summary struct {
 func summarize(ps []proxies.Proxy) []summary {
 	var out []summary
 	for _, p := range ps {
-		out = append(out, summary{p.ID, p.Pool, p.Concurrency, p.Rate, p.RateSet, p.Burst, p.Source})
+		out = append(out, summary{p.ID, p.Pool, p.Concurrency, p.Rate, p.RateSet, p.Burst, p.Source()})
 	}
 	return out
 }
@@ -262,7 +262,7 @@ func TestLoad(t *testing.T) {
 	var ids, sources []string
 	for _, p := range ps {
 		ids = append(ids, p.ID)
-		sources = append(sources, p.Source)
+		sources = append(sources, p.Source())
 	}
 	wantSources := []string{
 		"testdata/proxies.txt:3", "testdata/proxies.txt:4", "testdata/proxies.txt:5",

@@ -6,6 +6,7 @@ package proxies
 import (
 	"errors"
 	"net/url"
+	"strconv"
 
 	"github.com/fetch-dev/fetch/limits"
 )
@@ -25,12 +26,23 @@ type Proxy struct {
 	Concurrency int           // concurrency=N, or 0 for the flag default
 	Rate        limits.Rate   // rate=R, or the zero Rate for the flag default
 	RateSet     bool          // whether rate= was given
+	Line        int32         // its line in From; 0 for --proxy
 	Burst       int           // burst=N, or 0 for the flag default
 	Rotate      Rotation      // rotate=never|request, or RotateDefault for the flag's
 	Session     int           // 1..N for a proxy of a line with sessions=N; 0 otherwise
-	Source      string        // where it was read: "FILE:LINE" or "--proxy"
+	From        string        // where it was read: the list's name, or "--proxy" (see Source)
 
 	tmpl *sessionTemplate // the line a session proxy was expanded from; shared by its sessions
+}
+
+// Source is where p was read, for messages: "FILE:LINE", or From alone
+// ("--proxy"). It is made for each call: a list of 100,000 proxies keeps
+// its name once, not 100,000 times with a line number.
+func (p *Proxy) Source() string {
+	if p.Line == 0 {
+		return p.From
+	}
+	return p.From + ":" + strconv.Itoa(int(p.Line))
 }
 
 // URL returns the proxy's URL, credentials included: never print it. It is

@@ -51,7 +51,7 @@ func TestParseSessions(t *testing.T) {
 				if p.User.Username() != tt.users[i] || pass != tt.passes[i] || hasPass == tt.wantNoPwd {
 					t.Errorf("session %d: user %q pass %q (%v), want %q %q", i+1, p.User.Username(), pass, hasPass, tt.users[i], tt.passes[i])
 				}
-				if p.Session != i+1 || p.Source != "f:2" || p.Pool != tt.pool || p.Rotate != tt.rotate {
+				if p.Session != i+1 || p.Source() != "f:2" || p.Pool != tt.pool || p.Rotate != tt.rotate {
 					t.Errorf("session %d: %+v", i+1, p)
 				}
 				if p.ID != proxies.Identity(p.URL()) || ids[p.ID] {
