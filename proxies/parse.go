@@ -70,8 +70,8 @@ func (e *fileError) Error() string {
 
 func (e *fileError) Unwrap() error { return e.err }
 
-// Parse reads one proxy list; name is the list's file name as given, used in
-// Proxy.Source and in errors.
+// Parse reads one proxy list; name is the list's file name as given, kept
+// in Proxy.From and used in errors.
 //
 // A line is "URL [key=value ...]", fields separated by white space. Blank
 // lines and lines starting with "#" are skipped, and a field starting with
@@ -115,9 +115,6 @@ func parse(name string, r io.Reader, room int, size int64) ([]Proxy, error) {
 	var bl blocks
 	bl.urls.keep = &bl.strs
 	for n := 1; ; n++ {
-		if n > math.MaxInt32 { // a proxy keeps its line's number in an int32
-			return nil, &LineError{File: name, Line: n, Reason: fmt.Sprintf("more than %d lines", math.MaxInt32)}
-		}
 		raw, err := br.ReadSlice('\n')
 		read += int64(len(raw))
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -128,6 +125,9 @@ func parse(name string, r io.Reader, room int, size int64) ([]Proxy, error) {
 		}
 		if len(raw) == 0 && err != nil {
 			return fit(ps), nil
+		}
+		if n > math.MaxInt32 { // a proxy keeps its line's number in an int32
+			return nil, &LineError{File: name, Line: n, Reason: fmt.Sprintf("more than %d lines", math.MaxInt32)}
 		}
 		p, t, ok, lerr := parseLine(&bl, name, n, raw)
 		if lerr != nil {
@@ -155,16 +155,16 @@ func parse(name string, r io.Reader, room int, size int64) ([]Proxy, error) {
 }
 
 // blocks are what parse keeps a list's proxies in, shared by them (see
-// arena): their lines, identities, sources and URLs; and the fields of the
-// line being parsed, made once for all the lines. What a run keeps of a
-// proxy once the list is dropped (its identity, and its credentials, copied
-// out of the line when parseSimple takes it) is in blocks of its own
-// (strs), apart from what only the list holds (lines, their sources): a
+// arena): their lines, identities and URLs; and the fields of the line
+// being parsed, made once for all the lines. What a run keeps of a proxy
+// once the list is dropped (its identity, and its credentials, copied out
+// of the line when parseSimple takes it) is in blocks of its own (strs),
+// apart from what only the list holds (the lines it copied): a
 // list of 100,000 identities then leaves 8 MB of lines to be collected
 // instead of keeping them all run long.
 type blocks struct {
 	strs   arena.Strings // identities and credentials: kept by the run
-	lines  arena.Strings // lines and sources: the list's alone
+	lines  arena.Strings // lines: the list's alone
 	urls   urlAlloc
 	fields []string
 	canon  canonical
@@ -278,8 +278,8 @@ func parseLine(bl *blocks, name string, n int, raw []byte) (p Proxy, t *sessionT
 			return Proxy{Scheme: u.Scheme, Host: u.Host, User: u.User, ID: bl.strs.Bytes(id), From: name, Line: int32(n)}, nil, true, nil
 		}
 	}
-	// The line is kept (the URL's parts are pieces of it), with the
-	// proxy's source, in blocks shared with the other lines' (see arena).
+	// The line is kept (the URL's parts are pieces of it), in blocks shared
+	// with the other lines' (see arena).
 	line := bl.lines.Bytes(b)
 	if oneField {
 		bl.fields = append(bl.fields[:0], line)
@@ -650,16 +650,16 @@ func dedup(ps []Proxy, warn func(string)) []Proxy {
 			}
 			continue
 		}
-		src := out[i].Source()
-		if q := &out[i]; sameProxy(p.URL()) != sameProxy(q.URL()) {
+		q := &out[i]
+		if sameProxy(p.URL()) != sameProxy(q.URL()) {
 			if warn != nil {
-				warn(fmt.Sprintf("%s: duplicate identity %s (first at %s) of other credentials (an identity keeps 8 hex digits of their hash), ignored", p.Source(), p.ID, src))
+				warn(fmt.Sprintf("%s: duplicate identity %s (first at %s) of other credentials (an identity keeps 8 hex digits of their hash), ignored", p.Source(), p.ID, q.Source()))
 			}
 			continue
 		}
 		if p.tmpl == nil {
 			if warn != nil {
-				warn(fmt.Sprintf("%s: duplicate proxy %s (first at %s), ignored", p.Source(), p.ID, src))
+				warn(fmt.Sprintf("%s: duplicate proxy %s (first at %s), ignored", p.Source(), p.ID, q.Source()))
 			}
 			continue
 		}
@@ -668,7 +668,7 @@ func dedup(ps []Proxy, warn func(string)) []Proxy {
 		}
 		d := dups[p.tmpl]
 		if d == nil {
-			d = &lineDups{first: src}
+			d = &lineDups{first: q.Source()}
 			dups[p.tmpl] = d
 			order = append(order, p.tmpl)
 			srcOf[p.tmpl] = p.Source()

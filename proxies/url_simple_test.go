@@ -143,6 +143,9 @@ func TestKeptApartFromLines(t *testing.T) {
 			continue
 		}
 		l := line(i)
+		if p.Pool != "p" || !strings.HasSuffix(l, " pool=p") {
+			t.Fatalf("proxy %d: pool %q of line %q: the copy's last byte is not its pool name", i, p.Pool, l)
+		}
 		start := unsafe.Add(unsafe.Pointer(unsafe.StringData(p.Pool)), 1-len(l))
 		if got := unsafe.String((*byte)(start), len(l)); got != l {
 			t.Fatalf("proxy %d: the %d bytes up to its pool name are %q, not its line", i, len(l), got)

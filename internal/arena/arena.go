@@ -1,7 +1,7 @@
 // Package arena packs many small strings into few allocations.
 //
 // A list of 100,000 proxies holds several short strings for each (its
-// identity, where it was read, its line): made one by one they are
+// identity, its credentials, its line): made one by one they are
 // hundreds of thousands of objects, which the garbage collector marks at
 // every cycle of the run. Packed into blocks they are a few dozen.
 package arena
