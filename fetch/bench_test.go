@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/fetch-dev/fetch/fetch"
@@ -64,21 +65,33 @@ func BenchmarkPerURL(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer closing.Close()
+	// authed takes only requests with its credentials, as a rotating
+	// provider's gateway does: each request carries them.
+	authed, err := fetchtest.StartHTTPProxy(fetchtest.ProxyOptions{User: "user-session-1", Password: "pw"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer authed.Close()
 	for _, bc := range []struct {
 		name              string
 		proxy             *fetchtest.Proxy
+		userinfo          string // "user:pass@" of the proxy's URL, or ""
 		concurrency, size int
 	}{
-		{"direct", nil, 16, 512},
-		{"http-proxy", px, 16, 512},
-		{"http-proxy-closing", closing, 16, 512},
-		{"direct-c64-1KiB", nil, 64, 1024},
+		{"direct", nil, "", 16, 512},
+		{"http-proxy", px, "", 16, 512},
+		{"http-proxy-credentials", authed, "user-session-1:pw@", 16, 512},
+		{"http-proxy-closing", closing, "", 16, 512},
+		{"direct-c64-1KiB", nil, "", 64, 1024},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			cfg := fetch.DefaultConfig()
 			cfg.Concurrency = bc.concurrency
 			if bc.proxy != nil {
-				u, _ := proxies.ParseURL(bc.proxy.URL)
+				u, err := proxies.ParseURL(strings.Replace(bc.proxy.URL, "://", "://"+bc.userinfo, 1))
+				if err != nil {
+					b.Fatal(err)
+				}
 				cfg.Proxies = []proxies.Proxy{{Scheme: u.Scheme, Host: u.Host, User: u.User, ID: proxies.Identity(u), Concurrency: bc.concurrency}}
 			}
 			e, err := fetch.New(cfg)
