@@ -117,12 +117,11 @@ func New(cfg Config) (*Engine, error) {
 	e.transports = ts
 	if len(cfg.Proxies) == 0 {
 		e.routes = make([]route, 1)
-		e.routes[0].init(ts, nil)
+		e.routes[0].init(ts, nil, 0)
 	} else {
 		e.routes = make([]route, len(cfg.Proxies))
 		for i := range cfg.Proxies {
-			e.routes[i].index = int32(i)
-			e.routes[i].init(ts, &e.cfg.Proxies[i])
+			e.routes[i].init(ts, &e.cfg.Proxies[i], int32(i))
 		}
 	}
 	// The routes and the scheduler's configuration hold what the run needs

@@ -299,12 +299,13 @@ func (ts *transports) forProxy(scheme string) *renewing {
 	return ts.plain
 }
 
-// init sets up r, a new route, through p (direct when p is nil); r.index
-// is set already, p's place in ts.creds. Routes are made in place, in one
-// slice: for a pool of 100,000, that is 100,000 objects fewer for the
-// garbage collector to mark at every cycle.
-func (r *route) init(ts *transports, p *proxies.Proxy) {
+// init sets up r, a new route at index through p (direct when p is nil),
+// p being at index in the list ts.creds was made of. Routes are made in
+// place, in one slice: for a pool of 100,000, that is 100,000 objects
+// fewer for the garbage collector to mark at every cycle.
+func (r *route) init(ts *transports, p *proxies.Proxy, index int32) {
 	cfg := ts.cfg
+	r.index = index
 	r.id = "direct"
 	if ts.redirect == nil {
 		ts.redirect = checkRedirect(cfg.MaxRedirects)
@@ -435,34 +436,26 @@ type routeKey struct{}
 // gets it added. A round tripper must not change its request: one that
 // needs changing is copied.
 func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.gw.h1.takes(req) {
-		// h1 needs no route in the context (it is told the gateway), nor
-		// the credentials in the request's header: it writes them itself,
-		// so a plain request through an http:// proxy is sent without a
-		// copy of its header, and a route of a pool of 100,000 identities
-		// keeps no Proxy-Authorization of its own.
+	plain := t.gw.h1.takes(req) // h1 needs no route in the context: it is told the gateway
+	if plain && !t.rotate {
+		// Nor the credentials in the request's header: h1 writes them
+		// itself, so a plain request through an http:// proxy is sent
+		// without a copy of its header, and a route of a pool of 100,000
+		// identities keeps no Proxy-Authorization of its own. (A rotating
+		// route's request closes its connection, which makes net/http
+		// write it, see writeRequest: it takes the path below, with the
+		// route's header made once.)
 		var auth proxyAuth
-		user, pass, _, has := t.gw.creds.Get(int(t.cred))
-		r := req
-		switch {
-		case t.rotate:
-			// Close (see below) makes net/http write the request (see
-			// writeRequest): it is given the route's header, made once.
-			c := *req
-			c.Close = true
-			if has {
-				c.Header = req.Header.Clone()
-				c.Header.Set(proxyAuthorization, t.authorization())
-			}
-			r = &c
-		case has:
+		if user, pass, _, ok := t.gw.creds.Get(int(t.cred)); ok {
 			auth = proxyAuth{user: user, pass: pass, set: true}
 		}
-		return t.gw.h1.roundTrip(r, t.gw.url, auth)
+		return t.gw.h1.roundTrip(req, t.gw.url, auth)
 	}
 	r := req
-	if h, ok := req.Context().Value(trackerKey{}).(*hooked); !ok || h.via != t {
-		r = req.WithContext(context.WithValue(req.Context(), routeKey{}, t))
+	if !plain {
+		if h, ok := req.Context().Value(trackerKey{}).(*hooked); !ok || h.via != t {
+			r = req.WithContext(context.WithValue(req.Context(), routeKey{}, t))
+		}
 	}
 	auth := !t.gw.socks && req.URL.Scheme == "http" && t.gw.creds.Has(int(t.cred))
 	if r == req && (t.rotate || auth) {
@@ -478,6 +471,9 @@ func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if auth {
 		r.Header = req.Header.Clone()
 		r.Header.Set(proxyAuthorization, t.authorization())
+	}
+	if plain {
+		return t.gw.h1.roundTrip(r, t.gw.url, proxyAuth{})
 	}
 	return t.gw.tr.RoundTrip(r)
 }

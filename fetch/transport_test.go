@@ -203,45 +203,50 @@ func TestConnectionsKeptAlivePerProxy(t *testing.T) {
 // bound to the credentials it was opened with; through an http, https or
 // SOCKS5 proxy), the good identity's attempts are served and the others'
 // refused, also when the good one's connection is idle and ready: no
-// identity rides another's tunnel or credentials.
+// identity rides another's tunnel or credentials. And the same with
+// --proxy-rotate request, whose plain requests net/http writes (they
+// close their connection), not h1.
 func TestEachIdentityItsCredentials(t *testing.T) {
-	for _, kind := range []string{"http", "https", "socks5"} {
-		for _, target := range []string{"http", "https"} {
-			t.Run(kind+"/"+target, func(t *testing.T) {
-				px := startProxy(t, kind, fetchtest.ProxyOptions{User: "good", Password: "pw", TLS: kind == "https"})
-				tg := startTarget(t, fetchtest.TargetOptions{TLS: target == "https"})
-				withUser := func(user string) proxies.Proxy {
-					return proxyOf(t, strings.Replace(px.URL, "://", "://"+user+":pw@", 1), nil)
-				}
-				good, bad, none := withUser("good"), withUser("bad"), proxyOf(t, px.URL, nil)
-				cfg := fetch.DefaultConfig()
-				cfg.Proxies = []proxies.Proxy{good, bad, none}
-				cfg.Retries = 0
-				cfg.Concurrency = 1 // one at a time: the good identity's connection is idle when the other's turn comes
-				cfg.Policy = limits.RoundRobin
-				roots := x509.NewCertPool()
-				roots.AppendCertsFromPEM(tg.CertPEM)
-				roots.AppendCertsFromPEM(px.CertPEM)
-				cfg.RootCAs = roots
-				var lines []string
-				for i := range 9 {
-					lines = append(lines, fmt.Sprintf("%s/c/%d?size=16", tg.URL, i))
-				}
-				recs, _ := run(t, cfg, lines...)
-				through := map[string]int{}
-				for _, r := range recs {
-					through[r.Proxy]++
-					switch {
-					case r.Proxy == good.ID && !r.OK:
-						t.Errorf("through the good identity: %+v", r.Error)
-					case (r.Proxy == bad.ID || r.Proxy == none.ID) && r.OK:
-						t.Errorf("through %s, which the proxy refuses: ok (%s)", r.Proxy, r.URL)
+	for _, rotate := range []proxies.Rotation{proxies.RotateDefault, proxies.RotateRequest} {
+		for _, kind := range []string{"http", "https", "socks5"} {
+			for _, target := range []string{"http", "https"} {
+				t.Run(fmt.Sprintf("%s/%s/rotate=%v", kind, target, rotate == proxies.RotateRequest), func(t *testing.T) {
+					px := startProxy(t, kind, fetchtest.ProxyOptions{User: "good", Password: "pw", TLS: kind == "https"})
+					tg := startTarget(t, fetchtest.TargetOptions{TLS: target == "https"})
+					withUser := func(user string) proxies.Proxy {
+						return proxyOf(t, strings.Replace(px.URL, "://", "://"+user+":pw@", 1), nil)
 					}
-				}
-				if through[good.ID] == 0 || through[bad.ID] == 0 || through[none.ID] == 0 {
-					t.Fatalf("attempts by identity: %v; want some through each", through)
-				}
-			})
+					good, bad, none := withUser("good"), withUser("bad"), proxyOf(t, px.URL, nil)
+					cfg := fetch.DefaultConfig()
+					cfg.Proxies = []proxies.Proxy{good, bad, none}
+					cfg.Retries = 0
+					cfg.Concurrency = 1 // one at a time: the good identity's connection is idle when the other's turn comes
+					cfg.ProxyRotate = rotate
+					cfg.Policy = limits.RoundRobin
+					roots := x509.NewCertPool()
+					roots.AppendCertsFromPEM(tg.CertPEM)
+					roots.AppendCertsFromPEM(px.CertPEM)
+					cfg.RootCAs = roots
+					var lines []string
+					for i := range 9 {
+						lines = append(lines, fmt.Sprintf("%s/c/%d?size=16", tg.URL, i))
+					}
+					recs, _ := run(t, cfg, lines...)
+					through := map[string]int{}
+					for _, r := range recs {
+						through[r.Proxy]++
+						switch {
+						case r.Proxy == good.ID && !r.OK:
+							t.Errorf("through the good identity: %+v", r.Error)
+						case (r.Proxy == bad.ID || r.Proxy == none.ID) && r.OK:
+							t.Errorf("through %s, which the proxy refuses: ok (%s)", r.Proxy, r.URL)
+						}
+					}
+					if through[good.ID] == 0 || through[bad.ID] == 0 || through[none.ID] == 0 {
+						t.Fatalf("attempts by identity: %v; want some through each", through)
+					}
+				})
+			}
 		}
 	}
 }

@@ -115,12 +115,10 @@ func newKnown(c *Credentials) *known {
 		}
 		if plain(user) && plain(pass) {
 			if !hasPass {
-				pairs.add(user + "@") // as ui.String() has it
+				pairs.add(user + "@") // as Userinfo's String has it
 			}
-		} else if hasPass {
-			pairs.add(url.UserPassword(user, pass).String() + "@")
 		} else {
-			pairs.add(url.User(user).String() + "@")
+			pairs.add(c.Userinfo(i).String() + "@")
 		}
 		encodings(user, bare)
 		encodings(pass, bare)
