@@ -232,9 +232,12 @@ func (s *Scheduler) setup(ctx context.Context, reset bool) error {
 			}
 			items = items[n:]
 		}
-		flag := "0"
-		if reset {
+		flag := "0" // grace from Redis's start: see setup.lua
+		switch {
+		case reset:
 			flag = "1"
+		case s.trustEmpty:
+			flag = "n"
 		}
 		v, err = s.run(ctx, s.scripts.setup, "seal", s.plan.sum, strconv.Itoa(s.plan.nfields),
 			strconv.Itoa(s.plan.seq), newID(), flag)

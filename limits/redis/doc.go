@@ -66,9 +66,13 @@
 // longer). Meanwhile every process still holding a lease registers it
 // again with its next renewal, so that when acquires resume the counts
 // include it. An outage longer than about half a TTL loses the leases in
-// flight instead (their attempts are cancelled). If a process that had
-// never seen the old epoch is the first to reach the empty Redis, there is
-// no grace: holders then find their leases lost at their next renewal.
+// flight instead (their attempts are cancelled). A process that had never
+// seen the old epoch and is the first to reach the empty Redis cannot tell
+// a restart from a new namespace, so it goes by Redis's uptime: when Redis
+// started less than one grace ago, acquires wait until one grace after its
+// start, and holders register their leases again meanwhile. A namespace
+// emptied by hand (FLUSHALL, DEL) on a Redis up for longer is taken for a
+// new one: empty a namespace only when no process uses it.
 //
 // # Namespaces and agreement
 //

@@ -563,3 +563,68 @@ func TestNamespaceFreedAtTheEnd(t *testing.T) {
 	}
 	checkIdle(t, srv)
 }
+
+// TestNewcomerAfterEmptyRestart: Redis restarted without its data while a
+// process holds every permit of a proxy, and a new process reaches the
+// empty Redis first. The newcomer waits as the running process does: it
+// gets no permit while the running one's leases are out, those leases
+// survive (they register again), and it gets one once they are released.
+// Before, the newcomer started at once: 3 in flight against a cap of 2,
+// and the running process lost its leases at its next renewal.
+func TestNewcomerAfterEmptyRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	const ttl = time.Second
+	cfg := proxies(1, limits.Spec{Concurrency: 2})
+	old := newSched(t, srv, Options{Namespace: "t", LeaseTTL: ttl}, cfg)
+	ctx := context.Background()
+	held := acquireN(t, old, 2)
+	srv.Shutdown()
+	srv.Restart()
+
+	// The newcomer, as fetch starts it: no test shortcut.
+	c := srv.Client()
+	defer c.Close()
+	newcomer, err := New(ctx, c, Options{Namespace: "t", LeaseTTL: ttl}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer newcomer.Close()
+	got := make(chan *limits.Lease, 1)
+	go func() {
+		actx, cancel := context.WithTimeout(ctx, 10*ttl)
+		defer cancel()
+		l, err := newcomer.Acquire(actx, limits.Request{Host: "h:1"})
+		if err != nil {
+			t.Errorf("newcomer: %v", err)
+		}
+		got <- l
+	}()
+	// The running process holds both permits for two TTLs: its renewals
+	// (every TTL/3) find the newcomer's epoch and register its leases again.
+	select {
+	case l := <-got:
+		if l != nil {
+			l.Release()
+		}
+		t.Fatal("the newcomer got a permit while the running process held both: 3 in flight against a cap of 2")
+	case <-time.After(2 * ttl):
+	}
+	for i, l := range held {
+		select {
+		case <-l.Lost:
+			t.Errorf("lease %d of the running process was lost: it should have registered again", i)
+		default:
+		}
+		l.Release()
+	}
+	select {
+	case l := <-got:
+		if l == nil {
+			t.Fatal("the newcomer got no permit")
+		}
+		l.Release()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the newcomer got no permit within 5s of the release")
+	}
+	checkIdle(t, srv)
+}

@@ -39,6 +39,10 @@ type Options struct {
 	// Now is the client's clock, used only to schedule local timers and
 	// renewals; every limit is timed by the Redis clock. Default time.Now.
 	Now func() time.Time
+
+	// trustEmpty: an empty namespace is a new one, whatever Redis's
+	// uptime (tests whose Redis is their own; see setup.lua's seal).
+	trustEmpty bool
 }
 
 // Scheduler is a limits.Scheduler whose limits, proxy health, pushback and
@@ -55,24 +59,25 @@ type Options struct {
 // Leases are renewed every LeaseTTL/3 by one goroutine for the whole
 // scheduler, in batches. Close stops renewing: finish leases before Close.
 type Scheduler struct {
-	c         rediser
-	ns        string
-	id        string // this process's (this scheduler's) name in the namespace's procs
-	keys      []string
-	hdr       []any
-	scripts   scripts
-	plan      *plan
-	ttl       time.Duration
-	opTimeout time.Duration
-	poll      time.Duration
-	addr      string
-	now       func() time.Time
-	rngMu     sync.Mutex
-	rng       *mrand.Rand
-	setupMu   sync.Mutex
-	renewMu   sync.RWMutex // held by a renewal batch; a release waits for it
-	releases  releases
-	ps        *goredis.PubSub
+	c          rediser
+	ns         string
+	id         string // this process's (this scheduler's) name in the namespace's procs
+	keys       []string
+	hdr        []any
+	scripts    scripts
+	plan       *plan
+	ttl        time.Duration
+	opTimeout  time.Duration
+	poll       time.Duration
+	addr       string
+	now        func() time.Time
+	rngMu      sync.Mutex
+	rng        *mrand.Rand
+	setupMu    sync.Mutex
+	trustEmpty bool
+	renewMu    sync.RWMutex // held by a renewal batch; a release waits for it
+	releases   releases
+	ps         *goredis.PubSub
 
 	mu      sync.Mutex
 	waiters []*waiter
@@ -190,26 +195,27 @@ func New(ctx context.Context, c rediser, opt Options, cfg limits.Config) (*Sched
 		return nil, err
 	}
 	s := &Scheduler{
-		c:         c,
-		scripts:   newScripts(),
-		ns:        opt.Namespace,
-		id:        newID(),
-		keys:      keys(opt.Namespace),
-		plan:      pl,
-		ttl:       opt.LeaseTTL,
-		opTimeout: min(max(opt.LeaseTTL/6, 50*time.Millisecond), 2*time.Second),
-		poll:      opt.Poll,
-		addr:      opt.Addr,
-		now:       opt.Now,
-		rng:       mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64())),
-		held:      map[string]*held{},
-		orphans:   map[string]orphan{},
-		hostNext:  map[string]hostTime{},
-		hostWait:  map[string]int{},
-		hostRated: !cfg.Host.Rate.IsZero(),
-		hostBatch: hostBatch(cfg),
-		kick:      make(chan struct{}, 1),
-		stop:      make(chan struct{}),
+		c:          c,
+		scripts:    newScripts(),
+		ns:         opt.Namespace,
+		id:         newID(),
+		keys:       keys(opt.Namespace),
+		plan:       pl,
+		ttl:        opt.LeaseTTL,
+		opTimeout:  min(max(opt.LeaseTTL/6, 50*time.Millisecond), 2*time.Second),
+		poll:       opt.Poll,
+		addr:       opt.Addr,
+		now:        opt.Now,
+		rng:        mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64())),
+		held:       map[string]*held{},
+		orphans:    map[string]orphan{},
+		hostNext:   map[string]hostTime{},
+		hostWait:   map[string]int{},
+		hostRated:  !cfg.Host.Rate.IsZero(),
+		hostBatch:  hostBatch(cfg),
+		trustEmpty: opt.trustEmpty,
+		kick:       make(chan struct{}, 1),
+		stop:       make(chan struct{}),
 	}
 	s.hdr = header(cfg, opt.LeaseTTL, opt.Candidates, s.channel())
 	if err := s.setup(ctx, false); err != nil {

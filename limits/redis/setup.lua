@@ -7,6 +7,10 @@
 --   leave me          → {'ok'}
 --   install n (kind field value)*n: kind 'l' limits text, 'b' budget, 'p' proxy → {'ok'} | {'differ'}
 --   seal fields seq id reset → {'ok', epoch} | {'incomplete'} | {'differ'}
+--                       (reset: '1' this process saw the namespace's
+--                       data lost: grace from now; '0' it found the
+--                       namespace empty: grace from Redis's start; 'n' no
+--                       grace, for tests whose Redis is their own)
 --   dump              → the limits hash
 local step, sum = ARGV[H + 1], ARGV[H + 2]
 if step == 'dump' then return redis.call('HGETALL', K_limits) end
@@ -62,7 +66,22 @@ redis.call('SET', K_seq, ARGV[H + 4], 'NX')
 redis.call('HSET', K_limits, '~sealed', '1')
 local eid = epoch()
 if eid then return {'ok', eid} end
-local g = 0
-if ARGV[H + 6] == '1' then g = nowUs() + grace end
+local g, now, how = 0, nowUs(), ARGV[H + 6]
+if how == '1' then
+  g = now + grace
+elseif how == '0' then
+  -- An empty namespace may be a Redis restarted without its data under a
+  -- running run, whose leases are still out and not yet registered again:
+  -- whoever reaches it first, acquires wait until one grace after Redis
+  -- started. By then every holder has registered its leases again or
+  -- lost them. A Redis up for longer than that holds no such leases.
+  local up = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
+  if up then
+    local e = now - up * 1000000 + grace
+    if e > now then g = e end
+  else
+    g = now + grace
+  end
+end
 redis.call('SET', K_epoch, ARGV[H + 5] .. ' ' .. I(g))
 return {'ok', ARGV[H + 5]}
