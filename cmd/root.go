@@ -21,7 +21,7 @@ const (
 	ExitOK          = 0   // every record ok
 	ExitNotAllOK    = 1   // at least one record not ok, or a failure after the run started
 	ExitUsage       = 2   // usage error, checked before any request
-	ExitNoProxy     = 3   // stopped because no proxy could serve
+	ExitNoProxy     = 3   // stopped because no proxy could serve, or Redis was gone for --pool-wait
 	ExitInterrupted = 130 // SIGINT or SIGTERM
 )
 
@@ -90,6 +90,9 @@ func ExitCode(ios *IOStreams, err error) int {
 		return ExitInterrupted
 	case errors.Is(err, limits.ErrNoUsableProxy):
 		fmt.Fprintf(ios.ErrOut, "%s\nfetch: stopped: fix the proxy list, then run the same command with --resume (and -o FILE) to go on where it stopped\n", message(err))
+		return ExitNoProxy
+	case errors.Is(err, limits.ErrCoordinatorDown):
+		fmt.Fprintf(ios.ErrOut, "%s\nfetch: stopped: bring Redis back, then run the same command with --resume (and -o FILE) to go on where it stopped\n", message(err))
 		return ExitNoProxy
 	case errors.As(err, &ue):
 		fmt.Fprintf(ios.ErrOut, "%s\nRun 'fetch --help' for usage.\n", message(err))

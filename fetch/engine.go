@@ -65,9 +65,9 @@ type Engine struct {
 	events                     []limits.HealthEvent      // takeEvents' buffer, under eventsMu
 
 	// halt stops admitting in the running Run because the pool cannot
-	// serve; halted is why, once it has.
+	// serve or the coordinator is gone; halted is why, once it has.
 	halt      atomic.Pointer[context.CancelCauseFunc]
-	halted    atomic.Pointer[limits.PoolError]
+	halted    atomic.Pointer[halting]
 	lastFault atomic.Pointer[string] // the message of the last failure of a proxy's own
 }
 
@@ -300,13 +300,13 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 	interrupted := ctx.Err() != nil && (!readAll || rep.ByKind[KindCancelled] > 0)
 	rep.Interrupted = interrupted && halted == nil
 	if halted != nil {
-		rep.Stopped = StoppedNoProxy
+		rep.Stopped = halted.stopped
 	}
 	switch {
 	case writeErr != nil:
 		return rep, writeErr
 	case halted != nil:
-		return rep, fmt.Errorf("fetch: %w", e.poolMessage(halted))
+		return rep, fmt.Errorf("fetch: %w", e.haltMessage(halted))
 	case readErr != nil:
 		return rep, readErr
 	case interrupted:
@@ -319,13 +319,38 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 // proxy could serve.
 const StoppedNoProxy = "no usable proxy"
 
-// stopForPool stops admitting because the pool cannot serve (pe): the run
-// ends as on an interrupt, and Run returns an error wrapping
-// limits.ErrNoUsableProxy. The first cause is kept.
-func (e *Engine) stopForPool(pe *limits.PoolError) {
-	if e.halted.CompareAndSwap(nil, pe) {
+// StoppedCoordinator is the report's "stopped" when the run stopped because
+// the coordinator (Redis) was unreachable for the pool wait.
+const StoppedCoordinator = "coordinator unreachable"
+
+// halting is why a run stopped admitting before its input ran out: the
+// scheduler's error (a *limits.PoolError, or one wrapping
+// limits.ErrCoordinatorDown) and the report's "stopped".
+type halting struct {
+	err     error
+	stopped string
+}
+
+// haltFor returns the halting that err of Acquire calls for, or nil: a pool
+// that cannot serve, or a coordinator gone for the pool wait.
+func haltFor(err error) *halting {
+	var pe *limits.PoolError
+	switch {
+	case errors.As(err, &pe):
+		return &halting{err: pe, stopped: StoppedNoProxy}
+	case errors.Is(err, limits.ErrCoordinatorDown):
+		return &halting{err: err, stopped: StoppedCoordinator}
+	}
+	return nil
+}
+
+// stop stops admitting for h: the run ends as on an interrupt, and Run
+// returns an error wrapping h's (limits.ErrNoUsableProxy or
+// limits.ErrCoordinatorDown). The first cause is kept.
+func (e *Engine) stop(h *halting) {
+	if e.halted.CompareAndSwap(nil, h) {
 		if stop := e.halt.Load(); stop != nil {
-			(*stop)(pe)
+			(*stop)(h.err)
 		}
 	}
 }
@@ -347,7 +372,13 @@ func (p *poolError) Error() string {
 
 func (p *poolError) Unwrap() error { return p.pe }
 
-func (e *Engine) poolMessage(pe *limits.PoolError) error {
+// haltMessage is the error that says why the run stopped: for a pool, with
+// the last failure of a proxy's own.
+func (e *Engine) haltMessage(h *halting) error {
+	pe, ok := h.err.(*limits.PoolError)
+	if !ok {
+		return h.err
+	}
 	last := ""
 	if l := e.lastFault.Load(); l != nil {
 		last = *l
@@ -542,8 +573,8 @@ func (e *Engine) runJob(ctx, admit context.Context, j *job, tr *tracker, coll *c
 			// not finished, and a resumed run takes it again.
 			rec.OK = false
 			why := "interrupted"
-			if pe := e.halted.Load(); pe != nil {
-				why = e.poolMessage(pe).Error()
+			if h := e.halted.Load(); h != nil {
+				why = e.haltMessage(h).Error()
 			}
 			rec.Error = e.newError(PhaseQueue, KindCancelled, why+" before retrying after: "+res.err.Message)
 		}
@@ -621,15 +652,15 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 		tr.finish()
 		res.elapsed = clock.since(start)
 		res.phases = queueTimes(millis(res.elapsed))
-		var pe *limits.PoolError
-		if errors.As(err, &pe) {
-			e.stopForPool(pe)
+		if h := haltFor(err); h != nil {
+			e.stop(h)
 		}
 		switch {
 		case e.halted.Load() != nil && ctx.Err() == nil:
-			// Stopped for the pool: the URL is not finished, and a
-			// resumed run (with a mended list) takes it again.
-			res.err = e.newError(PhaseQueue, KindCancelled, e.poolMessage(e.halted.Load()).Error())
+			// Stopped for the pool or the coordinator: the URL is not
+			// finished, and a resumed run (with a mended list, or Redis
+			// back) takes it again.
+			res.err = e.newError(PhaseQueue, KindCancelled, e.haltMessage(e.halted.Load()).Error())
 		case ctx.Err() != nil || !errors.Is(err, context.Canceled):
 			res.err = e.failure(err, PhaseQueue, ctx, tr)
 			var we *limits.WaitError

@@ -174,6 +174,13 @@ var ErrClosed = errors.New("limits: scheduler closed")
 // wrapping both ErrCoordinator and ctx.Err().
 var ErrCoordinator = errors.New("limits: coordinator unavailable")
 
+// ErrCoordinatorDown is wrapped, with ErrCoordinator, by the error of
+// Acquire once a shared scheduler's coordinator has been unreachable for
+// Health.PoolWait: from then on Acquire fails at once, and the run stops as
+// for a pool that cannot serve. Its message starts "coordinator
+// unreachable".
+var ErrCoordinatorDown = errors.New("coordinator unreachable")
+
 // Spec is one concurrency and rate budget. Zero Concurrency means no
 // concurrency limit; the zero Rate means no rate limit. Burst is the token
 // bucket's size (at least 1).

@@ -628,3 +628,38 @@ func TestNewcomerAfterEmptyRestart(t *testing.T) {
 	}
 	checkIdle(t, srv)
 }
+
+// TestCoordinatorGoneStops: with Redis unreachable for the pool wait, a
+// waiting Acquire fails with limits.ErrCoordinatorDown (not at its own,
+// much later, deadline), naming the server, and so does every Acquire
+// after it, at once. Before, each waited out its whole context.
+func TestCoordinatorGoneStops(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := proxies(1, limits.Spec{Concurrency: 2})
+	const poolWait = 500 * time.Millisecond
+	cfg.Health.PoolWait = poolWait
+	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+	srv.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	_, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
+	took := time.Since(start)
+	if !errors.Is(err, limits.ErrCoordinatorDown) || !errors.Is(err, limits.ErrCoordinator) {
+		t.Fatalf("Acquire with Redis gone: %v, want limits.ErrCoordinatorDown", err)
+	}
+	if !strings.Contains(err.Error(), srv.Sock) || !strings.HasPrefix(err.Error(), "coordinator unreachable") {
+		t.Errorf("error does not start %q or name the server: %v", "coordinator unreachable", err)
+	}
+	// The dispatcher backs off up to 2s (with jitter, up to 1.5 times)
+	// between tries: it notices within the pool wait and one try more.
+	if took < poolWait || took > poolWait+4*time.Second {
+		t.Errorf("failed after %s, want between the pool wait %s and 4s more", took, poolWait)
+	}
+	start = time.Now()
+	_, err = s.Acquire(ctx, limits.Request{Host: "h:1"})
+	if !errors.Is(err, limits.ErrCoordinatorDown) || time.Since(start) > time.Second {
+		t.Errorf("the next Acquire: %v after %s, want limits.ErrCoordinatorDown at once", err, time.Since(start))
+	}
+	srv.Restart()
+}

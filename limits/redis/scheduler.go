@@ -88,6 +88,12 @@ type Scheduler struct {
 	events  limits.Events
 	closed  bool
 	down    error // the last Redis error, nil since a call succeeded
+	// downSince (client clock): when the calls began to fail, while down.
+	downSince time.Time
+	// dead: Redis was unreachable for poolWait; every Acquire fails with
+	// it (wrapping limits.ErrCoordinatorDown) from then on.
+	dead     error
+	poolWait time.Duration // cfg.Health.PoolWait: 0 waits for Redis forever
 	// notBefore (client clock): Redis said nothing can start before then,
 	// so a new Acquire need not ask before it either.
 	notBefore time.Time
@@ -214,6 +220,7 @@ func New(ctx context.Context, c rediser, opt Options, cfg limits.Config) (*Sched
 		hostRated:  !cfg.Host.Rate.IsZero(),
 		hostBatch:  hostBatch(cfg),
 		trustEmpty: opt.trustEmpty,
+		poolWait:   cfg.Health.PoolWait,
 		kick:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 	}
@@ -251,6 +258,9 @@ func newID() string {
 
 func (s *Scheduler) noteErr(err error) {
 	s.mu.Lock()
+	if s.down == nil {
+		s.downSince = s.now()
+	}
 	s.down = err
 	s.mu.Unlock()
 }
@@ -259,6 +269,23 @@ func (s *Scheduler) noteOK() {
 	s.mu.Lock()
 	s.down = nil
 	s.mu.Unlock()
+}
+
+// gone returns the error every Acquire fails with once Redis has been
+// unreachable for the pool wait, or nil: it says where, for how long and
+// the last error, and wraps limits.ErrCoordinatorDown and
+// limits.ErrCoordinator.
+func (s *Scheduler) gone() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead != nil || s.down == nil || s.poolWait <= 0 {
+		return s.dead
+	}
+	if d := s.now().Sub(s.downSince); d >= s.poolWait {
+		s.dead = fmt.Errorf("%w: Redis at %s for %s (--pool-wait): %v: %w", limits.ErrCoordinatorDown, s.addr,
+			d.Round(time.Millisecond), s.down, limits.ErrCoordinator)
+	}
+	return s.dead
 }
 
 func (s *Scheduler) setEpoch(e string) {
@@ -291,6 +318,10 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 	if s.closed {
 		s.mu.Unlock()
 		return nil, limits.ErrClosed
+	}
+	if s.dead != nil {
+		s.mu.Unlock()
+		return nil, s.dead
 	}
 	fast := s.nwait == 0 && s.down == nil && !s.now().Before(s.notBefore)
 	s.mu.Unlock()
@@ -680,6 +711,8 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 		if errors.Is(err, ErrConflict) || errors.Is(err, limits.ErrNoUsableProxy) {
 			// the namespace was taken over with other limits, or every proxy is out: nothing will pass
 			s.fail(all, err)
+		} else if dead := s.gone(); dead != nil {
+			s.fail(all, dead) // Redis gone for the pool wait: the run stops
 		}
 		return 0, true
 	}
@@ -799,7 +832,7 @@ func (s *Scheduler) untilRate() time.Duration {
 func (s *Scheduler) fail(ws []*waiter, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !errors.Is(err, limits.ErrNoUsableProxy) {
+	if !errors.Is(err, limits.ErrNoUsableProxy) && !errors.Is(err, limits.ErrCoordinator) {
 		err = fmt.Errorf("%w: %w", limits.ErrCoordinator, err)
 	}
 	for _, w := range ws {
