@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -56,7 +57,7 @@ func (opts *FetchOptions) completeDistributed(cmd *cobra.Command) error {
 	if opts.LeaseTTL < time.Second || opts.LeaseTTL > time.Hour {
 		return fmt.Errorf("--lease-ttl %s: want from 1s to 1h", opts.LeaseTTL)
 	}
-	if opts.Redis == "" {
+	if len(opts.Redis) == 0 {
 		for _, name := range []string{"namespace", "lease-ttl"} {
 			if cmd.Flags().Changed(name) {
 				return fmt.Errorf("--%s needs --redis", name)
@@ -68,21 +69,26 @@ func (opts *FetchOptions) completeDistributed(cmd *cobra.Command) error {
 
 // dialCoordinator connects to --redis, before any request, and sets the
 // engine up to build its scheduler there. The returned function closes the
-// connection; call it after the engine is closed. Redis that cannot be
-// reached is a usage error naming its address (never its password), and so
-// are limits that differ from those live in the namespace.
+// connection; call it after the engine is closed. A --redis value that is
+// empty or does not parse, Redis that cannot be reached and limits that
+// differ from those live in the namespace are usage errors, naming the
+// address (never its password).
 func (opts *FetchOptions) dialCoordinator(ctx context.Context, warn *warnings) (closeFn func(), err error) {
-	if opts.Redis == "" {
+	if len(opts.Redis) == 0 {
 		return func() {}, nil
+	}
+	target, err := redislimits.ParseTarget(opts.Redis, os.Getenv)
+	if err != nil {
+		return nil, usageError(fmt.Errorf("--redis: %w", err))
 	}
 	// go-redis logs its connection troubles itself: they are warnings, cut
 	// short, and -q silences them.
 	goredis.SetLogger(redisLog{warn})
-	client, addr, err := redislimits.Dial(ctx, opts.Redis)
+	client, err := redislimits.Dial(ctx, target)
 	if err != nil {
 		return nil, usageError(fmt.Errorf("--redis: %w", err))
 	}
-	ro := redislimits.Options{Namespace: opts.Namespace, LeaseTTL: opts.LeaseTTL, Addr: addr}
+	ro := redislimits.Options{Namespace: opts.Namespace, LeaseTTL: opts.LeaseTTL, Addr: target.String()}
 	opts.Config.NewScheduler = func(lc limits.Config) (limits.Scheduler, error) {
 		s, err := redislimits.New(ctx, client, ro, lc)
 		if err != nil {

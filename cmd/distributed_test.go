@@ -47,7 +47,7 @@ func TestDistributed_processesShareLimits(t *testing.T) {
 		out := filepath.Join(dir, fmt.Sprintf("out%d.jsonl", k))
 		outs = append(outs, out)
 		procs = append(procs, startFetch(t, "", "-q", "-c", "16", "--proxy-concurrency", fmt.Sprint(cap),
-			"--redis", rds.URL, "--namespace", "t1", "--shard", fmt.Sprintf("%d/3", k),
+			"--redis", rds.URL, "--namespace", "t1", "--shard", fmt.Sprintf("%d/3", k), "--lease-ttl", "2s",
 			"--proxy", pxs[0].URL, "--proxy", pxs[1].URL, "-o", out, urls))
 	}
 	for i, p := range procs {
@@ -90,6 +90,11 @@ func TestDistributed_usageErrors(t *testing.T) {
 		want, not string
 	}{
 		{"unreachable", []string{"--redis", "redis://:hunter2@" + closed}, closed, "hunter2"},
+		{"empty", []string{"--redis", ""}, "--redis is empty", ""},
+		{"slash in password", []string{"--redis", "redis://user:hunter2/word@" + closed}, "percent-encoded", "hunter2"},
+		{"tab in password", []string{"--redis", "redis://user:hun\tter2@" + closed}, "control character", "hun"},
+		{"password in the query", []string{"--redis", "redis://" + closed + "?password=hunter2"}, closed, "hunter2"},
+		{"mixed cluster", []string{"--redis", "redis://" + closed, "--redis", "unix:///tmp/x.sock"}, "Cluster", ""},
 		{"bad shard", []string{"--shard", "4/3"}, "--shard", ""},
 		{"bad namespace", []string{"--redis", "redis://" + closed, "--namespace", "a{b}"}, "--namespace", ""},
 		{"namespace without redis", []string{"--namespace", "x"}, "needs --redis", ""},

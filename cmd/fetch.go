@@ -43,10 +43,11 @@ type FetchOptions struct {
 	CPUProfile string // --cpuprofile FILE, or ""
 	MemProfile string // --memprofile FILE, or ""
 
-	// Distributed mode: with Redis set, every limit, proxy health and the
-	// usage counts are shared through that Redis by all the processes of
-	// Namespace. Shard is "K/N" or "" (Config.Shard is parsed from it).
-	Redis     string
+	// Distributed mode: with Redis set (once, or several Cluster nodes),
+	// every limit, proxy health and the usage counts are shared through
+	// that Redis by all the processes of Namespace. Shard is "K/N" or ""
+	// (Config.Shard is parsed from it).
+	Redis     []string
 	Namespace string
 	Shard     string
 	LeaseTTL  time.Duration
@@ -204,7 +205,7 @@ JSON record per URL line.`,
 
 	// Distributed mode.
 	groups.begin(groupDistributed)
-	f.StringVar(&opts.Redis, "redis", "", "share every limit, proxy health and usage count through Redis at `URL` (redis://, rediss://, unix://)")
+	f.StringArrayVar(&opts.Redis, "redis", nil, "share every limit, proxy health and usage count through Redis at `URL` (redis://, rediss://, unix://, redis+sentinel://; repeat for Cluster nodes; password also from $REDISCLI_AUTH)")
 	f.StringVar(&opts.Namespace, "namespace", "fetch", "Redis key namespace `NAME`: the processes that share limits")
 	f.StringVar(&opts.Shard, "shard", "", "take only the input lines of shard `K/N` (1 <= K <= N)")
 	f.DurationVar(&opts.LeaseTTL, "lease-ttl", 10*time.Second, "`D`: how long a permit outlives a process that died holding it")

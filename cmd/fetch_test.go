@@ -158,7 +158,7 @@ func Test_NewCmdFetch(t *testing.T) {
 			args:    []string{"--redis", "redis://127.0.0.1:1", "--namespace", "n1", "--shard", "2/3", "--lease-ttl", "3s"},
 			wantCfg: func(c *fetch.Config) { c.Shard = fetch.Shard{K: 2, N: 3} },
 			wantOpts: func(t *testing.T, o *FetchOptions) {
-				if o.Redis != "redis://127.0.0.1:1" || o.Namespace != "n1" || o.LeaseTTL != 3*time.Second {
+				if len(o.Redis) != 1 || o.Redis[0] != "redis://127.0.0.1:1" || o.Namespace != "n1" || o.LeaseTTL != 3*time.Second {
 					t.Errorf("distributed options = %q %q %s", o.Redis, o.Namespace, o.LeaseTTL)
 				}
 			},
