@@ -89,6 +89,9 @@ func (opts *FetchOptions) dialCoordinator(ctx context.Context, warn *warnings) (
 		return nil, usageError(fmt.Errorf("--redis: %w", err))
 	}
 	ro := redislimits.Options{Namespace: opts.Namespace, LeaseTTL: opts.LeaseTTL, Addr: target.String()}
+	if target.Kind == redislimits.KindSentinel {
+		ro.Replicas = 1 // a failover to the replica keeps every lease in use
+	}
 	opts.Config.NewScheduler = func(lc limits.Config) (limits.Scheduler, error) {
 		s, err := redislimits.New(ctx, client, ro, lc)
 		if err != nil {

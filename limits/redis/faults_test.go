@@ -668,3 +668,41 @@ func TestCoordinatorGoneStops(t *testing.T) {
 	}
 	srv.Restart()
 }
+
+// TestGrantsWaitForAReplica: with Options.Replicas, a grant is used only
+// once a replica has acknowledged it. A master without a replica grants
+// nothing: Acquire fails closed, naming the missing acknowledgement, and
+// the grants given back leave no lease behind. With a replica (a real
+// Sentinel's master), grants go through.
+func TestGrantsWaitForAReplica(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := proxies(1, limits.Spec{Concurrency: 2})
+	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second, Replicas: 1}, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	_, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
+	cancel()
+	if !errors.Is(err, limits.ErrCoordinator) || !strings.Contains(err.Error(), "replicas acknowledged") {
+		t.Fatalf("Acquire on a master without a replica: %v", err)
+	}
+	s.Close()
+	checkIdle(t, srv)
+
+	sn := redistest.StartSentinel(t)
+	tg, err := ParseTarget([]string{sn.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Dial(context.Background(), tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s2, err := New(context.Background(), c, Options{Namespace: "t", LeaseTTL: time.Second, Replicas: 1, trustEmpty: true}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	for _, l := range acquireN(t, s2, 2) {
+		l.Release()
+	}
+}

@@ -40,6 +40,13 @@ type Options struct {
 	// renewals; every limit is timed by the Redis clock. Default time.Now.
 	Now func() time.Time
 
+	// Replicas is how many replicas must acknowledge a grant (WAIT) before
+	// it is used, so that a failover to one of them never loses a lease in
+	// use: set it for a Sentinel-managed master (fetch sets 1). A grant
+	// not acknowledged in time is given back, and the Acquire waits on as
+	// when Redis is unreachable. Not for a Cluster client. Default 0.
+	Replicas int
+
 	// trustEmpty: an empty namespace is a new one, whatever Redis's
 	// uptime (tests whose Redis is their own; see setup.lua's seal).
 	trustEmpty bool
@@ -94,6 +101,7 @@ type Scheduler struct {
 	// it (wrapping limits.ErrCoordinatorDown) from then on.
 	dead     error
 	poolWait time.Duration // cfg.Health.PoolWait: 0 waits for Redis forever
+	replicas int           // Options.Replicas
 	// notBefore (client clock): Redis said nothing can start before then,
 	// so a new Acquire need not ask before it either.
 	notBefore time.Time
@@ -221,6 +229,7 @@ func New(ctx context.Context, c rediser, opt Options, cfg limits.Config) (*Sched
 		hostBatch:  hostBatch(cfg),
 		trustEmpty: opt.trustEmpty,
 		poolWait:   cfg.Health.PoolWait,
+		replicas:   opt.Replicas,
 		kick:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 	}
@@ -444,7 +453,11 @@ func (s *Scheduler) callAcquire(ctx context.Context, reqs []limits.Request, host
 		args = append(args, c.ids[i], req.Host, strings.Join(avoid, "\n"), usArg(hd))
 	}
 	c.sent = s.now()
-	v, err := s.run(ctx, s.scripts.acquire, args...)
+	run := s.run
+	if s.replicas > 0 {
+		run = s.runConfirmed
+	}
+	v, err := run(ctx, s.scripts.acquire, args...)
 	if err == nil && (len(v) == 0 || len(v) > len(reqs)) {
 		err = fmt.Errorf("limits/redis: %d replies to %d requests", len(v), len(reqs))
 	}
@@ -1042,6 +1055,9 @@ func (s *Scheduler) Close() error {
 		s.cancel()
 		_ = s.ps.Close()
 		s.wg.Wait()
+		// Give back what the background had yet to (acquires that failed
+		// and may have run), rather than leave it to expire.
+		s.releaseOrphans()
 		// Leave the namespace, so that the next run may start afresh.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_, _ = s.run(ctx, s.scripts.setup, "leave", s.plan.sum, s.id)

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -62,14 +63,20 @@ func keys(ns string) []string {
 type rediser interface {
 	goredis.Scripter
 	Subscribe(ctx context.Context, channels ...string) *goredis.PubSub
+	Pipeline() goredis.Pipeliner
+}
+
+// argv is the header, with a fresh random seed, and args.
+func (s *Scheduler) argv(args []any) []any {
+	all := make([]any, 0, len(s.hdr)+len(args))
+	all = append(all, s.hdr...)
+	all[seedArg] = strconv.FormatUint(uint64(s.rand()>>33), 10)
+	return append(all, args...)
 }
 
 // run runs sc with the header and args, and returns its reply.
 func (s *Scheduler) run(ctx context.Context, sc *goredis.Script, args ...any) ([]any, error) {
-	all := make([]any, 0, len(s.hdr)+len(args))
-	all = append(all, s.hdr...)
-	all[seedArg] = strconv.FormatUint(uint64(s.rand()>>33), 10)
-	all = append(all, args...)
+	all := s.argv(args)
 	ctx, cancel := context.WithTimeout(ctx, s.opTimeout)
 	defer cancel()
 	v, err := sc.Run(ctx, s.c, s.keys, all...).Slice()
@@ -79,6 +86,53 @@ func (s *Scheduler) run(ctx context.Context, sc *goredis.Script, args ...any) ([
 	}
 	s.noteOK()
 	return v, nil
+}
+
+// runConfirmed is run for a script whose writes must reach s.replicas
+// replicas before they are used: the grants of a Sentinel-managed master,
+// so that a failover to a replica never loses a lease in use. The script
+// and a WAIT go in one pipeline, so on one connection, and WAIT waits for
+// that script's writes. Fewer acknowledgements than asked within half a
+// call's timeout is an error: the caller gives the grants back.
+func (s *Scheduler) runConfirmed(ctx context.Context, sc *goredis.Script, args ...any) ([]any, error) {
+	all := s.argv(args)
+	wait := max(s.opTimeout/2, time.Millisecond)
+	v, acked, err := s.evalWait(ctx, sc, all, wait, true)
+	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		v, acked, err = s.evalWait(ctx, sc, all, wait, false)
+	}
+	if err == nil && acked < int64(s.replicas) {
+		err = fmt.Errorf("limits/redis: %d of %d replicas acknowledged a grant within %s", acked, s.replicas, wait)
+	}
+	if err != nil {
+		s.noteErr(err)
+		return nil, err
+	}
+	s.noteOK()
+	return v, nil
+}
+
+// evalWait sends sc (by its hash, or whole) and WAIT in one pipeline, and
+// returns the script's reply and how many replicas acknowledged it.
+func (s *Scheduler) evalWait(ctx context.Context, sc *goredis.Script, all []any, wait time.Duration, sha bool) ([]any, int64, error) {
+	// Redis ends a WAIT on its timer, which ticks every 100ms (hz 10).
+	ctx, cancel := context.WithTimeout(ctx, s.opTimeout+wait+100*time.Millisecond)
+	defer cancel()
+	pipe := s.c.Pipeline()
+	var ev *goredis.Cmd
+	if sha {
+		ev = sc.EvalSha(ctx, pipe, s.keys, all...)
+	} else {
+		ev = sc.Eval(ctx, pipe, s.keys, all...)
+	}
+	w := pipe.Do(ctx, "WAIT", s.replicas, wait.Milliseconds())
+	_, _ = pipe.Exec(ctx)
+	v, err := ev.Slice()
+	if err != nil {
+		return nil, 0, err
+	}
+	n, err := w.Int64()
+	return v, n, err
 }
 
 // str is the i-th element of a script's reply as a string.
