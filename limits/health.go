@@ -83,7 +83,9 @@ type HealthEvent struct {
 	Cooldown time.Duration // for "benched": how long
 }
 
-const streakToForgive = 10
+// StreakToForgive is how many outcomes without a fault in a row a proxy
+// must carry after a bench for its cooldown's doubling to start over.
+const StreakToForgive = 10
 
 // BanHosts is how many distinct hosts must ban a proxy in a row (Banned
 // outcomes with no Success or PushedBack between them; faults and neutral
@@ -129,10 +131,10 @@ func (s *Local) learnHealth(p int, host string, o Outcome, now time.Time, probe 
 	case o == Success || o == PushedBack:
 		ps.fails = 0
 		delete(s.bans, int32(p))
-		if ps.streak < streakToForgive { // capped: an int32 of a long run's successes would wrap
+		if ps.streak < StreakToForgive { // capped: an int32 of a long run's successes would wrap
 			ps.streak++
 		}
-		if ps.streak >= streakToForgive {
+		if ps.streak >= StreakToForgive {
 			ps.level = 0
 		}
 		if ps.probing {

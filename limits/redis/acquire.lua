@@ -38,8 +38,8 @@ local now = nowUs()
 -- charged from the same due (and its host's): a limiter's tokens are
 -- charged at the later of due and when they came due, so the requests
 -- after a grant on one limiter are charged on schedule too, whether they
--- go to the same limiter (its next token) or another (its own).
-local LATE = 10000
+-- go to the same limiter (its next token) or another (its own). LATE
+-- comes in the header (dispatch.go's late).
 
 local function onTime(due)
   if due and (due > now or now - due > LATE) then return nil end

@@ -22,11 +22,12 @@ local chan = ARGV[15]
 local seed = tonumber(ARGV[16])
 local grace = tonumber(ARGV[17])      -- refusal after a reset
 local poolWait = tonumber(ARGV[18])   -- how long no proxy may be healthy before the pool cannot serve; 0 never
-local H = 18
+local BAN_HOSTS = tonumber(ARGV[19])  -- limits.BanHosts: distinct hosts banning a proxy in a row bench it
+local FORGIVE = tonumber(ARGV[20])    -- limits.StreakToForgive: successes in a row that reset the cooldown's doubling
+local LATE = tonumber(ARGV[21])       -- µs an ask may come late and still be charged on schedule (see acquire.lua)
+local H = 21
 
 local SUCCESS, FAULT, PUSHBACK, REJECTED, BANNED = 1, 2, 3, 4, 5
-local BAN_HOSTS = 5 -- limits.BanHosts: distinct hosts banning a proxy in a row bench it
-local FORGIVE = 10 -- limits' streakToForgive: successes in a row that reset the cooldown's doubling
 local FOREVER = 3.15e15 -- a hundred years, in microseconds: the bench of a rejected proxy
 local SPAN = 4294967296               -- pidx: budget b's proxies score in [bi*SPAN, bi*SPAN+SPAN-1]
 local OFF = SPAN - 1                  -- a proxy's score when benched or its probe is out

@@ -190,7 +190,7 @@ func header(cfg limits.Config, ttl time.Duration, m int, channel string) []any {
 		strconv.Itoa(max(cfg.Host.Concurrency, 0)), ff(ht), ff(htau), ff(gt), ff(gtau),
 		strconv.Itoa(max(cfg.Health.MaxFailures, 0)), us(cfg.Health.Cooldown), us(cfg.Health.MaxCooldown),
 		us(cfg.Pushback.Delay), us(cfg.Pushback.Max), channel, "0", ff(grace),
-		us(cfg.Health.PoolWait),
+		us(cfg.Health.PoolWait), strconv.Itoa(limits.BanHosts), strconv.Itoa(limits.StreakToForgive), us(late),
 	}
 }
 
@@ -208,9 +208,9 @@ func (s *Scheduler) setup(ctx context.Context, reset bool) error {
 		if err != nil {
 			return err
 		}
-		switch str(v, 0) {
+		switch r := decodeSetup(v); r.step {
 		case "match":
-			s.setEpoch(str(v, 1))
+			s.setEpoch(r.epoch)
 			return nil
 		case "differ":
 			return s.difference(ctx)
@@ -227,7 +227,7 @@ func (s *Scheduler) setup(ctx context.Context, reset bool) error {
 			if err != nil {
 				return err
 			}
-			if str(v, 0) == "differ" {
+			if decodeSetup(v).step == "differ" {
 				return s.difference(ctx)
 			}
 			items = items[n:]
@@ -244,9 +244,9 @@ func (s *Scheduler) setup(ctx context.Context, reset bool) error {
 		if err != nil {
 			return err
 		}
-		switch str(v, 0) {
+		switch r := decodeSetup(v); r.step {
 		case "ok":
-			s.setEpoch(str(v, 1))
+			s.setEpoch(r.epoch)
 			return nil
 		case "differ":
 			return s.difference(ctx)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/fetch-dev/fetch/limits"
 )
@@ -123,8 +122,8 @@ func (s *Scheduler) callRelease(items []releaseItem) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, it := range items {
-		if st := str(v, 3*i+1); st != "" && it.proxy != "" {
-			s.event(s.plan.proxies[it.proxy], st, time.Duration(atoi(str(v, 3*i+2)))*time.Microsecond)
+		if r := decodeRelease(v, i); r.state != "" && it.proxy != "" {
+			s.event(s.plan.proxies[it.proxy], r.state, r.cooldown)
 		}
 	}
 	return nil

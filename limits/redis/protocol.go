@@ -149,7 +149,97 @@ func str(v []any, i int) string {
 	return fmt.Sprint(v[i])
 }
 
-func atoi(s string) int64 {
-	n, _ := strconv.ParseInt(s, 10, 64)
+// The scripts' replies, decoded in one place: each script's comment says
+// its reply; these are those replies as Go values.
+
+// acquireReply is the acquire script's reply for one request.
+type acquireReply struct {
+	kind string // "ok", "wait", "reset" or "dead"; "" for a reply not understood
+	err  error  // why, for ""
+
+	// "ok": the lease was taken.
+	proxy, budget               string
+	proxyInFlight, hostInFlight int
+	epoch                       string
+	probe                       bool  // the proxy's probe after a bench
+	now                         int64 // µs on the Redis clock, also of "wait"
+	charged                     int64 // when the rate tokens were charged; 0 with no rate, or in a repeated call's reply
+	next                        int64 // when the request's next global and proxy token comes due; 0 none
+	global                      int64 // when the global rate's next token comes due; 0 none
+	hostNext                    int64 // when the host rate's next token comes due; 0 none
+
+	// "wait": nothing started.
+	hostOnly bool  // only the request's host is limited: other hosts may go
+	waitUs   int64 // before anything can start; -1: until a release
+	hard     bool  // nothing of any process starts before: the global rate or a grace
+
+	// "dead": the pool cannot serve.
+	total, rejected int
+	deadFor         int64 // µs no proxy has been healthy
+}
+
+// decodeAcquire reads one element of the acquire script's reply.
+func decodeAcquire(v []any) acquireReply {
+	r := acquireReply{kind: str(v, 0)}
+	switch r.kind {
+	case "ok":
+		r.proxy, r.budget = str(v, 1), str(v, 2)
+		r.proxyInFlight, r.hostInFlight = int(num(v, 3)), int(num(v, 4))
+		r.epoch, r.probe = str(v, 5), str(v, 6) == "1"
+		r.now, r.charged, r.next, r.global, r.hostNext = num(v, 7), num(v, 8), num(v, 9), num(v, 10), num(v, 11)
+	case "wait":
+		r.hostOnly = str(v, 1) == "host"
+		r.waitUs, r.now, r.hard = num(v, 2), num(v, 3), str(v, 4) == "1"
+	case "dead":
+		r.total, r.rejected, r.deadFor = int(num(v, 1)), int(num(v, 2)), num(v, 3)
+	case "reset":
+	default:
+		return acquireReply{err: fmt.Errorf("limits/redis: unexpected reply %v", v)}
+	}
+	return r
+}
+
+// renewReply is the renew script's reply: reset (Redis lost the
+// namespace), or the epoch and whether each lease is still held.
+type renewReply struct {
+	reset bool
+	epoch string
+	held  []bool
+}
+
+func decodeRenew(v []any, n int) renewReply {
+	if str(v, 0) == "reset" {
+		return renewReply{reset: true}
+	}
+	r := renewReply{epoch: str(v, 1), held: make([]bool, n)}
+	for i := range r.held {
+		r.held[i] = str(v, 2+i) == "1"
+	}
+	return r
+}
+
+// setupReply is the setup script's reply: its first word (install, match,
+// differ, ok, incomplete) and the epoch of match and ok.
+type setupReply struct {
+	step, epoch string
+}
+
+func decodeSetup(v []any) setupReply { return setupReply{step: str(v, 0), epoch: str(v, 1)} }
+
+// releaseReply is what the release script says of one lease: the proxy's
+// new health state ("" when unchanged) and its cooldown.
+type releaseReply struct {
+	state    string
+	cooldown time.Duration
+}
+
+func decodeRelease(v []any, i int) releaseReply {
+	return releaseReply{state: str(v, 3*i+1), cooldown: time.Duration(num(v, 3*i+2)) * time.Microsecond}
+}
+
+// num is the i-th element of a script's reply as an integer, 0 when it is
+// none.
+func num(v []any, i int) int64 {
+	n, _ := strconv.ParseInt(str(v, i), 10, 64)
 	return n
 }

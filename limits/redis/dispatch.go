@@ -1,0 +1,548 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fetch-dev/fetch/limits"
+)
+
+// hostTime is when a host's next rate token comes due: us on the Redis
+// clock, at on the client's.
+type hostTime struct {
+	us int64
+	at time.Time
+}
+
+type waiter struct {
+	req  limits.Request
+	ch   chan grant // buffered 1
+	done bool       // granted, failed or cancelled; under Scheduler.mu
+}
+
+type grant struct {
+	l   *limits.Lease
+	err error
+}
+
+// Acquire implements limits.Scheduler. It waits, within ctx, for a lease
+// that every limit shared in the namespace allows. While Redis is
+// unreachable it keeps waiting (fail closed); if ctx ends then, the error
+// wraps both limits.ErrCoordinator and ctx.Err().
+func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case <-req.Stop:
+		return nil, context.Canceled
+	default:
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, limits.ErrClosed
+	}
+	if s.dead != nil {
+		s.mu.Unlock()
+		return nil, s.dead
+	}
+	fast := s.nwait == 0 && s.down == nil && !s.now().Before(s.notBefore)
+	s.mu.Unlock()
+	if fast {
+		// Not cancelled by ctx: a call cut short may have taken a lease.
+		// None waits: charged when it reaches Redis, as in limits.Local.
+		r := s.try(context.WithoutCancel(ctx), req)
+		if r.lease != nil {
+			if ctx.Err() != nil {
+				r.lease.Release()
+				return nil, ctx.Err()
+			}
+			return r.lease, nil
+		}
+	}
+	w := &waiter{req: req, ch: make(chan grant, 1)}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, limits.ErrClosed
+	}
+	s.waiters = append(s.waiters, w)
+	s.nwait++
+	if s.hostRated {
+		s.hostWait[req.Host]++
+	}
+	s.mu.Unlock()
+	s.wake()
+	var stopped error // context.Canceled when req.Stop ended the wait
+	select {
+	case g := <-w.ch:
+		return g.l, g.err
+	case <-req.Stop:
+		stopped = context.Canceled
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	taken := w.done
+	if !taken {
+		s.unqueue(w)
+	}
+	s.mu.Unlock()
+	if taken { // a grant raced with the cancellation: give it back
+		if g := <-w.ch; g.l != nil {
+			g.l.Release()
+		}
+	}
+	if stopped != nil {
+		return nil, stopped
+	}
+	return nil, s.waitErr(ctx)
+}
+
+func (s *Scheduler) waitErr(ctx context.Context) error {
+	s.mu.Lock()
+	down := s.down
+	s.mu.Unlock()
+	if down == nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("%w: Redis at %s: %v: %w", limits.ErrCoordinator, s.addr, down, ctx.Err())
+}
+
+// result is the outcome of one acquire script.
+type result struct {
+	lease *limits.Lease
+	wait  time.Duration // before trying again; -1: until a release
+	host  bool          // the host is what is limited: other hosts may go
+	err   error
+}
+
+// try runs the acquire script once for req alone (the fast path: none of
+// this process waits), charging its rate tokens when it reaches Redis.
+func (s *Scheduler) try(ctx context.Context, req limits.Request) result {
+	c := s.callAcquire(ctx, []limits.Request{req}, nil, 0)
+	if c.err != nil {
+		return result{err: c.err}
+	}
+	return s.reply(ctx, c, 0, req, false)
+}
+
+// usArg is a time in µs as the scripts take it: "" for none (0).
+func usArg(us int64) string {
+	if us <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(us, 10)
+}
+
+// acquireCall is one run of the acquire script for one or more requests.
+type acquireCall struct {
+	ids     []string       // the lease ids, one a request
+	replies []acquireReply // a reply for each request tried, in order
+	sent    time.Time
+	err     error
+}
+
+// callAcquire runs the acquire script once for reqs, in order, which it tries
+// until one is told that nothing can start; due is the logical time
+// (dueUs) to charge their global and proxy rate tokens from when it is a
+// little before now, 0 for none, and hostDue[i] the same for the host rate
+// of reqs[i] (nil: none for any; see acquire.lua). On an error every id is
+// an orphan: the call may have run.
+func (s *Scheduler) callAcquire(ctx context.Context, reqs []limits.Request, hostDue []int64, due int64) acquireCall {
+	c := acquireCall{ids: make([]string, len(reqs))}
+	args := make([]any, 0, 2+4*len(reqs))
+	args = append(args, strconv.Itoa(len(reqs)), usArg(due))
+	for i, req := range reqs {
+		var avoid []string
+		for _, p := range req.Avoid {
+			if p >= 0 && p < len(s.plan.pnames) {
+				avoid = append(avoid, s.plan.pnames[p])
+			}
+		}
+		var hd int64
+		if i < len(hostDue) {
+			hd = hostDue[i]
+		}
+		c.ids[i] = newID()
+		args = append(args, c.ids[i], req.Host, strings.Join(avoid, "\n"), usArg(hd))
+	}
+	c.sent = s.now()
+	run := s.run
+	if s.replicas > 0 {
+		run = s.runConfirmed
+	}
+	v, err := run(ctx, s.scripts.acquire, args...)
+	if err == nil && (len(v) == 0 || len(v) > len(reqs)) {
+		err = fmt.Errorf("limits/redis: %d replies to %d requests", len(v), len(reqs))
+	}
+	if err != nil {
+		for _, id := range c.ids {
+			s.orphan(releaseItem{id: id})
+		}
+		c.err = err
+		return c
+	}
+	for _, r := range v {
+		rv, ok := r.([]any)
+		if !ok {
+			rv = []any{r}
+		}
+		c.replies = append(c.replies, decodeAcquire(rv))
+	}
+	return c
+}
+
+// reply reads the i-th reply of c, for req; queued says whether req is a
+// waiter of the local queue. Call it for a call's replies in order, each
+// before the grant of the one before is handed over.
+func (s *Scheduler) reply(ctx context.Context, c acquireCall, i int, req limits.Request, queued bool) result {
+	r, id, sent := c.replies[i], c.ids[i], c.sent
+	switch r.kind {
+	case "":
+		return result{err: r.err}
+	case "reset":
+		if err := s.setup(ctx, true); err != nil {
+			return result{err: err}
+		}
+		s.mu.Lock()
+		clear(s.hostNext) // of tokens Redis no longer has
+		s.mu.Unlock()
+		return result{wait: 0}
+	case "wait":
+		d := time.Duration(-1)
+		s.mu.Lock()
+		if r.waitUs >= 0 {
+			d = time.Duration(r.waitUs) * time.Microsecond
+			if !r.hostOnly {
+				s.notBefore = sent.Add(d)
+			}
+			if r.hard {
+				s.rateAt = sent.Add(d)
+			}
+			switch {
+			case r.now <= 0:
+			case !r.hostOnly:
+				s.dueUs = r.now + r.waitUs
+			case s.hostRated && (!queued || s.hostWait[req.Host] > 0): // an Acquire about to wait, or a waiter
+				s.hostNext[req.Host] = hostTime{us: r.now + r.waitUs, at: sent.Add(d)}
+			}
+		}
+		s.mu.Unlock()
+		return result{wait: d, host: r.hostOnly}
+	case "dead":
+		return result{err: &limits.PoolError{Total: r.total, Rejected: r.rejected, Benched: r.total - r.rejected,
+			For: time.Duration(r.deadFor) * time.Microsecond}}
+	}
+	h := &held{id: id, proxy: r.proxy, budget: r.budget, host: req.Host, epoch: r.epoch,
+		lastOK: sent, lost: make(chan struct{})}
+	pi, bi := s.plan.proxies[h.proxy], s.plan.budgets[h.budget]
+	l := limits.NewLease(pi, bi, func(o limits.Outcome) { s.release(h, o) })
+	l.ProxyInFlight, l.HostInFlight = r.proxyInFlight, r.hostInFlight
+	l.Lost = h.lost
+	s.mu.Lock()
+	s.held[id] = h
+	s.epoch = h.epoch
+	if r.probe {
+		s.event(pi, "probing", 0)
+	}
+	// The schedule goes on only while others wait (see dueUs).
+	if queued {
+		s.dueUs = 0
+		if r.next > 0 && s.nwait > 1 {
+			s.dueUs = r.next
+		}
+		// A repeated call's reply has no next: the host's next ask is
+		// charged when it arrives.
+		delete(s.hostNext, req.Host)
+		if r.hostNext > 0 && s.hostWait[req.Host] > 1 {
+			s.hostNext[req.Host] = hostTime{us: r.hostNext, at: sent.Add(time.Duration(r.hostNext-r.now) * time.Microsecond)}
+		}
+	}
+	if r.global > r.now {
+		s.rateAt = sent.Add(time.Duration(r.global-r.now) * time.Microsecond)
+		if s.notBefore.Before(s.rateAt) {
+			s.notBefore = s.rateAt
+		}
+	}
+	s.mu.Unlock()
+	if s.onGrant != nil {
+		at := r.charged
+		if at == 0 {
+			at = r.now // a repeated call's reply: the time it ran
+		}
+		s.onGrant(pi, req.Host, at)
+	}
+	return result{lease: l}
+}
+
+// dispatcher serves the local queue of waiters.
+func (s *Scheduler) dispatcher() {
+	defer s.wg.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	backoff := time.Duration(0)
+	for {
+		wait, failed := s.pass()
+		if failed {
+			backoff = min(max(backoff*2, 20*time.Millisecond), 2*time.Second)
+			wait = backoff/2 + time.Duration(s.rand()%uint64(backoff))
+		} else {
+			backoff = 0
+		}
+		if wait != 0 {
+			if !failed && (wait < 0 || wait > s.poll) {
+				// Poll within [poll/2, 3poll/2) for other processes' releases,
+				// in case their pub/sub message is missed, but not past a
+				// token's due time.
+				p := s.poll/2 + time.Duration(s.rand()%uint64(s.poll))
+				if wait < 0 || p < wait {
+					wait = p
+				}
+			}
+			t.Reset(wait)
+			select {
+			case <-s.stop:
+				return
+			case <-s.kick:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		select {
+		case <-s.stop:
+			return
+		default:
+		}
+	}
+}
+
+// batchMax is how many waiters one acquire call tries at most: enough
+// that one round trip starts what a release or a rate's tokens allow, few
+// enough that the script holds Redis briefly.
+const batchMax = 16
+
+// late is acquire.lua's LATE: an ask at most this late is charged on its
+// schedule, so one call may start that much of a rate's tokens.
+const late = 10 * time.Millisecond
+
+// hostBatch is how many waiters of one host one acquire call asks for at
+// most under cfg's host limits: one more than may start at most (the host
+// rate's burst and the tokens of a late ask, or the host concurrency cap),
+// so that the call also tells the host to wait, and at most batchMax;
+// batchMax without host limits.
+func hostBatch(cfg limits.Config) int {
+	n := batchMax
+	if h := cfg.Host; !h.Rate.IsZero() {
+		n = max(h.Burst, 1) + int(math.Ceil(float64(late)*h.Rate.N/float64(h.Rate.Per)))
+	}
+	if c := cfg.Host.Concurrency; c > 0 {
+		n = min(n, c)
+	}
+	return min(n+1, batchMax)
+}
+
+// pass tries the waiters in order once, batchMax to an acquire call. It
+// returns how long until the next pass is due (0: at once, -1: on a
+// wake-up or poll), and whether Redis failed.
+func (s *Scheduler) pass() (time.Duration, bool) {
+	s.mu.Lock()
+	live := s.waiters[:0]
+	for _, w := range s.waiters {
+		if !w.done {
+			live = append(live, w)
+		}
+	}
+	clear(s.waiters[len(live):])
+	s.waiters = live
+	ws := append([]*waiter(nil), live...)
+	s.mu.Unlock()
+	if len(ws) == 0 {
+		return -1, false
+	}
+	if d := s.untilRate(); d > 0 {
+		return d, false
+	}
+	// wakeAt: when the next pass is due, the soonest of the waits told,
+	// each from when it was told (a pass makes calls one after another);
+	// zero for none.
+	var wakeAt time.Time
+	soonAt := func(t time.Time) {
+		if wakeAt.IsZero() || t.Before(wakeAt) {
+			wakeAt = t
+		}
+	}
+	soon := func(d time.Duration) {
+		if d >= 0 {
+			soonAt(s.now().Add(d))
+		}
+	}
+	next := func() time.Duration {
+		if wakeAt.IsZero() {
+			return -1
+		}
+		return max(wakeAt.Sub(s.now()), 0)
+	}
+	all := ws
+	failed := func(err error) (time.Duration, bool) {
+		if errors.Is(err, ErrConflict) || errors.Is(err, limits.ErrNoUsableProxy) {
+			// the namespace was taken over with other limits, or every proxy is out: nothing will pass
+			s.fail(all, err)
+		} else if dead := s.gone(); dead != nil {
+			s.fail(all, dead) // Redis gone for the pool wait: the run stops
+		}
+		return 0, true
+	}
+	var blocked map[string]bool
+	batch := make([]*waiter, 0, batchMax)
+	reqs := make([]limits.Request, 0, batchMax)
+	hostDue := make([]int64, 0, batchMax)
+	// With host limits, a round asks for at most s.hostBatch waiters of a
+	// host, and those behind them (later) in a round after: a host whose
+	// limits let few start must not fill calls with waiters that would be
+	// told to wait while other hosts' waiters wait behind them.
+	var asked map[string]int
+	if s.hostBatch < batchMax {
+		asked = map[string]int{}
+	}
+	var later []*waiter
+	for len(ws) > 0 || len(later) > 0 {
+		if len(ws) == 0 { // a round is over: those held back, of hosts all of whose asks passed
+			ws, later = later, nil
+			clear(asked)
+		}
+		// The next waiters not done, whose hosts were not told to wait
+		// and whose hosts' rate tokens have come due.
+		batch, reqs, hostDue = batch[:0], reqs[:0], hostDue[:0]
+		s.mu.Lock()
+		now := s.now()
+		for len(ws) > 0 && len(batch) < batchMax {
+			w := ws[0]
+			ws = ws[1:]
+			if w.done || blocked[w.req.Host] {
+				continue
+			}
+			hn := s.hostNext[w.req.Host]
+			if hn.at.After(now) {
+				soonAt(hn.at)
+				continue
+			}
+			if asked != nil {
+				if asked[w.req.Host] >= s.hostBatch {
+					later = append(later, w)
+					continue
+				}
+				asked[w.req.Host]++
+			}
+			hostDue = append(hostDue, hn.us)
+			batch = append(batch, w)
+			reqs = append(reqs, w.req)
+		}
+		due := s.dueUs
+		s.mu.Unlock()
+		if len(batch) == 0 {
+			continue
+		}
+		c := s.callAcquire(s.base, reqs, hostDue, due)
+		if c.err != nil {
+			return failed(c.err)
+		}
+		for i, w := range batch[:len(c.replies)] {
+			r := s.reply(s.base, c, i, w.req, true)
+			switch {
+			case r.err != nil:
+				return failed(r.err)
+			case r.lease != nil:
+				s.mu.Lock()
+				if w.done {
+					s.mu.Unlock()
+					r.lease.Release()
+					continue
+				}
+				s.unqueue(w)
+				w.ch <- grant{l: r.lease}
+				s.mu.Unlock()
+			case r.host:
+				if blocked == nil {
+					blocked = map[string]bool{}
+				}
+				blocked[w.req.Host] = true
+				soon(r.wait)
+			default:
+				soon(r.wait)
+				return next(), false // nothing can start: those behind would be told the same
+			}
+		}
+		if d := s.untilRate(); d > 0 { // a grant's reply told of the global rate's next token
+			soon(d)
+			return next(), false
+		}
+	}
+	return next(), false
+}
+
+// unqueue marks w done: granted, failed or cancelled. A host's schedule
+// ends with its last waiter. Call with s.mu held.
+func (s *Scheduler) unqueue(w *waiter) {
+	w.done = true
+	s.nwait--
+	if !s.hostRated {
+		return
+	}
+	h := w.req.Host
+	if n := s.hostWait[h] - 1; n > 0 {
+		s.hostWait[h] = n
+		return
+	}
+	delete(s.hostWait, h)
+	delete(s.hostNext, h)
+}
+
+// untilRate returns how long until rateAt: before it, no ask can pass.
+func (s *Scheduler) untilRate() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rateAt.Sub(s.now())
+}
+
+// fail ends waiters with err.
+func (s *Scheduler) fail(ws []*waiter, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !errors.Is(err, limits.ErrNoUsableProxy) && !errors.Is(err, limits.ErrCoordinator) {
+		err = fmt.Errorf("%w: %w", limits.ErrCoordinator, err)
+	}
+	for _, w := range ws {
+		if !w.done {
+			s.unqueue(w)
+			w.ch <- grant{err: err}
+		}
+	}
+}
+
+// listen wakes the dispatcher on other processes' releases.
+func (s *Scheduler) listen() {
+	defer s.wg.Done()
+	ch := s.ps.Channel()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+			s.mu.Lock()
+			n := s.nwait
+			s.mu.Unlock()
+			if n > 0 {
+				s.wake()
+			}
+		}
+	}
+}
