@@ -13,10 +13,15 @@ import (
 // between them: the lines whose hash falls in shard K of N. The zero Shard
 // takes every line.
 //
-// A line belongs to shard 1 + h mod N, where h is the 64-bit FNV-1a hash of
-// the input's name, a NUL byte, the line number in decimal, a NUL byte and
-// the line trimmed of white space. N processes given the same inputs (named
-// the same way) and shards 1..N take every line exactly once.
+// A line belongs to shard 1 + mix(h) mod N, where h is the 64-bit FNV-1a
+// hash of the input's name, a NUL byte, the line number in decimal, a NUL
+// byte and the line trimmed of white space, and mix is SplitMix64's
+// finaliser. The mixing is needed because FNV-1a's low bits follow the
+// input's low bits: taken raw, lines that differ only in a number (line 7
+// holding ...&i=7) fell in half the shards for an even N. N processes given
+// the same inputs (named the same way) and shards 1..N take every line
+// exactly once. Versions of fetch before the mixing put lines in other
+// shards, so the shards of one run must all come from one version.
 type Shard struct {
 	K, N int
 }
@@ -50,7 +55,8 @@ func (s Shard) takes(input string, n int, text []byte) bool {
 	return s.Of(input, n, text) == s.K
 }
 
-// Of returns the shard (1..N) that line n of input, holding text, belongs to.
+// Of returns the shard (1..N) that line n of input, holding text, belongs
+// to. It does not allocate: it runs for every input line of a sharded run.
 func (s Shard) Of(input string, n int, text []byte) int {
 	h := fnv.New64a()
 	h.Write([]byte(input))
@@ -60,5 +66,17 @@ func (s Shard) Of(input string, n int, text []byte) int {
 	b = append(b, 0)
 	h.Write(b)
 	h.Write(bytes.TrimSpace(text))
-	return 1 + int(h.Sum64()%uint64(s.N))
+	return 1 + int(mix64(h.Sum64())%uint64(s.N))
+}
+
+// mix64 is SplitMix64's finaliser: every bit of its result depends on every
+// bit of x, so that x mod N is even for any N even when x's low bits are
+// not (FNV-1a's follow the last bytes hashed).
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
