@@ -137,7 +137,8 @@ func TestAppendRecord_badFloat(t *testing.T) {
 }
 
 // TestScanRecord: LoadDone's quick reader gets the URL, input, line and
-// whether the record was cancelled exactly as encoding/json does, from
+// how the record ended (cancelled, coordinator or final) exactly as
+// encoding/json does, from
 // records written by the writer and by encoding/json with HTML escaping
 // (as results files of older versions are), whatever their strings hold.
 func TestScanRecord(t *testing.T) {
@@ -145,7 +146,7 @@ func TestScanRecord(t *testing.T) {
 	var out bytes.Buffer
 	w := NewJSONLWriter(&out)
 	var scratch [2][]byte
-	kinds := []string{KindCancelled, KindStatus, "cancelledx", ""}
+	kinds := []string{KindCancelled, KindCoordinator, KindStatus, "cancelledx", "coordinatorx", ""}
 	for i := range 20000 {
 		r := randRecord(rng)
 		r.Line = 1 + rng.IntN(1<<20)
@@ -181,16 +182,21 @@ func TestScanRecord(t *testing.T) {
 			if err := json.Unmarshal(line, &want); err != nil {
 				t.Fatal(err)
 			}
-			url, input, n, cancelled, ok := scanRecord(line, &scratch)
+			url, input, n, end, ok := scanRecord(line, &scratch)
 			if !ok {
 				t.Fatalf("record %d not read: %s", i, line)
 			}
-			wantCancelled := want.Error != nil && want.Error.Kind == KindCancelled
+			wantEnd := endFinal
+			if want.Error != nil && want.Error.Kind == KindCancelled {
+				wantEnd = endCancelled
+			} else if want.Error != nil && want.Error.Kind == KindCoordinator {
+				wantEnd = endCoordinator
+			}
 			if doneKey(n, url) != doneKey(want.Line, want.URL) {
 				t.Fatalf("record %d: the key of the bytes read differs from the decoded record's", i)
 			}
-			if string(url) != want.URL || string(input) != want.Input || n != want.Line || cancelled != wantCancelled {
-				t.Fatalf("record %d: got %q %q %d %v, want %q %q %d %v\n%s", i, url, input, n, cancelled, want.URL, want.Input, want.Line, wantCancelled, line)
+			if string(url) != want.URL || string(input) != want.Input || n != want.Line || end != wantEnd {
+				t.Fatalf("record %d: got %q %q %d %v, want %q %q %d %v\n%s", i, url, input, n, end, want.URL, want.Input, want.Line, wantEnd, line)
 			}
 		}
 	}

@@ -14,11 +14,14 @@ import (
 )
 
 // DoneSet is the set of URL lines that already have a final record: ok, or
-// failed with any kind but cancelled. It keeps 8 bytes per record (the line
-// number and a 32-bit hash of the URL, per input) so that resuming a run of
-// millions of URLs does not hold its records in memory. The zero value is an
-// empty set; build one with LoadDone. A DoneSet is read-only once built and
-// safe for concurrent use.
+// failed with any kind but cancelled and coordinator. Those two failures
+// were never the URL's (the run was stopped; the Redis that coordinates the
+// processes could not be reached, or a lease was lost), so their lines are
+// taken again. It keeps 8 bytes per record (the line number and a 32-bit
+// hash of the URL, per input) so that resuming a run of millions of URLs
+// does not hold its records in memory. The zero value is an empty set;
+// build one with LoadDone. A DoneSet is read-only once built and safe for
+// concurrent use.
 type DoneSet struct {
 	byInput map[string][]uint64 // sorted line<<32 | hash(url)
 	n       int
@@ -72,11 +75,11 @@ func LoadDone(r io.Reader) (*DoneSet, error) {
 			line = long
 		}
 		if len(line) > 0 && line[len(line)-1] == '\n' {
-			input, ln, key, cancelled, err := kr.read(line)
+			input, ln, key, end, err := kr.read(line)
 			if err != nil {
 				return nil, fmt.Errorf("fetch: line %d %w", n, err)
 			}
-			if !cancelled {
+			if end == endFinal {
 				add(input, ln, key)
 			}
 		}
@@ -133,10 +136,23 @@ func (c *keyChunks) take() []uint64 {
 	return out
 }
 
-// keyReader reads what identifies a record and whether it is final from a
-// line of a results file: its input, line and key (see doneKey), and
-// whether it was cancelled. Its zero value is ready; the input it returns
-// is only good until the next read.
+// recordEnd is how a record ended, as far as LoadDone and Summarize tell
+// records apart: final, or failed with one of the two kinds that were never
+// the URL's. LoadDone takes a line again unless a record of it is final;
+// Summarize ranks a cancelled record below the others of its line and a
+// coordinator one as any other.
+type recordEnd uint8
+
+const (
+	endFinal       recordEnd = iota // ok, or failed with a kind of the URL's
+	endCancelled                    // failed with kind cancelled
+	endCoordinator                  // failed with kind coordinator
+)
+
+// keyReader reads what identifies a record and how it ended from a line of
+// a results file: its input, line and key (see doneKey), and its
+// recordEnd. Its zero value is ready; the input it returns is only good
+// until the next read.
 type keyReader struct {
 	scratch [2][]byte // unquoted URL and input
 	rec     struct {
@@ -152,25 +168,42 @@ type keyReader struct {
 // read reads line, quickly when fetch wrote it (scanRecord), through
 // encoding/json otherwise. Its error, for a line that is no record, says
 // what the line holds and wraps ErrNotResults.
-func (kr *keyReader) read(line []byte) (input []byte, n int, key uint64, cancelled bool, err error) {
-	if url, input, n, cancelled, ok := scanRecord(line, &kr.scratch); ok {
-		return input, n, doneKey(n, url), cancelled, nil
+func (kr *keyReader) read(line []byte) (input []byte, n int, key uint64, end recordEnd, err error) {
+	if url, input, n, end, ok := scanRecord(line, &kr.scratch); ok {
+		return input, n, doneKey(n, url), end, nil
 	}
 	rec := &kr.rec
 	rec.URL, rec.Input, rec.Line, rec.Error = "", "", 0, nil
 	if jerr := json.Unmarshal(line, rec); jerr != nil || rec.URL == "" || rec.Input == "" || rec.Line < 1 {
-		return nil, 0, 0, false, fmt.Errorf("%s: %w", notRecord(line, jerr), ErrNotResults)
+		return nil, 0, 0, endFinal, fmt.Errorf("%s: %w", notRecord(line, jerr), ErrNotResults)
 	}
 	kr.scratch[1] = append(kr.scratch[1][:0], rec.Input...)
-	return kr.scratch[1], rec.Line, doneKey(rec.Line, rec.URL), rec.Error != nil && rec.Error.Kind == KindCancelled, nil
+	end = endFinal
+	if rec.Error != nil {
+		end = endOf(rec.Error.Kind)
+	}
+	return kr.scratch[1], rec.Line, doneKey(rec.Line, rec.URL), end, nil
+}
+
+// endOf is the recordEnd of a record that failed with kind, given as a
+// string or as bytes (a record read, not yet decoded), without allocating.
+func endOf[Kind string | []byte](kind Kind) recordEnd {
+	switch string(kind) {
+	case KindCancelled:
+		return endCancelled
+	case KindCoordinator:
+		return endCoordinator
+	}
+	return endFinal
 }
 
 // scanRecord reads the fields LoadDone needs from a record as fetch writes
 // it: {"url":"…","input":"…","line":N,… "error":null or {"phase":"…",
-// "kind":"…",…}…}. It reports false for anything else, which is then read
-// by encoding/json. The URL and input it returns alias line, or scratch
-// when they hold escapes (encoding/json writes & as \u0026).
-func scanRecord(line []byte, scratch *[2][]byte) (url, input []byte, n int, cancelled, ok bool) {
+// "kind":"…",…}…}, and how the record ended (see recordEnd). It reports
+// false for anything else, which is then read by encoding/json. The URL and
+// input it returns alias line, or scratch when they hold escapes
+// (encoding/json writes & as \u0026).
+func scanRecord(line []byte, scratch *[2][]byte) (url, input []byte, n int, end recordEnd, ok bool) {
 	str := func(b []byte, prefix string, buf *[]byte) ([]byte, []byte, bool) {
 		if !bytes.HasPrefix(b, []byte(prefix)) {
 			return nil, nil, false
@@ -204,13 +237,13 @@ func scanRecord(line []byte, scratch *[2][]byte) (url, input []byte, n int, canc
 	}
 	url, rest, ok := str(line, `{"url":"`, &scratch[0])
 	if !ok || len(url) == 0 {
-		return nil, nil, 0, false, false
+		return nil, nil, 0, endFinal, false
 	}
 	if input, rest, ok = str(rest, `,"input":"`, &scratch[1]); !ok || len(input) == 0 {
-		return nil, nil, 0, false, false
+		return nil, nil, 0, endFinal, false
 	}
 	if !bytes.HasPrefix(rest, []byte(`,"line":`)) {
-		return nil, nil, 0, false, false
+		return nil, nil, 0, endFinal, false
 	}
 	rest = rest[len(`,"line":`):]
 	i := 0
@@ -219,12 +252,12 @@ func scanRecord(line []byte, scratch *[2][]byte) (url, input []byte, n int, canc
 		i++
 	}
 	if i == 0 || i == len(rest) || rest[i] != ',' || n < 1 {
-		return nil, nil, 0, false, false
+		return nil, nil, 0, endFinal, false
 	}
 	// Strings hold quotes only escaped, so `"error":` can only be the key.
 	e := bytes.Index(rest, []byte(`"error":`))
 	if e < 0 {
-		return nil, nil, 0, false, false
+		return nil, nil, 0, endFinal, false
 	}
 	rest = rest[e+len(`"error":`):]
 	switch {
@@ -232,13 +265,18 @@ func scanRecord(line []byte, scratch *[2][]byte) (url, input []byte, n int, canc
 	case bytes.HasPrefix(rest, []byte(`{"phase":"`)):
 		k := bytes.Index(rest, []byte(`"kind":"`))
 		if k < 0 {
-			return nil, nil, 0, false, false
+			return nil, nil, 0, endFinal, false
 		}
-		cancelled = bytes.HasPrefix(rest[k+len(`"kind":"`):], []byte(KindCancelled+`"`))
+		kind := rest[k+len(`"kind":"`):]
+		q := bytes.IndexByte(kind, '"')
+		if q < 0 {
+			return nil, nil, 0, endFinal, false
+		}
+		end = endOf(kind[:q])
 	default:
-		return nil, nil, 0, false, false
+		return nil, nil, 0, endFinal, false
 	}
-	return url, input, n, cancelled, true
+	return url, input, n, end, true
 }
 
 // unquoteJSON appends to dst the JSON string body s (without its quotes)

@@ -24,6 +24,10 @@ func TestLoadDone(t *testing.T) {
 {"url":"not a url","input":"-","line":2,"ok":false,"error":{"phase":"input","kind":"invalid","message":"no"}}
 {"url":"http://a/2","input":"u.txt","line":2,"ok":true,"error":null}
 {"url":"http://a/1","input":"u.txt","line":1,"ok":true,"error":null}
+{"url":"http://a/5","input":"u.txt","line":5,"ok":false,"error":{"phase":"queue","kind":"coordinator","message":"redis unreachable"}}
+{"line":6,"input":"u.txt","url":"http://a/6","ok":false,"error":{"kind":"coordinator","phase":"body"}}
+{"url":"http://a/7","input":"u.txt","line":7,"ok":false,"error":{"phase":"body","kind":"coordinator","message":"lease lost"}}
+{"url":"http://a/7","input":"u.txt","line":7,"ok":true,"error":null}
 `
 	d, err := fetch.LoadDone(strings.NewReader(results))
 	if err != nil {
@@ -40,6 +44,9 @@ func TestLoadDone(t *testing.T) {
 		{"u.txt", 3, "http://a/3", true},  // failed for good
 		{"-", 1, "http://a/1", true},      // standard input is its own input
 		{"-", 2, "not a url", true},       // invalid is final
+		{"u.txt", 5, "http://a/5", false}, // coordinator is not final
+		{"u.txt", 6, "http://a/6", false}, // nor in a record fetch did not write
+		{"u.txt", 7, "http://a/7", true},  // coordinator, then ok on resume
 		{"u.txt", 4, "http://a/1", false}, // same URL, another line
 		{"u.txt", 1, "http://a/9", false}, // the input changed at that line
 		{"v.txt", 1, "http://a/1", false}, // another input
@@ -51,8 +58,8 @@ func TestLoadDone(t *testing.T) {
 			}
 		})
 	}
-	if d.Len() != 5 {
-		t.Errorf("Len = %d, want 5", d.Len())
+	if d.Len() != 6 {
+		t.Errorf("Len = %d, want 6", d.Len())
 	}
 
 	var nilSet *fetch.DoneSet

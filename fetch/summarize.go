@@ -67,12 +67,12 @@ func SummarizeTop(ctx context.Context, srcs []ResultsSource, reportHosts, report
 		n := 0
 		size, torn, err := readLines(ctx, src, -1, func(line []byte) error {
 			n++
-			input, _, key, cancelled, err := kr.read(line)
+			input, _, key, end, err := kr.read(line)
 			if err != nil {
 				return fmt.Errorf("fetch: %s: line %d %w", src.Name, n, err)
 			}
 			rank := ordinal
-			if !cancelled {
+			if end != endCancelled {
 				rank |= finalBit
 			}
 			s.keyList(input).add(key, rank)
