@@ -68,28 +68,35 @@ func TestBinaryHoldsNoTestCode(t *testing.T) {
 	}
 }
 
-// TestBinaryCallsNoMethodByName: the fetch binary holds neither
-// reflect.Value.MethodByName nor reflect.Value.Method. Either makes the
-// linker keep every exported method of every type that reaches an
-// interface, whether called or not: text/template, behind cobra's
-// SetUsageTemplate and SetVersionTemplate, brought them in and with them
-// all of go-redis' commands, 18.8 MB of binary against 10.7 (stripped) and
-// a slower start of every run.
+// TestBinaryCallsNoMethodByName: the linker keeps only the methods the
+// fetch binary calls. A call of reflect.Value.MethodByName with a name
+// not known at link time, or of reflect.Value.Method, makes it keep every
+// exported method of every type that reaches an interface, whether called
+// or not: text/template, behind cobra's SetUsageTemplate and
+// SetVersionTemplate, brought them in and with them all of go-redis'
+// commands, 18.8 MB of binary against 10.7 (stripped) and a slower start
+// of every run. go-redis' ClusterClient calls MethodByName("SetVal"), a
+// constant the linker follows: that keeps the symbol but not the methods.
+// So the test counts go-redis' commands in the binary: a handful, not
+// hundreds.
 func TestBinaryCallsNoMethodByName(t *testing.T) {
 	out, err := exec.Command("go", "tool", "nm", fetchBinary(t)).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go tool nm: %v\n%s", err, out)
 	}
-	n := 0
+	n, commands := 0, 0
 	for line := range strings.Lines(string(out)) {
 		f := strings.Fields(line)
 		if len(f) < 3 {
 			continue
 		}
 		n++
-		if name := f[len(f)-1]; name == "reflect.Value.MethodByName" || name == "reflect.Value.Method" {
-			t.Errorf("the binary holds %s: the linker keeps every exported method", name)
+		if strings.HasPrefix(f[len(f)-1], "github.com/redis/go-redis/v9.cmdable.") {
+			commands++
 		}
+	}
+	if commands > 40 {
+		t.Errorf("the binary holds %d of go-redis' commands: the linker keeps every exported method", commands)
 	}
 	if n < 1000 {
 		t.Fatalf("go tool nm listed only %d symbols", n)

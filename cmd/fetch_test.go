@@ -249,7 +249,7 @@ func TestRun_usageErrors(t *testing.T) {
 		{name: "input is a directory", args: []string{dir}, wantStderr: []string{"directory"}},
 		{name: "output dir missing", args: []string{"-o", filepath.Join(dir, "no", "out.jsonl"), urls}, wantStderr: []string{"--output"}},
 		{name: "report dir missing", args: []string{"--report", filepath.Join(dir, "no", "r.json"), urls}, wantStderr: []string{"--report"}},
-		{name: "redis unreachable", args: []string{"--redis", "redis://:pw0rd@" + closed, urls}, wantStderr: []string{"cannot reach Redis at redis://" + closed}, notStderr: []string{"pw0rd"}},
+		{name: "redis unreachable", args: []string{"--redis", "redis://:pw0rd@" + closed, urls}, wantStderr: []string{"cannot reach Redis at redis://***@" + closed}, notStderr: []string{"pw0rd"}},
 		{name: "resume without -o", args: []string{"--resume", urls}, wantStderr: []string{"--resume needs -o"}},
 		{name: "resume of a file that is not results", args: []string{"--resume", "-o", notResults, urls}, wantStderr: []string{"fetch: --resume " + notResults + ": line 1 is not JSON: this is not a results file of fetch"}, notStderr: []string{"fetch: fetch:", "s3cret", "struct"}},
 		{name: "resume of JSON that is not results", args: []string{"--resume", "-o", notRecords, urls}, wantStderr: []string{"line 1 is a JSON array, not a record"}, notStderr: []string{"struct {"}},
