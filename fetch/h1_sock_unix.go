@@ -98,9 +98,10 @@ func (s *sock) canSend() bool { return s.raw != nil }
 // saw of the socket (RawConn.Read resets it before the first call), so
 // that any byte of the answer arrives after that reset and wakes the wait:
 // the first read happens once something has come. A read that does not
-// fill p has emptied the socket, so that what comes after it wakes the next
-// wait too: while more is owed, it waits again, in the same call, where a
-// new Read would try first.
+// fill p is followed by one more while more is owed (it may find the
+// peer's close, which came with the bytes: see transfer); one that finds
+// nothing has emptied the socket, so that what comes after it wakes the
+// next wait, in the same call.
 //
 // When the socket takes only part of out (its send buffer is full), the
 // rest is left in rest and nothing is read: the caller writes the rest and
@@ -182,8 +183,14 @@ func (s *sock) transfer(fd uintptr) bool {
 			return true
 		}
 		s.n += n
-		// A read that did not fill the buffer emptied the socket: what
-		// comes next wakes the wait.
-		return s.n == len(s.in) || s.owed == nil || !s.owed.owedAnswer(s.in[:s.n:len(s.in)])
+		if s.n == len(s.in) || s.owed == nil || !s.owed.owedAnswer(s.in[:s.n:len(s.in)]) {
+			return true
+		}
+		// More is owed: read again before waiting. The poller's event that
+		// woke this read may have carried the peer's close with the bytes
+		// (EPOLLIN and EPOLLRDHUP in one edge): no event would come for it
+		// again, and a wait would last until a timeout. The read finds the
+		// close (0), more bytes, or EAGAIN: then nothing is left unseen
+		// and the wait is woken by what comes next.
 	}
 }
