@@ -430,10 +430,13 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 	opts.Config.Warn = warn.warn
 	defer routeLog(warn)() // after Close: the transports log until then
 	// The engine is handed the only reference to the proxy list: it keeps
-	// what it needs of them, and a large list is collected while it is
-	// built (see fetch.New).
+	// what it needs of them, and a large list is collected once the engine
+	// has dropped it, before it builds the scheduler (see fetch.New).
 	cfg := opts.Config
 	large := len(cfg.Proxies) >= largePool
+	if large {
+		cfg.ListDropped = runtime.GC
+	}
 	opts.Config.Proxies = nil
 	eng, err := fetch.New(cfg)
 	if err != nil {
@@ -443,7 +446,7 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 	opts.endGCPause()
 	if large {
 		// What building the engine left behind (the scheduler's
-		// configuration: New collected the list itself) is collected now, so that the run's allocations
+		// configuration; the list was collected in ListDropped) is collected now, so that the run's allocations
 		// reuse its memory instead of growing the heap into pages the
 		// kernel must hand over one by one.
 		runtime.GC()

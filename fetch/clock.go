@@ -4,27 +4,21 @@ import (
 	"context"
 	"time"
 
-	"github.com/fetch-dev/fetch/limits"
+	"github.com/fetch-dev/fetch/internal/clock"
 )
 
-// Clock is where the engine and its scheduler take their time from: the
-// time of day for elapsed times and phases, and timers for the per-phase
-// timeouts, the back-off sleeps, the grace period and the scheduler's
-// wake-ups. It is limits.Clock, so that one clock drives both; nil is the
-// real clock (time.Now and time.AfterFunc). Tests set a fake clock to run
+// engineClock is Config.Clock, which may be nil, standing for the real
+// one (time.Now and time.AfterFunc). The engine and its scheduler take
+// their time from it: the time of day for elapsed times and phases, and
+// timers for the per-phase timeouts, the back-off sleeps, the grace period
+// and the scheduler's wake-ups. Tests set a fake clock (clocktest) to run
 // timeouts without sleeping.
 //
 // The total deadline (-t) is a context deadline and network deadlines are
 // set on connections: both always follow the real clock.
-type Clock = limits.Clock
+type engineClock struct{ c clock.Clock }
 
-// Timer is a timer made by Clock.AfterFunc; *time.Timer is one.
-type Timer = limits.Timer
-
-// clock is a Clock that may be nil, standing for the real one.
-type clock struct{ c Clock }
-
-func (c clock) now() time.Time {
+func (c engineClock) now() time.Time {
 	if c.c == nil {
 		return time.Now()
 	}
@@ -33,7 +27,7 @@ func (c clock) now() time.Time {
 
 // since is the time passed since t. On the real clock it reads only the
 // monotonic clock (time.Since), which costs half of time.Now.
-func (c clock) since(t time.Time) time.Duration {
+func (c engineClock) since(t time.Time) time.Duration {
 	if c.c == nil {
 		return time.Since(t)
 	}
@@ -42,7 +36,7 @@ func (c clock) since(t time.Time) time.Duration {
 
 // afterFunc calls f in its own goroutine once d has passed, unless the
 // returned timer is stopped first.
-func (c clock) afterFunc(d time.Duration, f func()) Timer {
+func (c engineClock) afterFunc(d time.Duration, f func()) clock.Timer {
 	if c.c == nil {
 		return time.AfterFunc(d, f)
 	}
@@ -51,14 +45,14 @@ func (c clock) afterFunc(d time.Duration, f func()) Timer {
 
 // after returns a channel closed once d has passed, and the timer behind
 // it, to be stopped when the wait ends early.
-func (c clock) after(d time.Duration) (<-chan struct{}, Timer) {
+func (c engineClock) after(d time.Duration) (<-chan struct{}, clock.Timer) {
 	ch := make(chan struct{})
 	return ch, c.afterFunc(d, func() { close(ch) })
 }
 
 // sleep waits d, and reports whether it did: false when ctx ended or stop
 // was closed first.
-func (c clock) sleep(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
+func (c engineClock) sleep(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
 	select {
 	case <-stop:
 		return false

@@ -3,6 +3,7 @@ package fetch_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -13,14 +14,15 @@ import (
 	"github.com/fetch-dev/fetch/proxies"
 )
 
-// TestNewCollectsALargeList: fetch.New, handed the only reference to a
-// list of 10,000 identities, keeps nothing of the list itself and collects
-// it before it returns, with collection otherwise off (as during the
-// command's start), so that the scheduler it builds next reuses the list's
-// memory: the list is gone when New returns, and the engine
-// still fetches through its identities, with their credentials. A list of
-// 100 is left to the next collection.
-func TestNewCollectsALargeList(t *testing.T) {
+// TestNewDropsTheList: fetch.New, handed the only reference to a list of
+// identities, keeps nothing of the list itself and calls ListDropped once
+// it holds none, before it builds the scheduler: a caller that collects
+// garbage there (the command, for a large list) has the list gone, so that
+// the scheduler reuses its memory. New itself never collects: with
+// collection off (as during the command's start) and no ListDropped, the
+// list is still there when New returns. Either way the engine fetches
+// through its identities, with their credentials.
+func TestNewDropsTheList(t *testing.T) {
 	px, err := fetchtest.StartHTTPProxy(fetchtest.ProxyOptions{User: "user-session-0", Password: "pw"})
 	if err != nil {
 		t.Fatal(err)
@@ -32,37 +34,38 @@ func TestNewCollectsALargeList(t *testing.T) {
 	}
 	defer tg.Close()
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	for _, tc := range []struct {
-		n         int
-		collected bool
-	}{{10_000, true}, {100, false}} {
-		e, list := newEngineFromList(t, px.Addr, tc.n)
-		if got := list.Value() == nil; got != tc.collected {
-			t.Errorf("%d identities: the list collected by New: %v, want %v", tc.n, got, tc.collected)
+	for _, collect := range []bool{true, false} {
+		var list weak.Pointer[proxies.Proxy]
+		goneInHook := false
+		cfg := fetch.DefaultConfig()
+		cfg.Proxies = identities(t, px.Addr, 10_000)
+		cfg.Retries = 0
+		list = weak.Make(&cfg.Proxies[0])
+		if collect {
+			cfg.ListDropped = func() {
+				runtime.GC()
+				goneInHook = list.Value() == nil
+			}
+		}
+		e, err := fetch.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if collect && !goneInHook {
+			t.Error("the list was still live when New called ListDropped: New kept a reference")
+		}
+		if !collect && list.Value() == nil {
+			t.Error("the list was collected by New without ListDropped: New collected garbage")
 		}
 		// The proxy takes only the first identity's credentials: the
 		// least-used policy gives the first URL to the first identity.
 		w := &countWriter{}
-		_, err := e.Run(context.Background(), []fetch.Input{{Name: "-", R: strings.NewReader(fmt.Sprintf("%s/a\n", tg.URL))}}, w)
+		_, err = e.Run(context.Background(), []fetch.Input{{Name: "-", R: strings.NewReader(fmt.Sprintf("%s/a\n", tg.URL))}}, w)
 		if err != nil || w.ok.Load() != 1 {
-			t.Errorf("%d identities: %d of 1 URL ok through the first identity, %v", tc.n, w.ok.Load(), err)
+			t.Errorf("collect %v: %d of 1 URL ok through the first identity, %v", collect, w.ok.Load(), err)
 		}
 		e.Close()
 	}
-}
-
-// newEngineFromList builds an engine from a list of n identities that
-// only the engine is given, and returns a weak pointer to the list.
-func newEngineFromList(t *testing.T, addr string, n int) (*fetch.Engine, weak.Pointer[proxies.Proxy]) {
-	cfg := fetch.DefaultConfig()
-	cfg.Proxies = identities(t, addr, n)
-	cfg.Retries = 0
-	list := weak.Make(&cfg.Proxies[0])
-	e, err := fetch.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e, list
 }
 
 // TestNewRefusesProxiesWithoutScheme: a proxy made by hand without a

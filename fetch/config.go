@@ -11,6 +11,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fetch-dev/fetch/internal/clock"
+
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
 )
@@ -149,6 +151,10 @@ type Config struct {
 	Insecure     bool
 	RootCAs      *x509.CertPool // nil: the system pool; trusted for targets and https proxies
 
+	// ListDropped, when set, is called by New once the engine holds no
+	// reference to Proxies, before it builds the scheduler (see New).
+	ListDropped func()
+
 	Grace time.Duration // how long work in flight may finish after the run is interrupted
 
 	// ReportHosts is how many hosts the report lists with their own counts,
@@ -178,7 +184,7 @@ type Config struct {
 	KeepBody int64
 
 	// Clock is the engine's time source; the zero value is the real clock.
-	Clock Clock
+	Clock clock.Clock
 
 	// Done, if set, lists the lines that already have a final record (for
 	// --resume): they are skipped without a new record.

@@ -8,12 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/fetch-dev/fetch/internal/clock"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
 	"golang.org/x/sync/errgroup"
@@ -73,11 +73,12 @@ type Engine struct {
 
 // New checks cfg and builds an Engine with an in-process scheduler.
 //
-// The engine keeps what it needs of each of cfg.Proxies, not the list. A
-// list of collectList (10,000) proxies or more is collected once New has
-// read it, before the scheduler is built: a caller that hands New its only
-// reference (as the command does) lets that state reuse the list's memory;
-// one that keeps the list pays for a collection that frees nothing.
+// The engine keeps what it needs of each of cfg.Proxies, not the list: New
+// calls cfg.ListDropped, when set, once it holds no reference to the list,
+// before it builds the scheduler. New itself never collects garbage: a
+// caller that handed New its only reference to a large list may collect it
+// there, so that the scheduler's state reuses the list's memory (the
+// command does: GC policy is the program's, not the library's).
 func New(cfg Config) (*Engine, error) {
 	if cfg.Concurrency < 1 {
 		return nil, fmt.Errorf("fetch: concurrency must be at least 1, not %d", cfg.Concurrency)
@@ -129,14 +130,13 @@ func New(cfg Config) (*Engine, error) {
 	// (100,000 identities: 15 MB, every element with pointers) are neither
 	// marked at every collection nor counted twice in the heap's goal.
 	// It is dropped before the scheduler is built: a caller that handed
-	// over its only reference to a large list (see collectList) has the
-	// list and its lines collected here, and the scheduler's
-	// state (22 MB for 100,000 identities) reuses their memory instead of
-	// adding to the start's peak.
-	n := len(cfg.Proxies)
+	// over its only reference to a large list may have the list and its
+	// lines collected in ListDropped, and the scheduler's state (22 MB for
+	// 100,000 identities) then reuses their memory instead of adding to
+	// the start's peak.
 	cfg.Proxies, e.cfg.Proxies = nil, nil
-	if n >= collectList {
-		runtime.GC()
+	if cfg.ListDropped != nil {
+		cfg.ListDropped()
 	}
 	e.sched = cfg.Scheduler
 	switch {
@@ -189,7 +189,7 @@ func schedulerConfig(cfg *Config) (limits.Config, error) {
 }
 
 // clock is the engine's clock.
-func (e *Engine) clock() clock { return clock{e.cfg.Clock} }
+func (e *Engine) clock() engineClock { return engineClock{e.cfg.Clock} }
 
 // takeEvents moves the scheduler's news of proxy health into the run's
 // report.
@@ -227,11 +227,6 @@ func (e *Engine) StopNow() { e.stopOnce.Do(func() { close(e.stopNow) }) }
 // UserAgent is the User-Agent header fetch sends unless -H gives another;
 // with it the default Accept is */*, as curl sends.
 const UserAgent = "fetch/0.1"
-
-// collectList is the size of a proxy list from which New collects it
-// once it has been read (see New): below it, the collection costs more
-// than the memory it gives back.
-const collectList = 10_000
 
 // ErrInterrupted is wrapped by Run's error when ctx was cancelled.
 var ErrInterrupted = errors.New("fetch: interrupted")
@@ -490,9 +485,9 @@ const flushDelay = 50 * time.Millisecond
 // first error: records can no longer be kept, and the run stops.
 func (e *Engine) write(w RecordWriter, records <-chan *Record, coll *collector) error {
 	flusher, _ := w.(interface{ Flush() error })
-	clock := e.clock()
+	clk := e.clock()
 	var due <-chan struct{} // closed when buffered records are to be flushed; nil when none are
-	var timer Timer
+	var timer clock.Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()
@@ -518,7 +513,7 @@ func (e *Engine) write(w RecordWriter, records <-chan *Record, coll *collector) 
 				return err
 			}
 			if flusher != nil && due == nil {
-				due, timer = clock.after(flushDelay)
+				due, timer = clk.after(flushDelay)
 			}
 		case <-due:
 			due, timer = nil, nil
@@ -533,10 +528,10 @@ func (e *Engine) write(w RecordWriter, records <-chan *Record, coll *collector) 
 // record. Attempts run under ctx (which outlives an interrupt by the grace
 // period); waits for a permit or a retry end when admit does.
 func (e *Engine) runJob(ctx, admit context.Context, j *job, tr *tracker, coll *collector) *Record {
-	clock := e.clock()
-	start := clock.now()
+	clk := e.clock()
+	start := clk.now()
 	rec := &Record{URL: j.shown, Input: j.input, Line: j.line, Tries: []Try{}}
-	defer func() { rec.ElapsedMS = millis(clock.since(start)) }()
+	defer func() { rec.ElapsedMS = millis(clk.since(start)) }()
 	if j.invalid != "" {
 		rec.Error = &Error{Phase: PhaseInput, Kind: KindInvalid, Message: j.invalid}
 		return rec
@@ -555,9 +550,9 @@ func (e *Engine) runJob(ctx, admit context.Context, j *job, tr *tracker, coll *c
 		if res.proxy >= 0 {
 			rec.Attempts++
 		}
-		left := deadline.Sub(clock.now())
+		left := deadline.Sub(clk.now())
 		wait, again, late := policy.wait(ctx, rec.Attempts, res, left)
-		if again && admit.Err() == nil && clock.sleep(ctx, stop, wait) {
+		if again && admit.Err() == nil && clk.sleep(ctx, stop, wait) {
 			rec.Tries = append(rec.Tries, e.try(res))
 			if res.proxy >= 0 {
 				avoid = append(avoid, res.proxy)
@@ -623,13 +618,13 @@ func (e *Engine) try(res result) Try {
 // deadline, and is cancelled when the attempt is over or tr stops it (the
 // deadline, a per-phase limit, a lost lease).
 func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan struct{}, j *job, avoid []int, tr *tracker, coll *collector) (res result) {
-	clock := e.clock()
-	start := clock.now()
+	clk := e.clock()
+	start := clk.now()
 	res.proxy = -1
 	skip := func() bool { // the host is down: no attempt
 		n, down := e.hostFails.down(j.host)
 		if down {
-			res.elapsed = clock.since(start)
+			res.elapsed = clk.since(start)
 			res.phases = queueTimes(millis(res.elapsed))
 			res.err = e.skippedError(j.host, n)
 		}
@@ -650,7 +645,7 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 	}
 	if err != nil {
 		tr.finish()
-		res.elapsed = clock.since(start)
+		res.elapsed = clk.since(start)
 		res.phases = queueTimes(millis(res.elapsed))
 		if h := haltFor(err); h != nil {
 			e.stop(h)
@@ -683,7 +678,7 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 // compiler to open-code its defers: a deferred call the runtime has to
 // find by unwinding the stack cost about 2,000 instructions a URL.
 func (e *Engine) leased(ctx context.Context, start time.Time, j *job, tr *tracker, gen uint64, lease *limits.Lease, coll *collector) (res result) {
-	clock := e.clock()
+	clk := e.clock()
 	res.proxy = lease.Proxy
 	rt := &e.routes[lease.Proxy]
 	tr.leased(rt.handshake(j.url), rt.via())
@@ -721,7 +716,7 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *job, tr *tracke
 	}
 	defer func() {
 		phase, phases := tr.finish()
-		res.elapsed = clock.since(start)
+		res.elapsed = clk.since(start)
 		res.phases = phases
 		if res.err != nil && res.err.Phase == "" {
 			res.err.Phase = phase
@@ -747,7 +742,7 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *job, tr *tracke
 // respond reads resp, the answer to an attempt on rt, into res: a ban, a
 // status to retry, or the body.
 func (e *Engine) respond(ctx context.Context, j *job, tr *tracker, rt *route, resp *http.Response, res *result) {
-	clock := e.clock()
+	clk := e.clock()
 	res.status = resp.StatusCode
 	body := &tr.body
 	body.r = resp.Body
@@ -772,7 +767,7 @@ func (e *Engine) respond(ctx context.Context, j *job, tr *tracker, rt *route, re
 	if e.retryPolicy().retryStatus(resp.StatusCode) {
 		io.Copy(io.Discard, io.LimitReader(body, 64<<10)) // let the connection be reused
 		res.err = e.newError(PhaseHeaders, KindStatus, resp.Status)
-		res.retryAfter, res.hasRetryAf = retryAfter(resp.Header.Get("Retry-After"), clock.now())
+		res.retryAfter, res.hasRetryAf = retryAfter(resp.Header.Get("Retry-After"), clk.now())
 		return
 	}
 	if rt.proxy() && resp.StatusCode == http.StatusProxyAuthRequired {

@@ -175,6 +175,7 @@ func BenchmarkStartIdentities(b *testing.B) {
 			b.Fatal(err)
 		}
 		cfg.Proxies = ps
+		cfg.ListDropped = runtime.GC // as the command does for a list this large
 		e, err := fetch.New(cfg)
 		if err != nil {
 			b.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fetch-dev/fetch/internal/clock"
 )
 
 // phaseTimeout is the cancellation cause when a per-phase limit runs out.
@@ -54,7 +56,7 @@ type tracker struct {
 	body    progressReader // the attempt's response body
 
 	mu     sync.Mutex
-	clock  clock
+	clock  engineClock
 	gen    uint64             // counts begin: which attempt is being tracked
 	ctx    *hooked            // the attempt's context: its deadline, its route
 	cancel context.CancelFunc // cancels the attempt's context
@@ -80,7 +82,7 @@ type tracker struct {
 	// moved only when a limit runs out sooner than it is set for (at). When
 	// it goes off early, as it does when the idle clock restarts, it is set
 	// again for what is left.
-	timer   Timer
+	timer   clock.Timer
 	running bool // timer is set, for at
 	at      time.Time
 	timerOn bool
@@ -101,7 +103,7 @@ type tracker struct {
 // attempt's exchange is waiting on is cut (see watch).
 func newTracker(cfg *Config, parent context.Context) *tracker {
 	t := &tracker{
-		clock: clock{cfg.Clock},
+		clock: engineClock{cfg.Clock},
 		done:  true,
 		cfg:   cfg,
 	}

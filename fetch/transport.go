@@ -200,7 +200,7 @@ func (ts *transports) dial() dialFunc {
 // idle connections for each target (or proxy) and idleBudget in all, as
 // newTransport's transports do.
 func (ts *transports) newH1(perKey int) *h1 {
-	return newH1(ts.h1Dial(), ts.cfg.maxHeader(), max(perKey, 2), ts.idleBudget(), clock{ts.cfg.Clock}.now, ts.cfg.Warn)
+	return newH1(ts.h1Dial(), ts.cfg.maxHeader(), max(perKey, 2), ts.idleBudget(), engineClock{ts.cfg.Clock}.now, ts.cfg.Warn)
 }
 
 // h1Dial is the dialer of h1: dial, but for an address that is an IP (a

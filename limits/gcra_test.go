@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fetch-dev/fetch/internal/clock"
 	"github.com/fetch-dev/fetch/limits"
 )
 
@@ -153,7 +154,7 @@ type lateClock struct {
 	late time.Duration
 }
 
-func (c lateClock) AfterFunc(d time.Duration, f func()) limits.Timer {
+func (c lateClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	return lateTimer{c.FakeClock.AfterFunc(d+c.late, f), c.late}
 }
 
@@ -182,7 +183,7 @@ func (c *movingClock) Now() time.Time {
 }
 
 type lateTimer struct {
-	limits.Timer
+	clock.Timer
 	late time.Duration
 }
 

@@ -16,6 +16,8 @@ import (
 	"context"
 	"errors"
 	"sync"
+
+	"github.com/fetch-dev/fetch/internal/clock"
 )
 
 // Scheduler grants leases. Implementations are safe for concurrent use.
@@ -65,7 +67,7 @@ type Config struct {
 
 	// Clock tells the time and wakes waiting attempts; nil means the
 	// real clock. Tests pass a fake one (limits.FakeClock in export_test.go).
-	Clock Clock
+	Clock clock.Clock
 }
 
 // Request describes the attempt that wants to start.

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/fetch-dev/fetch/internal/clock"
 )
 
 // Local is the in-process Scheduler. Waiting attempts are served first come,
@@ -27,7 +29,7 @@ import (
 // proxy's probing, which scans the others once for the least used
 // (leastUsed); a dispatch looks at each waiting attempt once.
 type Local struct {
-	clock  Clock
+	clock  clock.Clock
 	policy Policy
 	host   Spec
 	global GCRA // burst 1
@@ -37,18 +39,18 @@ type Local struct {
 	budgets  []budgetState
 	hosts    map[string]*hostState
 	waiters  waitList
-	timer    Timer // wakes dispatch when a rate token comes due
+	timer    clock.Timer // wakes dispatch when a rate token comes due
 	timerAt  time.Time
 	due      time.Time // the logical time of the last dispatch (see logical)
 	rng      *rand.Rand
 	closed   bool
 	attempts int64
 
-	healthyN      int        // proxies neither benched, probing nor rejected
-	rejectedN     int        // proxies rejected
-	unusableSince time.Time  // since when healthyN has been 0; zero while it is not
-	poolTimer     Timer      // fires when the pool has waited Health.PoolWait
-	dead          *PoolError // set once the pool cannot serve
+	healthyN      int         // proxies neither benched, probing nor rejected
+	rejectedN     int         // proxies rejected
+	unusableSince time.Time   // since when healthyN has been 0; zero while it is not
+	poolTimer     clock.Timer // fires when the pool has waited Health.PoolWait
+	dead          *PoolError  // set once the pool cannot serve
 
 	health       Health
 	benchedUntil map[int32]time.Time  // the benched proxies' ends of bench
@@ -158,7 +160,7 @@ func NewLocal(cfg Config) *Local {
 		bans:         make(map[int32]*banStreak),
 	}
 	if s.clock == nil {
-		s.clock = realClock{}
+		s.clock = clock.Real{}
 	}
 	s.global = NewGCRA(cfg.Global, 1)
 	s.budgets = make([]budgetState, len(cfg.Budgets))
