@@ -191,6 +191,7 @@ JSON record per URL line.`,
 	f.Var(sizeValue{&cfg.MaxHeader}, "max-header", "larger response headers fail with kind too_large in phase headers")
 	f.StringVar(&cfg.SaveDir, "save-dir", "", "write the body of each ok record to a file in `DIR`")
 	f.BoolVarP(&cfg.Insecure, "insecure", "k", false, "do not verify target TLS certificates")
+	f.Var(transportValue{&cfg.Transport}, "transport", "fast: fetch's own HTTP/1.1 client for plain http:// requests; std: every request through Go's net/http (records the same)")
 	f.StringVar(&opts.CACert, "cacert", "", "trust the PEM certificates in `FILE` (targets and https proxies)")
 
 	// Output.

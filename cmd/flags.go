@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fetch-dev/fetch/fetch"
+
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
 	"github.com/spf13/pflag"
@@ -162,6 +164,27 @@ func (v rotationValue) Set(s string) error {
 	return nil
 }
 func (rotationValue) Type() string { return "WHEN" }
+
+// transportValue is a pflag.Value for --transport: fast or std.
+type transportValue struct{ p *fetch.Transport }
+
+var _ pflag.Value = transportValue{}
+
+func (v transportValue) String() string {
+	if v.p == nil {
+		return fetch.TransportFast.String()
+	}
+	return v.p.String()
+}
+func (v transportValue) Set(s string) error {
+	t, err := fetch.ParseTransport(s)
+	if err != nil {
+		return err
+	}
+	*v.p = t
+	return nil
+}
+func (transportValue) Type() string { return "T" }
 
 // regexpValue is a pflag.Value for a regular expression (RE2 syntax, as
 // Go's regexp takes it); empty is none.

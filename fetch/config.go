@@ -6,13 +6,14 @@ package fetch
 
 import (
 	"crypto/x509"
+	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
 	"time"
 
 	"github.com/fetch-dev/fetch/internal/clock"
-
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
 )
@@ -155,6 +156,14 @@ type Config struct {
 	// reference to Proxies, before it builds the scheduler (see New).
 	ListDropped func()
 
+	// Transport is which client sends the requests: TransportFast (the
+	// zero value) sends plain http:// requests, direct and through http://
+	// proxies, on fetch's own HTTP/1.1 client and the rest on net/http;
+	// TransportStd sends every request on net/http. Records are the same
+	// on both but for timings: std is the fallback for a server the fast
+	// path misreads, and the reference the fast path is tested against.
+	Transport Transport
+
 	Grace time.Duration // how long work in flight may finish after the run is interrupted
 
 	// ReportHosts is how many hosts the report lists with their own counts,
@@ -227,4 +236,35 @@ func DefaultConfig() Config {
 		ReportProxies:    DefaultReportProxies,
 		PoolWait:         DefaultPoolWait,
 	}
+}
+
+// Transport is which HTTP client an engine sends its requests with (see
+// Config.Transport).
+type Transport uint8
+
+const (
+	TransportFast Transport = iota // fetch's HTTP/1.1 client for plain requests, net/http for the rest
+	TransportStd                   // net/http for every request
+)
+
+// ParseTransport reads "fast" or "std".
+func ParseTransport(s string) (Transport, error) {
+	switch s {
+	case "fast":
+		return TransportFast, nil
+	case "std":
+		return TransportStd, nil
+	}
+	return 0, fmt.Errorf("%w %q: want fast or std", ErrBadTransport, s)
+}
+
+// ErrBadTransport is wrapped by ParseTransport's errors.
+var ErrBadTransport = errors.New("fetch: bad transport")
+
+// String formats t as ParseTransport reads it.
+func (t Transport) String() string {
+	if t == TransportStd {
+		return "std"
+	}
+	return "fast"
 }

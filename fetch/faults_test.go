@@ -44,6 +44,10 @@ const (
 	faultRowsAtOnce       = 10 // rows in flight together
 )
 
+// transports are the clients every fault row runs on: records are the
+// same on both (net/http is the fast path's reference).
+var transports = []fetch.Transport{fetch.TransportFast, fetch.TransportStd}
+
 // faultConfig is the configuration every fault row starts from.
 func faultConfig(roots *x509.CertPool) fetch.Config {
 	cfg := fetch.DefaultConfig()
@@ -259,6 +263,43 @@ func targetFaults(env *faultEnv) []targetFault {
 				return env.f.URL + "/stall?size=800"
 			},
 			want: same(fails("body", "timeout", 2, faultIdle).says_("--idle-timeout")),
+		},
+		{
+			// Part of a head, up to the end of a header line, then a close
+			// right behind it: the client sees the close at once, whoever
+			// reads the head. Through the test's http proxy, the proxy
+			// answers 502 for it.
+			name: "head cut short",
+			url: func(env *faultEnv, scheme, _ string) string {
+				if scheme == "https" {
+					return env.f.TLSURL + "/cut?head=58"
+				}
+				return env.f.URL + "/cut?head=58"
+			},
+			want: func(route, scheme string) expect {
+				if route == "http" && scheme == "http" {
+					return fails("headers", "status", 2, 0).status_(502)
+				}
+				return fails("headers", "reset", 2, 0)
+			},
+		},
+		{
+			// Cut in the middle of a header line: net/http reads the
+			// piece as a malformed header line (kind other), and so does
+			// the fast path, with the same words.
+			name: "head cut mid-line",
+			url: func(env *faultEnv, scheme, _ string) string {
+				if scheme == "https" {
+					return env.f.TLSURL + "/cut?head=20"
+				}
+				return env.f.URL + "/cut?head=20"
+			},
+			want: func(route, scheme string) expect {
+				if route == "http" && scheme == "http" {
+					return fails("headers", "status", 2, 0).status_(502)
+				}
+				return fails("headers", "other", 2, 0).says_("malformed MIME header")
+			},
 		},
 		{
 			name: "reset mid-body",
@@ -520,18 +561,21 @@ func TestTargetFaults(t *testing.T) {
 	env := startFaultEnv(t)
 	type row struct {
 		name, route, scheme string
+		transport           fetch.Transport
 		fault               targetFault
 	}
 	var rows []row
 	var names []string
-	for _, f := range targetFaults(env) {
-		for _, route := range []string{"direct", "http", "socks5"} {
-			for _, scheme := range []string{"http", "https"} {
-				if f.url(env, scheme, "/") == "" {
-					continue // this fault has no form over this scheme
+	for _, tp := range transports {
+		for _, f := range targetFaults(env) {
+			for _, route := range []string{"direct", "http", "socks5"} {
+				for _, scheme := range []string{"http", "https"} {
+					if f.url(env, scheme, "/") == "" {
+						continue // this fault has no form over this scheme
+					}
+					rows = append(rows, row{tp.String() + "/" + f.name + "/" + route + "/" + scheme, route, scheme, tp, f})
+					names = append(names, rows[len(rows)-1].name)
 				}
-				rows = append(rows, row{f.name + "/" + route + "/" + scheme, route, scheme, f})
-				names = append(names, rows[len(rows)-1].name)
 			}
 		}
 	}
@@ -540,6 +584,7 @@ func TestTargetFaults(t *testing.T) {
 		path := "/" + strings.NewReplacer(" ", "-", "/", "-", "(", "", ")", "").Replace(rw.name)
 		u := rw.fault.url(env, rw.scheme, path)
 		cfg := faultConfig(env.roots)
+		cfg.Transport = rw.transport
 		switch rw.route {
 		case "direct":
 			cfg.HostConcurrency = faultProxyConcurrency
@@ -589,20 +634,24 @@ func TestProxyFaults(t *testing.T) {
 	env := startFaultEnv(t)
 	type row struct {
 		name, scheme string
+		transport    fetch.Transport
 		fault        proxyFault
 	}
 	var rows []row
 	var names []string
-	for _, f := range proxyFaults() {
-		for _, scheme := range []string{"http", "https"} {
-			rows = append(rows, row{f.name + "/" + scheme, scheme, f})
-			names = append(names, rows[len(rows)-1].name)
+	for _, tp := range transports {
+		for _, f := range proxyFaults() {
+			for _, scheme := range []string{"http", "https"} {
+				rows = append(rows, row{tp.String() + "/" + f.name + "/" + scheme, scheme, tp, f})
+				names = append(names, rows[len(rows)-1].name)
+			}
 		}
 	}
 	parallelRows(t, names, func(t *testing.T, i int) {
 		rw := rows[i]
 		pu, pool := rw.fault.proxy(t, env)
 		cfg := faultConfig(env.roots)
+		cfg.Transport = rw.transport
 		if pool != nil {
 			cfg.RootCAs = pool
 		}

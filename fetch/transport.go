@@ -294,7 +294,9 @@ func (ts *transports) forProxy(scheme string) *renewing {
 			tr.Proxy = proxyOfRequest
 			return tr
 		})
-		ts.plainH1 = ts.newH1(ts.idleBudget())
+		if ts.cfg.Transport == TransportFast {
+			ts.plainH1 = ts.newH1(ts.idleBudget())
+		}
 	}
 	return ts.plain
 }
@@ -320,8 +322,10 @@ func (r *route) init(ts *transports, p *proxies.Proxy, index int32) {
 				perHost = min(perHost, cfg.HostConcurrency)
 			}
 			ts.direct = ts.renewing(func() *http.Transport { return ts.newTransport(perHost) })
-			ts.directH1 = ts.newH1(perHost)
-			ts.directRT = directTransport{h1: ts.directH1, tr: ts.direct}
+			if cfg.Transport == TransportFast {
+				ts.directH1 = ts.newH1(perHost)
+			}
+			ts.directRT = directTransport{h1: ts.directH1, tr: ts.direct} // h1 nil: every request on net/http
 		}
 		return
 	}

@@ -59,6 +59,9 @@ type Faults struct {
 	//	/stall?size=N&after=M  the same headers and bytes, then nothing more
 	//	                       until the client closes (30 s at most): a body
 	//	                       with a length that stalls
+	//	/cut?head=N            the first N bytes of a head (default 20: half
+	//	                       a status line and header), then a close (FIN)
+	//	                       right behind them
 	URL, TLSURL string
 	CertPool    *x509.CertPool
 	CertPEM     []byte
@@ -187,6 +190,8 @@ func serveFault(w http.ResponseWriter, r *http.Request) {
 		servePart(w, r, false)
 	case "/stall":
 		servePart(w, r, true)
+	case "/cut":
+		serveCut(w, r)
 	default:
 		http.Error(w, "fetchtest: no such fault "+r.URL.Path, http.StatusNotFound)
 	}
@@ -233,6 +238,30 @@ func servePart(w http.ResponseWriter, r *http.Request, stall bool) {
 	// Let the client take in the headers and the first bytes, so that the
 	// reset lands in the middle of the body rather than before it.
 	time.Sleep(20 * time.Millisecond)
+}
+
+// cutHead is the head /cut sends the start of.
+const cutHead = "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 1024\r\n\r\n"
+
+// serveCut sends the first head= bytes of cutHead and closes the
+// connection right behind them (a FIN, through TLS a close_notify first).
+func serveCut(w http.ResponseWriter, r *http.Request) {
+	n := 20
+	if v := r.URL.Query().Get("head"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 0 || n >= len(cutHead) {
+			http.Error(w, "fetchtest: bad head (0..len-1)", http.StatusBadRequest)
+			return
+		}
+	}
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		http.Error(w, "fetchtest: hijack: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	defer conn.Close()
+	brw.WriteString(cutHead[:n])
+	brw.Flush()
 }
 
 // resetConn closes c with SO_LINGER 0, so that the peer gets a RST rather
