@@ -591,6 +591,7 @@ type result struct {
 	hasRetryAf bool
 	final      bool   // a failure another attempt would not mend
 	targetSide bool   // the proxy answered that it could not reach the target
+	inTunnel   bool   // it failed inside an established tunnel (CONNECT, SOCKS): the target's doing
 	rejected   bool   // the proxy refused its credentials
 	banned     bool   // the response was a ban (--ban-status, --ban-match)
 	body       []byte // the start of the body, with Config.KeepBody
@@ -731,6 +732,7 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *job, tr *tracke
 	if err != nil {
 		res.err = e.failure(err, tr.current(), ctx, tr)
 		res.targetSide = targetSide(err)
+		res.inTunnel = rt.tunnels(j.url) && afterTunnel(res.err.Phase)
 		res.rejected = credentialsRejected(err)
 		return res
 	}
@@ -787,6 +789,29 @@ func (e *Engine) respond(ctx context.Context, j *job, tr *tracker, rt *route, re
 	res.ok, res.file = true, file
 }
 
+// tunnels reports whether attempts to u through this route go through a
+// tunnel to the target (CONNECT for https, or SOCKS): once it is up, the
+// proxy only carries bytes, and what fails after is the target's.
+func (r *route) tunnels(u *url.URL) bool {
+	switch r.kind {
+	case routeDirect:
+		return false
+	case routeHTTP, routeHTTPS:
+		return u.Scheme == "https"
+	}
+	return true
+}
+
+// afterTunnel reports whether phase comes after a tunnel is set up: the
+// target's TLS handshake, the request, its answer.
+func afterTunnel(phase string) bool {
+	switch phase {
+	case PhaseTLS, PhaseRequest, PhaseHeaders, PhaseBody:
+		return true
+	}
+	return false
+}
+
 // handshake reports whether attempts to u through this route have a proxy
 // handshake after the TCP connect.
 func (r *route) handshake(u *url.URL) bool {
@@ -827,7 +852,7 @@ func outcome(rt *route, res result) limits.Outcome {
 			return limits.PushedBack
 		}
 		return limits.Success // the proxy carried it; the target answered
-	case !rt.proxy(), res.targetSide:
+	case !rt.proxy(), res.targetSide, res.inTunnel:
 		return limits.Neutral
 	case res.rejected:
 		return limits.Rejected
