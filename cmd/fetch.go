@@ -490,14 +490,8 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 	var total func(context.Context) int64
 	if !opts.Quiet && ios.IsStderrTTY() {
 		names := inputNames(opts.Inputs)
-		skip := int64(opts.Config.Done.Len())
-		total = func(ctx context.Context) int64 {
-			n := countURLLines(ctx, names)
-			if n < 0 {
-				return n
-			}
-			return max(n-skip, 0)
-		}
+		shard, done := opts.Config.Shard, opts.Config.Done
+		total = func(ctx context.Context) int64 { return linesTaken(ctx, names, shard, done) }
 	}
 	rep, runErr := runEngine(ctx, ios, warn, eng, inputs, out, opts.Quiet, total)
 	if opts.Resume && rep != nil && !opts.Quiet {
