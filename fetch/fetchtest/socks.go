@@ -57,20 +57,29 @@ func StartSOCKS5(opts ProxyOptions) (*Proxy, error) {
 	if port != 0 {
 		return startMicrosocks(bin, host, port, bindIP.String(), opts)
 	}
-	// A free port can be taken between freePort and microsocks' bind: try
-	// a few.
+	return onFreePort("microsocks", host, func(port int) (*Proxy, error) {
+		return startMicrosocks(bin, host, port, bindIP.String(), opts)
+	})
+}
+
+// onFreePort starts a server with start on a free port of host. A free
+// port can be taken between freePort and the server's bind, which then
+// exits early: it tries a few ports.
+func onFreePort(name, host string, start func(port int) (*Proxy, error)) (*Proxy, error) {
 	const attempts = 5
+	var last error
 	for range attempts {
-		if port, err = freePort(host); err != nil {
+		port, err := freePort(host)
+		if err != nil {
 			return nil, err
 		}
-		var proxy *Proxy
-		proxy, err = startMicrosocks(bin, host, port, bindIP.String(), opts)
+		p, err := start(port)
 		if !errors.Is(err, errExitedEarly) {
-			return proxy, err
+			return p, err
 		}
+		last = err
 	}
-	return nil, err
+	return nil, fmt.Errorf("fetchtest: %s did not start in %d tries: %w", name, attempts, last)
 }
 
 // freePort asks the kernel for a free TCP port on host.

@@ -26,23 +26,30 @@ func StartSquid(dir string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoSquid, err)
 	}
-	const attempts = 5 // a free port may be taken before squid binds it
-	var last error
-	for range attempts {
-		port, err := freePort("127.0.0.1")
-		if err != nil {
-			return nil, err
-		}
+	return onFreePort("squid", "127.0.0.1", func(port int) (*Proxy, error) {
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		d := filepath.Join(dir, "squid-"+strconv.Itoa(port))
 		if err := os.MkdirAll(d, 0o777); err != nil {
 			return nil, fmt.Errorf("fetchtest: squid dir: %w", err)
 		}
 		_ = os.Chmod(d, 0o777) // squid drops root for its own user
-		conf := fmt.Sprintf(`http_port %s
+		name := filepath.Join(d, "squid.conf")
+		if err := os.WriteFile(name, []byte(squidConf(addr, d)), 0o644); err != nil {
+			return nil, fmt.Errorf("fetchtest: squid config: %w", err)
+		}
+		kill, err := startServer("squid", bin, []string{"-N", "-f", name}, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &Proxy{URL: "http://" + addr, Addr: addr, close: kill}, nil
+	})
+}
+
+// squidConf is a forward proxy on addr with no cache and no logs but
+// dir/cache.log.
+func squidConf(addr, dir string) string {
+	return fmt.Sprintf(`http_port %s
 http_access allow all
-acl SSL_ports port 1-65535
-acl CONNECT method CONNECT
 cache deny all
 access_log none
 cache_store_log none
@@ -54,20 +61,5 @@ pinger_enable off
 shutdown_lifetime 0 seconds
 via off
 forwarded_for delete
-`, addr, d, d, d)
-		name := filepath.Join(d, "squid.conf")
-		if err := os.WriteFile(name, []byte(conf), 0o644); err != nil {
-			return nil, fmt.Errorf("fetchtest: squid config: %w", err)
-		}
-		kill, err := startServer("squid", bin, []string{"-N", "-f", name}, addr)
-		if errors.Is(err, errExitedEarly) {
-			last = err
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return &Proxy{URL: "http://" + addr, Addr: addr, close: kill}, nil
-	}
-	return nil, fmt.Errorf("fetchtest: squid did not start in %d tries: %w", attempts, last)
+`, addr, dir, dir, dir)
 }

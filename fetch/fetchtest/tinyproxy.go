@@ -28,13 +28,7 @@ func StartTinyproxy(dir string, opts ProxyOptions) (*Proxy, error) {
 	if opts.TLS || opts.Latency != 0 || opts.Concurrency != 0 || opts.BindIP != "" || opts.Addr != "" {
 		return nil, errors.New("fetchtest: tinyproxy takes only User and Password")
 	}
-	const attempts = 5 // a free port may be taken before tinyproxy binds it
-	var last error
-	for range attempts {
-		port, err := freePort("127.0.0.1")
-		if err != nil {
-			return nil, err
-		}
+	return onFreePort("tinyproxy", "127.0.0.1", func(port int) (*Proxy, error) {
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		conf := fmt.Sprintf("Port %d\nListen 127.0.0.1\nTimeout 60\nMaxClients 512\nAllow 127.0.0.1\nLogLevel Critical\n", port)
 		if opts.User != "" || opts.Password != "" {
@@ -45,14 +39,9 @@ func StartTinyproxy(dir string, opts ProxyOptions) (*Proxy, error) {
 			return nil, fmt.Errorf("fetchtest: tinyproxy config: %w", err)
 		}
 		kill, err := startServer("tinyproxy", bin, []string{"-d", "-c", name}, addr)
-		if errors.Is(err, errExitedEarly) {
-			last = err
-			continue
-		}
 		if err != nil {
 			return nil, err
 		}
 		return &Proxy{URL: "http://" + addr, Addr: addr, opts: opts, close: kill}, nil
-	}
-	return nil, fmt.Errorf("fetchtest: tinyproxy did not start in %d tries: %w", attempts, last)
+	})
 }
