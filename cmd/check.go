@@ -13,12 +13,12 @@ import (
 	"sync"
 	"text/tabwriter"
 
-	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
-
 	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 )
 
 // CheckOptions is what `fetch check` was asked to do.
@@ -37,14 +37,14 @@ type CheckOptions struct {
 
 // CheckResult is one proxy's line of `fetch check -o`.
 type CheckResult struct {
-	Proxy    string           `json:"proxy"`
-	Pool     string           `json:"pool,omitempty"`
-	OK       bool             `json:"ok"` // every attempt got a whole response with a status not in --retry-status
-	Status   int              `json:"status"`
-	Attempts int              `json:"attempts"`
-	Phases   fetch.PhaseTimes `json:"phases"`
-	Error    *fetch.Error     `json:"error"`
-	ExitIP   string           `json:"exit_ip,omitempty"`
+	Proxy    string             `json:"proxy"`
+	Pool     string             `json:"pool,omitempty"`
+	OK       bool               `json:"ok"` // every attempt got a whole response with a status not in --retry-status
+	Status   int                `json:"status"`
+	Attempts int                `json:"attempts"`
+	Phases   results.PhaseTimes `json:"phases"`
+	Error    *results.Error     `json:"error"`
+	ExitIP   string             `json:"exit_ip,omitempty"`
 }
 
 // NewCmdCheck returns the check command. runF replaces the run function in
@@ -232,10 +232,10 @@ func checkProxies(ctx context.Context, opts *CheckOptions) ([]CheckResult, error
 // checkRecords collects one proxy's records into its CheckResult.
 type checkRecords struct {
 	mu   sync.Mutex
-	recs []*fetch.Record
+	recs []*results.Record
 }
 
-func (c *checkRecords) Write(r *fetch.Record) error {
+func (c *checkRecords) Write(r *results.Record) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.recs = append(c.recs, r)
@@ -249,10 +249,10 @@ func (c *checkRecords) Write(r *fetch.Record) error {
 // fails the row but does not hide the failure that rejected the proxy.
 func (c *checkRecords) result(p proxies.Proxy) CheckResult {
 	res := CheckResult{Proxy: p.ID, Pool: p.Pool, OK: len(c.recs) > 0}
-	var shown *fetch.Record
+	var shown *results.Record
 	for _, r := range c.recs {
 		res.Attempts += r.Attempts
-		cancelled := r.Error != nil && r.Error.Kind == fetch.KindCancelled
+		cancelled := r.Error != nil && r.Error.Kind == results.KindCancelled
 		switch {
 		case !r.OK && (!cancelled || shown == nil || shown.OK):
 			shown = r
@@ -297,7 +297,7 @@ func exitIP(body []byte) string {
 }
 
 // checkPhases are the phase columns of the check table, in milliseconds.
-var checkPhases = []string{fetch.PhaseConnect, fetch.PhaseProxy, fetch.PhaseTLS, fetch.PhaseHeaders}
+var checkPhases = []string{results.PhaseConnect, results.PhaseProxy, results.PhaseTLS, results.PhaseHeaders}
 
 // writeCheckTable prints a row per proxy.
 func writeCheckTable(w io.Writer, results []CheckResult) {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits/redis/redistest"
 )
 
@@ -110,7 +110,7 @@ func (f *fleet) check(t *testing.T) {
 			switch {
 			case r.OK:
 				byKind["ok"]++
-			case r.Error != nil && r.Error.Kind == fetch.KindCoordinator:
+			case r.Error != nil && r.Error.Kind == results.KindCoordinator:
 				byKind[r.Error.Kind]++
 			default:
 				t.Errorf("line %d failed, not closed: %+v", r.Line, r.Error)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits/redis/redistest"
 )
 
@@ -94,7 +95,7 @@ func TestDistributed_redisGoneStopsAndResumes(t *testing.T) {
 	if code := p.wait(t, time.Minute); code != ExitOK {
 		t.Fatalf("resume: exit %d; stderr:\n%s", code, p.stderr.String())
 	}
-	last := map[int]fetch.Record{}
+	last := map[int]results.Record{}
 	oks := map[int]int{}
 	for _, r := range recordsOf(t, out) {
 		last[r.Line] = r

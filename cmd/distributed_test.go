@@ -10,6 +10,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits/redis/redistest"
 )
 
@@ -55,7 +56,7 @@ func TestDistributed_processesShareLimits(t *testing.T) {
 			t.Fatalf("process %d: exit %d; stderr:\n%s", i+1, code, p.stderr.String())
 		}
 	}
-	var all []fetch.Record
+	var all []results.Record
 	for _, out := range outs {
 		recs := recordsOf(t, out)
 		if len(recs) == 0 || len(recs) == n {

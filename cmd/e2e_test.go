@@ -14,6 +14,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // loopback is a target and two HTTP proxies on loopback, with a proxy list
@@ -65,13 +66,13 @@ func readReport(t *testing.T, path string) (*fetch.Report, []byte) {
 }
 
 // readRecords decodes JSON lines.
-func readRecords(t *testing.T, data []byte) []fetch.Record {
+func readRecords(t *testing.T, data []byte) []results.Record {
 	t.Helper()
-	var recs []fetch.Record
+	var recs []results.Record
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var r fetch.Record
+		var r results.Record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("bad record line %q: %v", sc.Text(), err)
 		}
@@ -94,7 +95,7 @@ func TestRun_endToEnd(t *testing.T) {
 		wantLines  int // records
 		wantStderr []string
 		notStderr  []string
-		check      func(t *testing.T, recs []fetch.Record)
+		check      func(t *testing.T, recs []results.Record)
 	}{
 		{
 			name: "all ok through proxies, output and report files",
@@ -105,7 +106,7 @@ func TestRun_endToEnd(t *testing.T) {
 			wantCode:   ExitOK,
 			wantLines:  4,
 			wantStderr: []string{"jobs", lb.proxies[0].URL, lb.proxies[1].URL},
-			check: func(t *testing.T, recs []fetch.Record) {
+			check: func(t *testing.T, recs []results.Record) {
 				for _, r := range recs {
 					if !r.OK || r.Input == "" || r.Line == 0 {
 						t.Errorf("record not ok or without input/line: %+v", r)
@@ -123,7 +124,7 @@ func TestRun_endToEnd(t *testing.T) {
 			wantCode:  ExitNotAllOK,
 			wantLines: 2,
 			notStderr: []string{"jobs"},
-			check: func(t *testing.T, recs []fetch.Record) {
+			check: func(t *testing.T, recs []results.Record) {
 				var bad int
 				for _, r := range recs {
 					if r.Input != "-" {
@@ -148,7 +149,7 @@ func TestRun_endToEnd(t *testing.T) {
 			wantCode:   ExitNotAllOK,
 			wantLines:  1,
 			wantStderr: []string{"status", "direct"},
-			check: func(t *testing.T, recs []fetch.Record) {
+			check: func(t *testing.T, recs []results.Record) {
 				if r := recs[0]; r.OK || r.Error == nil || r.Error.Kind != "status" || r.Attempts != 2 {
 					t.Errorf("record = %+v, error %+v", r, r.Error)
 				}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/proxies"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -408,17 +409,17 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 		return usageError(err)
 	}
 	out := ios.Out
-	var results *outputFile
+	var resultsFile *outputFile
 	if opts.Output != "" && opts.Output != "-" {
-		if results, err = openOutput("--output", opts.Output, opts.Resume); err != nil {
+		if resultsFile, err = openOutput("--output", opts.Output, opts.Resume); err != nil {
 			return usageError(err)
 		}
-		outs = append(outs, results)
-		out = results.f
+		outs = append(outs, resultsFile)
+		out = resultsFile.f
 	}
 	if opts.Resume {
 		opts.endGCPause() // reading 3,000,000 records is garbage, not state
-		if opts.Config.Done, err = loadResume(ctx, ios, results, opts.Quiet); err != nil {
+		if opts.Config.Done, err = loadResume(ctx, ios, resultsFile, opts.Quiet); err != nil {
 			return usageError(err)
 		}
 	}
@@ -467,9 +468,9 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 		}
 	}
 	started = true
-	if results != nil {
+	if resultsFile != nil {
 		defer func() {
-			if cerr := results.Close(); cerr != nil && err == nil {
+			if cerr := resultsFile.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("--output: %w", cerr)
 			}
 		}()
@@ -560,7 +561,7 @@ func (opts *FetchOptions) outputFiles() []namedFile {
 // flush of the records.
 func runEngine(ctx context.Context, ios *IOStreams, warn *warnings, eng *fetch.Engine, inputs []fetch.Input, out io.Writer, quiet bool, total func(context.Context) int64) (*fetch.Report, error) {
 	ow := &outputWriter{w: guardWrites(ctx, out)}
-	w := fetch.NewJSONLWriter(ow)
+	w := results.NewJSONLWriter(ow)
 	defer onSecondInterrupt(ctx, eng.StopNow)()
 	stop := func() {}
 	if total != nil {
@@ -659,22 +660,22 @@ func inputNames(names []string) []string {
 // quiet) and reads which lines are finished. A file that did not exist
 // holds nothing: the run starts fresh. Reading a large file takes seconds;
 // when ctx is cancelled meanwhile it stops with ctx.Err().
-func loadResume(ctx context.Context, ios *IOStreams, results *outputFile, quiet bool) (*fetch.DoneSet, error) {
-	f, name := results.f, results.name
+func loadResume(ctx context.Context, ios *IOStreams, out *outputFile, quiet bool) (*results.DoneSet, error) {
+	f, name := out.f, out.name
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		if err == nil {
 			err = errors.New("--resume needs a regular file")
 		}
 		return nil, fmt.Errorf("--output %s: %w", name, err)
 	}
-	cut, err := fetch.RepairTail(f)
+	cut, err := results.RepairTail(f)
 	if err != nil {
 		return nil, fmt.Errorf("--output %s: %w", name, err)
 	}
 	if cut && !quiet {
 		fmt.Fprintf(ios.ErrOut, "fetch: repaired torn last line of %s\n", name)
 	}
-	done, err := fetch.LoadDone(ctxReader{ctx, f})
+	done, err := results.LoadDone(ctxReader{ctx, f})
 	if err != nil {
 		return nil, fmt.Errorf("--resume %s: %w", name, err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // The proxies of these tests are real: tinyproxy with Basic
@@ -72,7 +73,7 @@ func urlList(t *testing.T, dir, base string, n int) string {
 }
 
 // recordsOf reads a results file.
-func recordsOf(t *testing.T, name string) []fetch.Record {
+func recordsOf(t *testing.T, name string) []results.Record {
 	t.Helper()
 	b, err := os.ReadFile(name)
 	if err != nil {
@@ -128,7 +129,7 @@ func TestPool_rejectedStops(t *testing.T) {
 					t.Fatalf("two records for line %d", r.Line)
 				}
 				seen[r.Line] = true
-				if r.OK || r.Error == nil || r.Error.Kind != fetch.KindCancelled || r.Error.Phase != fetch.PhaseQueue || !strings.Contains(r.Error.Message, "no usable proxy") {
+				if r.OK || r.Error == nil || r.Error.Kind != results.KindCancelled || r.Error.Phase != results.PhaseQueue || !strings.Contains(r.Error.Message, "no usable proxy") {
 					t.Fatalf("record %+v: want cancelled in the queue for no usable proxy", r)
 				}
 			}
@@ -189,11 +190,11 @@ func TestPool_deadThenResume(t *testing.T) {
 
 // oneOKPerLine checks that lines 1..n each have exactly one final record
 // (one that is not cancelled), and that it is ok.
-func oneOKPerLine(t *testing.T, recs []fetch.Record, n int) {
+func oneOKPerLine(t *testing.T, recs []results.Record, n int) {
 	t.Helper()
 	final := map[int]int{}
 	for _, r := range recs {
-		if r.Error == nil || r.Error.Kind != fetch.KindCancelled {
+		if r.Error == nil || r.Error.Kind != results.KindCancelled {
 			final[r.Line]++
 			if !r.OK {
 				t.Errorf("line %d: final record not ok: %+v", r.Line, r.Error)

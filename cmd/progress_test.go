@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // fakeStats is a statser whose numbers the test sets.
@@ -391,14 +392,14 @@ func TestProgressTotal(t *testing.T) {
 	// The results of an earlier run: every third URL line finished, every
 	// fifth cancelled (taken again), one finished under a URL the line no
 	// longer holds (taken again), and lines of another input.
-	var results strings.Builder
+	var prior strings.Builder
 	finished := map[int]bool{}
 	rec := func(input string, n int, u, kind string) {
 		errField := "null"
 		if kind != "" {
 			errField = `{"phase":"request","kind":"` + kind + `","message":"x"}`
 		}
-		fmt.Fprintf(&results, `{"url":%q,"input":%q,"line":%d,"ok":%v,"error":%s}`+"\n", u, input, n, kind == "", errField)
+		fmt.Fprintf(&prior, `{"url":%q,"input":%q,"line":%d,"ok":%v,"error":%s}`+"\n", u, input, n, kind == "", errField)
 	}
 	for i, n := range lines {
 		u := strings.TrimSpace(text[n])
@@ -413,7 +414,7 @@ func TestProgressTotal(t *testing.T) {
 		}
 		rec("other.txt", n, u, "")
 	}
-	done, err := fetch.LoadDone(strings.NewReader(results.String()))
+	done, err := results.LoadDone(strings.NewReader(prior.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +449,7 @@ func TestProgressTotal(t *testing.T) {
 					}
 				}
 			}
-			var d *fetch.DoneSet
+			var d *results.DoneSet
 			if tc.resume {
 				d = done
 			}
@@ -512,13 +513,13 @@ func TestProgressTotalMatchesRun(t *testing.T) {
 		{"resume again", fetch.Shard{}, true},
 	} {
 		var before []byte
-		var done *fetch.DoneSet
+		var done *results.DoneSet
 		args := []string{"-q", "-o", out}
 		if step.resume {
 			if before, err = os.ReadFile(out); err != nil {
 				t.Fatal(err)
 			}
-			if done, err = fetch.LoadDone(bytes.NewReader(before)); err != nil {
+			if done, err = results.LoadDone(bytes.NewReader(before)); err != nil {
 				t.Fatal(err)
 			}
 			args = append(args, "--resume")
@@ -561,7 +562,7 @@ func TestRun_progressTotal(t *testing.T) {
 
 	dir := t.TempDir()
 	shard := fetch.Shard{K: 1, N: 2}
-	var list, results strings.Builder
+	var list, prior strings.Builder
 	var want int64
 	for n := 1; n <= 100; n++ {
 		u := fmt.Sprintf("%s/%d", srv.URL, n)
@@ -570,13 +571,13 @@ func TestRun_progressTotal(t *testing.T) {
 			continue
 		}
 		if n%4 == 0 {
-			fmt.Fprintf(&results, `{"url":%q,"input":"urls.txt","line":%d,"ok":true,"error":null}`+"\n", u, n)
+			fmt.Fprintf(&prior, `{"url":%q,"input":"urls.txt","line":%d,"ok":true,"error":null}`+"\n", u, n)
 			continue
 		}
 		want++
 	}
 	writeFile(t, dir, "urls.txt", list.String())
-	out := writeFile(t, dir, "out.jsonl", results.String())
+	out := writeFile(t, dir, "out.jsonl", prior.String())
 	t.Chdir(dir) // the input named as given: urls.txt
 
 	stderr := newLockedBuffer()

@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // The progress bar's total is the number of lines the run takes. The
@@ -41,7 +42,7 @@ var bom = []byte{0xEF, 0xBB, 0xBF}
 // (every line for the zero Shard), that done, the lines --resume found
 // finished, does not hold (done may be nil). It returns -1 when an input
 // is standard input or cannot be read, or when ctx is done first.
-func linesTaken(ctx context.Context, names []string, shard fetch.Shard, done *fetch.DoneSet) int64 {
+func linesTaken(ctx context.Context, names []string, shard fetch.Shard, done *results.DoneSet) int64 {
 	var n int64
 	for _, name := range names {
 		if name == "-" {
@@ -56,7 +57,7 @@ func linesTaken(ctx context.Context, names []string, shard fetch.Shard, done *fe
 	return n
 }
 
-func fileLinesTaken(ctx context.Context, name string, shard fetch.Shard, done *fetch.DoneSet) (int64, error) {
+func fileLinesTaken(ctx context.Context, name string, shard fetch.Shard, done *results.DoneSet) (int64, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return 0, err
@@ -67,7 +68,7 @@ func fileLinesTaken(ctx context.Context, name string, shard fetch.Shard, done *f
 
 // inputLinesTaken is linesTaken for one input, named name, read from r.
 // Memory does not grow with the length of its lines.
-func inputLinesTaken(ctx context.Context, name string, r io.Reader, shard fetch.Shard, done *fetch.DoneSet) (int64, error) {
+func inputLinesTaken(ctx context.Context, name string, r io.Reader, shard fetch.Shard, done *results.DoneSet) (int64, error) {
 	br := bufio.NewReaderSize(r, inputBuffer)
 	var taken int64
 	for n := 1; ; n++ {
@@ -99,7 +100,7 @@ func inputLinesTaken(ctx context.Context, name string, r io.Reader, shard fetch.
 
 // lineDone reports whether done holds line n of input name, looked up by
 // the URL its record shows, as the engine looks it up.
-func lineDone(done *fetch.DoneSet, name string, n int, raw rawLine, long bool) bool {
+func lineDone(done *results.DoneSet, name string, n int, raw rawLine, long bool) bool {
 	if done.Len() == 0 {
 		return false
 	}

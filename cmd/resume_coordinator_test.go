@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // TestResume_takesCoordinatorAgain: --resume fetches again the lines whose
@@ -64,10 +64,10 @@ func TestResume_takesCoordinatorAgain(t *testing.T) {
 			wantSkipped++
 		}
 	}
-	results := writeFile(t, dir, "out.jsonl", out.String())
+	outPath := writeFile(t, dir, "out.jsonl", out.String())
 
 	ios, _, _, stderr := Test()
-	if code := Run(context.Background(), ios, []string{"--resume", "-o", results, urls}); code != ExitOK {
+	if code := Run(context.Background(), ios, []string{"--resume", "-o", outPath, urls}); code != ExitOK {
 		t.Fatalf("resume: exit %d; stderr:\n%s", code, stderr)
 	}
 	for _, p := range previous {
@@ -79,18 +79,18 @@ func TestResume_takesCoordinatorAgain(t *testing.T) {
 			t.Errorf("line %d (records before: %d): fetched %d times by the resume, want %d", p.line, len(p.records), got, want)
 		}
 	}
-	data, err := os.ReadFile(results)
+	data, err := os.ReadFile(outPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(string(data), out.String()) {
-		t.Errorf("the resume changed the records already in %s", filepath.Base(results))
+		t.Errorf("the resume changed the records already in %s", filepath.Base(outPath))
 	}
 	okByLine := map[int]int{}
 	for _, r := range readRecords(t, data) {
 		if r.OK {
 			okByLine[r.Line]++
-		} else if r.Error == nil || (r.Error.Kind != fetch.KindCoordinator && r.Error.Kind != fetch.KindCancelled) {
+		} else if r.Error == nil || (r.Error.Kind != results.KindCoordinator && r.Error.Kind != results.KindCancelled) {
 			t.Errorf("line %d: a failed record of kind %+v", r.Line, r.Error)
 		}
 	}

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // The tests in this file run the real binary, built once (on first use) by
@@ -178,14 +178,14 @@ func (rc *resumeCase) hits() map[string]int {
 }
 
 // parseRecords decodes whole JSON lines, failing on a line that is not one.
-func parseRecords(t *testing.T, data []byte) []fetch.Record {
+func parseRecords(t *testing.T, data []byte) []results.Record {
 	t.Helper()
 	if len(data) > 0 && data[len(data)-1] != '\n' {
 		t.Errorf("output does not end with a whole line: ...%q", data[max(len(data)-80, 0):])
 	}
-	var recs []fetch.Record
+	var recs []results.Record
 	for l := range bytes.Lines(data) {
-		var r fetch.Record
+		var r results.Record
 		if err := json.Unmarshal(l, &r); err != nil {
 			t.Fatalf("output line is not a whole record: %q: %v", l, err)
 		}
@@ -194,7 +194,7 @@ func parseRecords(t *testing.T, data []byte) []fetch.Record {
 	return recs
 }
 
-func final(r fetch.Record) bool { return r.Error == nil || r.Error.Kind != fetch.KindCancelled }
+func final(r results.Record) bool { return r.Error == nil || r.Error.Kind != results.KindCancelled }
 
 // check asserts what an interrupted (or killed) first run and a resumed
 // run to completion must leave: first is the output after the first run
@@ -207,11 +207,11 @@ func (rc *resumeCase) check(t *testing.T, first, all []byte, hits1 map[string]in
 	}
 	recs1 := parseRecords(t, first)
 	recs := parseRecords(t, all)
-	byLine1 := map[int][]fetch.Record{}
+	byLine1 := map[int][]results.Record{}
 	for _, r := range recs1 {
 		byLine1[r.Line] = append(byLine1[r.Line], r)
 	}
-	byLine := map[int][]fetch.Record{}
+	byLine := map[int][]results.Record{}
 	for _, r := range recs {
 		byLine[r.Line] = append(byLine[r.Line], r)
 	}
@@ -514,7 +514,7 @@ func TestInterrupt_secondStopsNow(t *testing.T) {
 	}
 	for _, r := range recs {
 		// The target sends nothing: the requests wait for headers.
-		if r.Error == nil || r.Error.Kind != fetch.KindCancelled || r.Error.Phase != fetch.PhaseHeaders {
+		if r.Error == nil || r.Error.Kind != results.KindCancelled || r.Error.Phase != results.PhaseHeaders {
 			t.Errorf("record not cancelled in phase headers: %+v, error %+v", r, r.Error)
 		}
 	}

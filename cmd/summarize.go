@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/spf13/cobra"
 )
 
@@ -120,7 +121,7 @@ func summarizeRun(ctx context.Context, opts *SummarizeOptions) (err error) {
 
 	sum, err := fetch.SummarizeTop(ctx, srcs, opts.ReportHosts, opts.ReportProxies)
 	switch {
-	case errors.Is(err, fetch.ErrNotResults):
+	case errors.Is(err, results.ErrNotResults):
 		return usageError(err)
 	case err != nil:
 		return err

@@ -14,13 +14,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // summaryPhases are the candidates for the per-proxy phase columns of the
 // summary, each shown as p50/p95 in milliseconds, most wanted first: at most
 // maxPhaseColumns of those that happened are shown, in the order of
 // fetch.Phases. The report has every phase.
-var summaryPhases = []string{fetch.PhaseHeaders, fetch.PhaseBody, fetch.PhaseConnect, fetch.PhaseProxy, fetch.PhaseTLS, fetch.PhaseQueue}
+var summaryPhases = []string{results.PhaseHeaders, results.PhaseBody, results.PhaseConnect, results.PhaseProxy, results.PhaseTLS, results.PhaseQueue}
 
 const maxPhaseColumns = 4
 
@@ -38,7 +39,7 @@ func phaseColumns(proxies map[string]*fetch.ProxyReport) []string {
 			break
 		}
 	}
-	slices.SortFunc(cols, func(a, b string) int { return slices.Index(fetch.Phases, a) - slices.Index(fetch.Phases, b) })
+	slices.SortFunc(cols, func(a, b string) int { return slices.Index(results.Phases, a) - slices.Index(results.Phases, b) })
 	return cols
 }
 
@@ -432,7 +433,7 @@ func roundSig3(v float64) float64 {
 func phaseOrder(m map[string]int) []string {
 	var out []string
 	known := map[string]bool{}
-	for _, p := range fetch.Phases {
+	for _, p := range results.Phases {
 		known[p] = true
 		if _, ok := m[p]; ok {
 			out = append(out, p)

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -142,7 +142,7 @@ func TestTestdataURLs(t *testing.T) {
 		}
 		seen[path] = true
 		if !w.ok {
-			if r.OK || r.Error == nil || r.Error.Phase != fetch.PhaseInput || r.Error.Kind != fetch.KindInvalid || r.Attempts != 0 {
+			if r.OK || r.Error == nil || r.Error.Phase != results.PhaseInput || r.Error.Kind != results.KindInvalid || r.Attempts != 0 {
 				t.Errorf("%s: %+v, want an invalid input record", r.URL, r)
 			}
 			continue

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // ban is a response found to be a ban: where it was seen and why.
@@ -19,7 +21,7 @@ type ban struct {
 // again before the rest of body), and the error of that read, if any.
 func (e *Engine) checkBan(resp *http.Response, body io.Reader) (*ban, []byte, error) {
 	if e.cfg.bannedStatus(resp.StatusCode) {
-		return &ban{PhaseHeaders, resp.Status + ": banned (--ban-status)"}, nil, nil
+		return &ban{results.PhaseHeaders, resp.Status + ": banned (--ban-status)"}, nil, nil
 	}
 	re := e.cfg.BanMatch
 	if re == nil {
@@ -29,7 +31,7 @@ func (e *Engine) checkBan(resp *http.Response, body io.Reader) (*ban, []byte, er
 	head.WriteString(resp.Proto + " " + resp.Status + "\r\n")
 	resp.Header.Write(&head)
 	if re.Match(head.Bytes()) {
-		return &ban{PhaseHeaders, resp.Status + ": banned (--ban-match in the status line or headers)"}, nil, nil
+		return &ban{results.PhaseHeaders, resp.Status + ": banned (--ban-match in the status line or headers)"}, nil, nil
 	}
 	scan := e.cfg.BanScan
 	if scan <= 0 {
@@ -40,7 +42,7 @@ func (e *Engine) checkBan(resp *http.Response, body io.Reader) (*ban, []byte, er
 		return nil, start, err
 	}
 	if re.Match(start) {
-		return &ban{PhaseBody, resp.Status + ": banned (--ban-match in the body)"}, start, nil
+		return &ban{results.PhaseBody, resp.Status + ": banned (--ban-match in the body)"}, start, nil
 	}
 	return nil, start, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 )
 
@@ -30,17 +31,17 @@ func classify(err error, phase string, ctxErr, cause error) string {
 	if errors.Is(cause, errLeaseLost) || errors.Is(err, limits.ErrCoordinator) {
 		// The coordinator could not be reached: waiting for a lease ran
 		// out of time, or a lease was lost and its attempt stopped.
-		return KindCoordinator
+		return results.KindCoordinator
 	}
 	var pt *phaseTimeout
 	if errors.As(cause, &pt) {
-		return KindTimeout
+		return results.KindTimeout
 	}
 	if errors.Is(cause, context.DeadlineExceeded) || errors.Is(ctxErr, context.DeadlineExceeded) {
-		return KindDeadline
+		return results.KindDeadline
 	}
 	if ctxErr != nil {
-		return KindCancelled // the run ended it: an interrupt, a failed write
+		return results.KindCancelled // the run ended it: an interrupt, a failed write
 	}
 	var (
 		pse  *proxyStatusError
@@ -57,44 +58,44 @@ func classify(err error, phase string, ctxErr, cause error) string {
 	var se *saveError
 	switch {
 	case errors.As(err, &se):
-		return KindOther
+		return results.KindOther
 	case errors.Is(err, errTooLarge), headersTooLarge(err):
-		return KindTooLarge
+		return results.KindTooLarge
 	case errors.As(err, &re):
-		return KindRedirect
+		return results.KindRedirect
 	case errors.As(err, &pse):
-		return KindProxy
+		return results.KindProxy
 	case errors.As(err, &ptls):
 		if errors.Is(err, os.ErrDeadlineExceeded) || isTimeout(err) {
-			return KindTimeout // the handshake's deadline, not a TLS failure
+			return results.KindTimeout // the handshake's deadline, not a TLS failure
 		}
-		return KindTLS
+		return results.KindTLS
 	case errors.As(err, &dnse):
-		return KindDNS
+		return results.KindDNS
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return KindRefused
+		return results.KindRefused
 	case errors.As(err, &cve), errors.As(err, &ue), errors.As(err, &he), errors.As(err, &cie),
 		errors.As(err, &rhe), errors.As(err, &ae):
-		return KindTLS
+		return results.KindTLS
 	case errors.Is(err, os.ErrDeadlineExceeded), isTimeout(err):
 		// A deadline on the connection (the dialer's handshake bound), the
 		// dialer's own --connect-timeout, or the transport's TLS handshake
 		// timeout, when one of them fires just before the phase timer.
-		return KindTimeout
-	case phase == PhaseTLS && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)):
-		return KindTLS
+		return results.KindTimeout
+	case phase == results.PhaseTLS && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)):
+		return results.KindTLS
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		if phase == PhaseProxy {
-			return KindProxy
+		if phase == results.PhaseProxy {
+			return results.KindProxy
 		}
-		return KindReset
-	case phase == PhaseProxy:
-		return KindProxy
+		return results.KindReset
+	case phase == results.PhaseProxy:
+		return results.KindProxy
 	case strings.Contains(err.Error(), "tls:"):
-		return KindTLS
+		return results.KindTLS
 	}
-	return KindOther
+	return results.KindOther
 }
 
 // headersTooLarge reports whether err is net/http's for response headers

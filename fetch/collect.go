@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 )
 
@@ -118,7 +119,7 @@ func newCollector(start time.Time, reportHosts, reportProxies int, routes []rout
 }
 
 // attempt counts one finished attempt.
-func (c *collector) attempt(rt *route, host string, ok bool, proxyInFlight, hostInFlight int, phases *PhaseTimes) {
+func (c *collector) attempt(rt *route, host string, ok bool, proxyInFlight, hostInFlight int, phases *results.PhaseTimes) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps := c.stats(rt)
@@ -135,10 +136,10 @@ func (c *collector) attempt(rt *route, host string, ok bool, proxyInFlight, host
 }
 
 // addPhases adds the durations of an attempt's phases.
-func (ps *proxyStats) addPhases(phases *PhaseTimes) {
-	for i, seen := range phases.seen {
-		if seen {
-			ps.phases.add(i, phases.ms[i])
+func (ps *proxyStats) addPhases(phases *results.PhaseTimes) {
+	for i := range results.NumPhases {
+		if ms, ok := phases.At(i); ok {
+			ps.phases.add(i, ms)
 		}
 	}
 }
@@ -160,7 +161,7 @@ func (c *collector) ban(rt *route, host string) {
 }
 
 // record counts one record.
-func (c *collector) record(r *Record) {
+func (c *collector) record(r *results.Record) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.rep.Jobs++
@@ -302,14 +303,14 @@ type entry struct {
 type phaseBins struct {
 	few  [fewBins]phaseBin
 	nfew uint8
-	hist *[numPhases][]phaseBin // by phase, each by bucket, ascending; once there are more than fewBins, and few is then unused
+	hist *[results.NumPhases][]phaseBin // by phase, each by bucket, ascending; once there are more than fewBins, and few is then unused
 }
 
 // fewBins is how many bins a proxy keeps in place: those of an attempt
 // through a proxy, every phase but input (queue, dns, connect, proxy, tls,
 // request, headers, body), so that an attempt on a new tunnel to an
 // https target fits too.
-const fewBins = numPhases - 1
+const fewBins = results.NumPhases - 1
 
 type phaseBin struct {
 	count  int64
@@ -376,7 +377,7 @@ func (pb *phaseBins) addBin(bin phaseBin) {
 		return
 	}
 	// Each phase its own list from now on.
-	pb.hist = new([numPhases][]phaseBin)
+	pb.hist = new([results.NumPhases][]phaseBin)
 	for _, b := range bins {
 		pb.hist[b.phase] = append(pb.hist[b.phase], b)
 	}
@@ -405,7 +406,7 @@ func (pb *phaseBins) quantiles() map[string]Quantiles {
 		for ; j < len(bins) && bins[j].phase == bins[i].phase; j++ {
 			n += bins[j].count
 		}
-		out[Phases[bins[i].phase]] = Quantiles{P50: quantile(bins[i:j], n, 0.50), P95: quantile(bins[i:j], n, 0.95)}
+		out[results.Phases[bins[i].phase]] = Quantiles{P50: quantile(bins[i:j], n, 0.50), P95: quantile(bins[i:j], n, 0.95)}
 		i = j
 	}
 	return out

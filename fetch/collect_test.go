@@ -12,6 +12,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 )
 
@@ -25,9 +26,9 @@ func TestCollectorAddsUpAnIdentity(t *testing.T) {
 	routes := []route{{index: 0, id: "http://a:1", pool: "p"}, {index: 1, id: "http://b:1"}, {index: 2, id: "http://a:1", pool: "p"},
 		{index: 3, id: "http://c:1"}, {index: 4, id: "http://c:1"}}
 	c := newCollector(start, 10, 10, routes)
-	headers := func(ms float64) *PhaseTimes {
-		var pt PhaseTimes
-		pt.ms[pHeaders], pt.seen[pHeaders] = ms, true
+	headers := func(ms float64) *results.PhaseTimes {
+		var pt results.PhaseTimes
+		pt.SetAt(results.IndexHeaders, ms)
 		return &pt
 	}
 	// Identity c: route 3 with more bins than it keeps in place, added up
@@ -135,7 +136,7 @@ func TestCollectorListsTheBusiestProxies(t *testing.T) {
 			var total, bans int
 			for i := range used {
 				for k := range i + 1 {
-					c.attempt(&routes[i], "t:80", k%3 != 0, 1, 1, &PhaseTimes{})
+					c.attempt(&routes[i], "t:80", k%3 != 0, 1, 1, &results.PhaseTimes{})
 					total++
 				}
 				if i%2 == 1 {
@@ -265,7 +266,7 @@ func TestProxiesOtherDropsPools(t *testing.T) {
 		}
 		c := newCollector(time.Unix(1_700_000_000, 0), 10, 0, routes)
 		for i := range routes {
-			c.attempt(&routes[i], "t:80", true, 1, 1, &PhaseTimes{})
+			c.attempt(&routes[i], "t:80", true, 1, 1, &results.PhaseTimes{})
 		}
 		other := c.report(1).ProxiesOther
 		dropped := pools > maxOtherPools

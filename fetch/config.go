@@ -13,6 +13,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/internal/clock"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
@@ -197,7 +198,7 @@ type Config struct {
 
 	// Done, if set, lists the lines that already have a final record (for
 	// --resume): they are skipped without a new record.
-	Done *DoneSet
+	Done *results.DoneSet
 
 	// renewEvery, when positive, replaces renewFailures: tests set it
 	// low to see transports renewed (see renewing).

@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // dialBoth dials addr with dialSocket and with net.Dialer, and fails the
@@ -99,8 +100,8 @@ func TestDialSocketAsNet(t *testing.T) {
 		if !errors.Is(oursErr, syscall.ECONNREFUSED) {
 			t.Fatalf("%v is not ECONNREFUSED", oursErr)
 		}
-		if got := classify(oursErr, PhaseConnect, nil, nil); got != KindRefused {
-			t.Fatalf("kind %s, want %s", got, KindRefused)
+		if got := classify(oursErr, results.PhaseConnect, nil, nil); got != results.KindRefused {
+			t.Fatalf("kind %s, want %s", got, results.KindRefused)
 		}
 	})
 

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/internal/clock"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
@@ -31,7 +32,7 @@ type Input struct {
 // engine calls it within 50 ms of a record, so output is never stale, and
 // when the run ends.
 type RecordWriter interface {
-	Write(r *Record) error
+	Write(r *results.Record) error
 }
 
 // Stats is a snapshot of a run's progress.
@@ -265,7 +266,7 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 	readDone := make(chan error, 1)
 	go e.read(admit, inputs, jobs, readDone)
 
-	records := make(chan *Record, min(e.cfg.Concurrency, maxRecordsWaiting))
+	records := make(chan *results.Record, min(e.cfg.Concurrency, maxRecordsWaiting))
 	g.Go(func() error {
 		defer close(records)
 		e.fetch(admit, work, stages, jobs, records, coll)
@@ -292,7 +293,7 @@ func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Repo
 	e.takeEvents(coll)
 	rep := coll.report(millis(e.clock().since(start)))
 	halted := e.halted.Load()
-	interrupted := ctx.Err() != nil && (!readAll || rep.ByKind[KindCancelled] > 0)
+	interrupted := ctx.Err() != nil && (!readAll || rep.ByKind[results.KindCancelled] > 0)
 	rep.Interrupted = interrupted && halted == nil
 	if halted != nil {
 		rep.Stopped = halted.stopped
@@ -426,7 +427,7 @@ func (e *Engine) read(admit context.Context, inputs []Input, jobs *jobQueue, don
 // one more whenever every worker is busy, up to Concurrency, so that
 // nothing is allocated per unit of Concurrency and a steady run starts no
 // goroutine per job.
-func (e *Engine) fetch(admit, work, stages context.Context, jobs *jobQueue, records chan<- *Record, coll *collector) {
+func (e *Engine) fetch(admit, work, stages context.Context, jobs *jobQueue, records chan<- *results.Record, coll *collector) {
 	var (
 		workers errgroup.Group
 		idle    atomic.Int64             // workers waiting for a job
@@ -483,7 +484,7 @@ const flushDelay = 50 * time.Millisecond
 // writes it to w, flushing w within flushDelay of a record, so that output
 // is never stale, and once more when records is closed. It returns w's
 // first error: records can no longer be kept, and the run stops.
-func (e *Engine) write(w RecordWriter, records <-chan *Record, coll *collector) error {
+func (e *Engine) write(w RecordWriter, records <-chan *results.Record, coll *collector) error {
 	flusher, _ := w.(interface{ Flush() error })
 	clk := e.clock()
 	var due <-chan struct{} // closed when buffered records are to be flushed; nil when none are
@@ -527,13 +528,13 @@ func (e *Engine) write(w RecordWriter, records <-chan *Record, coll *collector) 
 // runJob fetches one URL line within its total deadline and returns its
 // record. Attempts run under ctx (which outlives an interrupt by the grace
 // period); waits for a permit or a retry end when admit does.
-func (e *Engine) runJob(ctx, admit context.Context, j *job, tr *tracker, coll *collector) *Record {
+func (e *Engine) runJob(ctx, admit context.Context, j *job, tr *tracker, coll *collector) *results.Record {
 	clk := e.clock()
 	start := clk.now()
-	rec := &Record{URL: j.shown, Input: j.input, Line: j.line, Tries: []Try{}}
+	rec := &results.Record{URL: j.shown, Input: j.input, Line: j.line, Tries: []results.Try{}}
 	defer func() { rec.ElapsedMS = millis(clk.since(start)) }()
 	if j.invalid != "" {
-		rec.Error = &Error{Phase: PhaseInput, Kind: KindInvalid, Message: j.invalid}
+		rec.Error = &results.Error{Phase: results.PhaseInput, Kind: results.KindInvalid, Message: j.invalid}
 		return rec
 	}
 	// The total deadline. Each attempt's context carries it, and the
@@ -571,7 +572,7 @@ func (e *Engine) runJob(ctx, admit context.Context, j *job, tr *tracker, coll *c
 			if h := e.halted.Load(); h != nil {
 				why = e.haltMessage(h).Error()
 			}
-			rec.Error = e.newError(PhaseQueue, KindCancelled, why+" before retrying after: "+res.err.Message)
+			rec.Error = e.newError(results.PhaseQueue, results.KindCancelled, why+" before retrying after: "+res.err.Message)
 		}
 		return rec
 	}
@@ -585,8 +586,8 @@ type result struct {
 	bytes      int64
 	file       string
 	elapsed    time.Duration
-	phases     PhaseTimes
-	err        *Error
+	phases     results.PhaseTimes
+	err        *results.Error
 	retryAfter time.Duration // from a Retry-After header, or 0
 	hasRetryAf bool
 	final      bool   // a failure another attempt would not mend
@@ -597,7 +598,7 @@ type result struct {
 	body       []byte // the start of the body, with Config.KeepBody
 }
 
-func (e *Engine) fill(rec *Record, res result) {
+func (e *Engine) fill(rec *results.Record, res result) {
 	rec.OK, rec.Status, rec.Bytes, rec.File, rec.Body = res.ok, res.status, res.bytes, res.file, res.body
 	rec.Phases, rec.Error = res.phases, res.err
 	if res.proxy >= 0 {
@@ -605,8 +606,8 @@ func (e *Engine) fill(rec *Record, res result) {
 	}
 }
 
-func (e *Engine) try(res result) Try {
-	t := Try{Status: res.status, ElapsedMS: millis(res.elapsed), Phases: res.phases, Error: res.err}
+func (e *Engine) try(res result) results.Try {
+	t := results.Try{Status: res.status, ElapsedMS: millis(res.elapsed), Phases: res.phases, Error: res.err}
 	if res.proxy >= 0 {
 		t.Proxy, t.Pool = e.routes[res.proxy].id, e.routes[res.proxy].pool
 	}
@@ -656,16 +657,16 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 			// Stopped for the pool or the coordinator: the URL is not
 			// finished, and a resumed run (with a mended list, or Redis
 			// back) takes it again.
-			res.err = e.newError(PhaseQueue, KindCancelled, e.haltMessage(e.halted.Load()).Error())
+			res.err = e.newError(results.PhaseQueue, results.KindCancelled, e.haltMessage(e.halted.Load()).Error())
 		case ctx.Err() != nil || !errors.Is(err, context.Canceled):
-			res.err = e.failure(err, PhaseQueue, ctx, tr)
+			res.err = e.failure(err, results.PhaseQueue, ctx, tr)
 			var we *limits.WaitError
-			if errors.As(err, &we) && res.err.Kind == KindDeadline {
-				res.err = e.newError(PhaseQueue, KindDeadline, fmt.Sprintf("%s: waited %s for a proxy: %s",
+			if errors.As(err, &we) && res.err.Kind == results.KindDeadline {
+				res.err = e.newError(results.PhaseQueue, results.KindDeadline, fmt.Sprintf("%s: waited %s for a proxy: %s",
 					res.err.Message, res.elapsed.Round(time.Millisecond), we.Waiting()))
 			}
 		default:
-			res.err = e.newError(PhaseQueue, KindCancelled, "interrupted while waiting for a permit")
+			res.err = e.newError(results.PhaseQueue, results.KindCancelled, "interrupted while waiting for a permit")
 		}
 		return res
 	}
@@ -726,7 +727,7 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *job, tr *tracke
 	}()
 
 	req := e.newRequest(tr.withHooks(), j.url)
-	tr.set(pConnect)
+	tr.set(results.IndexConnect)
 	c := e.transports.client(rt)
 	resp, err := c.Do(req)
 	if err != nil {
@@ -758,7 +759,7 @@ func (e *Engine) respond(ctx context.Context, j *job, tr *tracker, rt *route, re
 			return
 		}
 		if b != nil {
-			res.err = e.newError(b.phase, KindBanned, b.why)
+			res.err = e.newError(b.phase, results.KindBanned, b.why)
 			res.banned = true
 			return
 		}
@@ -768,12 +769,12 @@ func (e *Engine) respond(ctx context.Context, j *job, tr *tracker, rt *route, re
 	}
 	if e.retryPolicy().retryStatus(resp.StatusCode) {
 		io.Copy(io.Discard, io.LimitReader(body, 64<<10)) // let the connection be reused
-		res.err = e.newError(PhaseHeaders, KindStatus, resp.Status)
+		res.err = e.newError(results.PhaseHeaders, results.KindStatus, resp.Status)
 		res.retryAfter, res.hasRetryAf = retryAfter(resp.Header.Get("Retry-After"), clk.now())
 		return
 	}
 	if rt.proxy() && resp.StatusCode == http.StatusProxyAuthRequired {
-		res.err = e.newError(PhaseProxy, KindProxy, "proxy answered "+resp.Status)
+		res.err = e.newError(results.PhaseProxy, results.KindProxy, "proxy answered "+resp.Status)
 		res.rejected = true
 		return
 	}
@@ -806,7 +807,7 @@ func (r *route) tunnels(u *url.URL) bool {
 // target's TLS handshake, the request, its answer.
 func afterTunnel(phase string) bool {
 	switch phase {
-	case PhaseTLS, PhaseRequest, PhaseHeaders, PhaseBody:
+	case results.PhaseTLS, results.PhaseRequest, results.PhaseHeaders, results.PhaseBody:
 		return true
 	}
 	return false
@@ -847,7 +848,7 @@ func outcome(rt *route, res result) limits.Outcome {
 		return limits.Banned
 	case res.err == nil:
 		return limits.Neutral
-	case res.err.Kind == KindStatus:
+	case res.err.Kind == results.KindStatus:
 		if res.status == http.StatusTooManyRequests || res.status == http.StatusServiceUnavailable {
 			return limits.PushedBack
 		}
@@ -858,15 +859,15 @@ func outcome(rt *route, res result) limits.Outcome {
 		return limits.Rejected
 	}
 	switch res.err.Kind {
-	case KindRefused, KindProxy, KindDNS:
+	case results.KindRefused, results.KindProxy, results.KindDNS:
 		return limits.ProxyFault
-	case KindReset:
-		if res.err.Phase != PhaseBody { // a body cut short may be the target's doing
+	case results.KindReset:
+		if res.err.Phase != results.PhaseBody { // a body cut short may be the target's doing
 			return limits.ProxyFault
 		}
-	case KindTimeout, KindTLS:
+	case results.KindTimeout, results.KindTLS:
 		switch res.err.Phase {
-		case PhaseConnect, PhaseProxy, PhaseDNS:
+		case results.PhaseConnect, results.PhaseProxy, results.PhaseDNS:
 			return limits.ProxyFault
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
 	"go.uber.org/goleak"
@@ -26,10 +27,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // memWriter collects records.
 type memWriter struct {
 	mu   sync.Mutex
-	recs []*fetch.Record
+	recs []*results.Record
 }
 
-func (w *memWriter) Write(r *fetch.Record) error {
+func (w *memWriter) Write(r *results.Record) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	// Round-trip through JSON so tests see exactly what a user sees.
@@ -37,7 +38,7 @@ func (w *memWriter) Write(r *fetch.Record) error {
 	if err != nil {
 		return err
 	}
-	var c fetch.Record
+	var c results.Record
 	if err := json.Unmarshal(b, &c); err != nil {
 		return err
 	}
@@ -86,7 +87,7 @@ func proxyOf(t *testing.T, raw string, mod func(*proxies.Proxy)) proxies.Proxy {
 
 // run runs a new engine for cfg over the lines and returns the records by
 // line and the report.
-func run(t *testing.T, cfg fetch.Config, lines ...string) (map[int]*fetch.Record, *fetch.Report) {
+func run(t *testing.T, cfg fetch.Config, lines ...string) (map[int]*results.Record, *fetch.Report) {
 	t.Helper()
 	e, err := fetch.New(cfg)
 	if err != nil {
@@ -99,7 +100,7 @@ func run(t *testing.T, cfg fetch.Config, lines ...string) (map[int]*fetch.Record
 // runEngine runs lines through e and returns the records by line and the
 // report, failing the test unless each line has at most one record and the
 // report counts every record.
-func runEngine(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*fetch.Record, *fetch.Report) {
+func runEngine(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*results.Record, *fetch.Report) {
 	t.Helper()
 	recs, rep, err := runEngineReport(t, e, lines...)
 	if err != nil {
@@ -109,20 +110,20 @@ func runEngine(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*fetch.R
 }
 
 // runEngineErr is runEngine for a run that may fail: it returns Run's error.
-func runEngineErr(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*fetch.Record, error) {
+func runEngineErr(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*results.Record, error) {
 	t.Helper()
 	recs, _, err := runEngineReport(t, e, lines...)
 	return recs, err
 }
 
-func runEngineReport(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*fetch.Record, *fetch.Report, error) {
+func runEngineReport(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*results.Record, *fetch.Report, error) {
 	t.Helper()
 	w := &memWriter{}
 	rep, err := e.Run(context.Background(), []fetch.Input{{Name: "urls.txt", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
 	if rep == nil {
 		t.Fatalf("no report: %v", err)
 	}
-	byLine := map[int]*fetch.Record{}
+	byLine := map[int]*results.Record{}
 	for _, r := range w.recs {
 		if byLine[r.Line] != nil {
 			t.Fatalf("two records for line %d", r.Line)
@@ -168,10 +169,10 @@ func TestDirectAndInvalidLines(t *testing.T) {
 	}
 	check(1, true, 200, 100, "", "")
 	check(4, true, 200, 5, "", "")
-	check(5, false, 0, 0, fetch.KindInvalid, fetch.PhaseInput)
-	check(6, false, 0, 0, fetch.KindInvalid, fetch.PhaseInput)
+	check(5, false, 0, 0, results.KindInvalid, results.PhaseInput)
+	check(6, false, 0, 0, results.KindInvalid, results.PhaseInput)
 	check(7, true, 404, -1, "", "")
-	check(8, false, 503, -1, fetch.KindStatus, fetch.PhaseHeaders)
+	check(8, false, 503, -1, results.KindStatus, results.PhaseHeaders)
 	if strings.Contains(recs[7].URL, "secret") || strings.Contains(recs[7].URL, "user") {
 		t.Errorf("credentials in record URL %q", recs[7].URL)
 	}
@@ -363,7 +364,7 @@ func TestTotalDeadline(t *testing.T) {
 	}
 	for line, phase := range map[int]string{1: "headers", 2: "body"} {
 		r := recs[line]
-		if r.Error == nil || r.Error.Kind != fetch.KindDeadline || r.Error.Phase != phase {
+		if r.Error == nil || r.Error.Kind != results.KindDeadline || r.Error.Phase != phase {
 			t.Errorf("line %d: error %+v, want %s/deadline", line, r.Error, phase)
 		}
 		if r.Attempts != 1 {
@@ -381,7 +382,7 @@ func TestPhaseTimeouts(t *testing.T) {
 	recs, _ := run(t, cfg, tg.URL+"/h?delay=5s", tg.URL+"/b?chunks=3&drip=2s", tg.URL+"/ok?chunks=8&drip=25ms")
 	for line, phase := range map[int]string{1: "headers", 2: "body"} {
 		r := recs[line]
-		if r.Error == nil || r.Error.Kind != fetch.KindTimeout || r.Error.Phase != phase {
+		if r.Error == nil || r.Error.Kind != results.KindTimeout || r.Error.Phase != phase {
 			t.Errorf("line %d: error %+v, want %s/timeout", line, r.Error, phase)
 		}
 		// Tolerance: 250ms over the limit, for timers on a loaded 2-core machine under -race.
@@ -434,7 +435,7 @@ func TestBodyApartFromHead(t *testing.T) {
 				}
 			}
 			r := recs[3]
-			if r.Error == nil || r.Error.Phase != "body" || r.Error.Kind != fetch.KindTimeout || !strings.Contains(r.Error.Message, "--idle-timeout") {
+			if r.Error == nil || r.Error.Phase != "body" || r.Error.Kind != results.KindTimeout || !strings.Contains(r.Error.Message, "--idle-timeout") {
 				t.Errorf("line 3: error %+v, want body/timeout by --idle-timeout", r.Error)
 			}
 		})
@@ -485,9 +486,9 @@ func TestHeadDecidesWithoutTheBody(t *testing.T) {
 		set         func(*fetch.Config)
 		phase, kind string
 	}{
-		{"--ban-status", func(c *fetch.Config) { c.BanStatus = []int{200} }, "headers", fetch.KindBanned},
-		{"--ban-match", func(c *fetch.Config) { c.BanMatch = regexp.MustCompile("text/plain") }, "headers", fetch.KindBanned},
-		{"--max-body", func(c *fetch.Config) { c.MaxBody = 50 }, "body", fetch.KindTooLarge},
+		{"--ban-status", func(c *fetch.Config) { c.BanStatus = []int{200} }, "headers", results.KindBanned},
+		{"--ban-match", func(c *fetch.Config) { c.BanMatch = regexp.MustCompile("text/plain") }, "headers", results.KindBanned},
+		{"--max-body", func(c *fetch.Config) { c.MaxBody = 50 }, "body", results.KindTooLarge},
 	} {
 		for _, via := range []string{"direct", "proxy"} {
 			t.Run(tc.name+"/"+via, func(t *testing.T) {

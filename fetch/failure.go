@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // failure is the error of an attempt that failed with err in phase: its
@@ -19,12 +21,12 @@ import (
 // tracker's connect timer run out together), and a cause read first could
 // then be nil while the context read after it is cancelled: a connect
 // timeout recorded as cancelled ("interrupted").
-func (e *Engine) failure(err error, phase string, ctx context.Context, tr *tracker) *Error {
+func (e *Engine) failure(err error, phase string, ctx context.Context, tr *tracker) *results.Error {
 	ctxErr := ctx.Err()
 	cause := tr.cause()
 	kind := classify(err, phase, ctxErr, cause)
-	if kind == KindTooLarge && headersTooLarge(err) {
-		phase = PhaseHeaders // net/http may see the limit pass before the request is written
+	if kind == results.KindTooLarge && headersTooLarge(err) {
+		phase = results.PhaseHeaders // net/http may see the limit pass before the request is written
 	}
 	return e.newError(phase, kind, e.message(kind, err, cause))
 }
@@ -32,8 +34,8 @@ func (e *Engine) failure(err error, phase string, ctx context.Context, tr *track
 // newError makes an Error for a record. Every Error of an attempt is made
 // here, and its message made fit to write out: credentials removed, then
 // bounded (see boundMessage), since it may quote whatever a server sent.
-func (e *Engine) newError(phase, kind, msg string) *Error {
-	return &Error{Phase: phase, Kind: kind, Message: e.redactMessage(msg)}
+func (e *Engine) newError(phase, kind, msg string) *results.Error {
+	return &results.Error{Phase: phase, Kind: kind, Message: e.redactMessage(msg)}
 }
 
 // redactWindow is how much of a long message is redacted before it is
@@ -62,9 +64,9 @@ func (e *Engine) message(kind string, err, cause error) string {
 		return errLeaseLost.Error()
 	case errors.As(cause, &pt):
 		return pt.Error()
-	case kind == KindDeadline:
+	case kind == results.KindDeadline:
 		return fmt.Sprintf("total deadline of %s (-t) exceeded", e.cfg.Timeout)
-	case kind == KindCancelled:
+	case kind == results.KindCancelled:
 		return "interrupted"
 	case headersTooLarge(err):
 		return fmt.Sprintf("response headers larger than --max-header (%s)", formatSize(e.cfg.maxHeader()))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
 )
@@ -493,7 +494,7 @@ func proxyFaults() []proxyFault {
 }
 
 // checkRecord compares r with want.
-func checkRecord(t *testing.T, r *fetch.Record, want expect) {
+func checkRecord(t *testing.T, r *results.Record, want expect) {
 	t.Helper()
 	if r == nil {
 		t.Fatal("no record")

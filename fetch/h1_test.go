@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // rawServer is a loopback server that runs serve on each connection it
@@ -717,8 +719,8 @@ func TestH1HeadInPieces(t *testing.T) {
 	if !errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 		t.Errorf("a reset in the middle of a head: %v, want an unexpected EOF, as net/http's transport gives (%v)", err, theirs)
 	}
-	if kind := classify(err, PhaseHeaders, nil, nil); kind != KindReset {
-		t.Errorf("a reset in the middle of a head: kind %q, want %q", kind, KindReset)
+	if kind := classify(err, results.PhaseHeaders, nil, nil); kind != results.KindReset {
+		t.Errorf("a reset in the middle of a head: kind %q, want %q", kind, results.KindReset)
 	}
 
 	_, _, _, err = get(context.Background(), h, "GET", "http://"+srv.addr+"/1xx-reset", nil)
@@ -729,8 +731,8 @@ func TestH1HeadInPieces(t *testing.T) {
 	if !errors.Is(err, syscall.ECONNRESET) {
 		t.Errorf("a reset after a 1xx: %v, want the reset, as net/http's transport gives (%v)", err, theirs)
 	}
-	if kind := classify(err, PhaseHeaders, nil, nil); kind != KindReset {
-		t.Errorf("a reset after a 1xx: kind %q, want %q", kind, KindReset)
+	if kind := classify(err, results.PhaseHeaders, nil, nil); kind != results.KindReset {
+		t.Errorf("a reset after a 1xx: kind %q, want %q", kind, results.KindReset)
 	}
 }
 

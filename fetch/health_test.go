@@ -7,6 +7,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
 )
@@ -113,7 +114,7 @@ func TestPushbackSlowsTheRun(t *testing.T) {
 		t.Errorf("12 attempts answered 503 took %s: pushback did not slow the pair", el)
 	}
 	for _, r := range recs {
-		if r.Error == nil || r.Error.Kind != fetch.KindStatus || r.Attempts != 3 {
+		if r.Error == nil || r.Error.Kind != results.KindStatus || r.Attempts != 3 {
 			t.Errorf("record %+v error %+v", r, r.Error)
 		}
 	}
@@ -149,7 +150,7 @@ func TestDeadTargetDoesNotBenchProxy(t *testing.T) {
 			}
 			recs, rep := run(t, cfg, lines...)
 			for line := 1; line <= 5; line++ {
-				if e := recs[line].Error; e == nil || e.Phase != fetch.PhaseProxy {
+				if e := recs[line].Error; e == nil || e.Phase != results.PhaseProxy {
 					t.Errorf("dead target line %d: %+v, want a proxy-phase failure", line, e)
 				}
 			}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // maxFailingHosts bounds the hosts hostFailures keeps: only hosts whose
@@ -83,8 +85,8 @@ func (h *hostFailures) tracked() int {
 }
 
 // skippedError is the error of a URL whose host is down.
-func (e *Engine) skippedError(host string, n int) *Error {
-	return e.newError(PhaseQueue, KindSkipped, fmt.Sprintf(
+func (e *Engine) skippedError(host string, n int) *results.Error {
+	return e.newError(results.PhaseQueue, results.KindSkipped, fmt.Sprintf(
 		"skipped: %d attempts in a row to %s failed before any response (--host-max-failures %d)", n, host, e.cfg.HostMaxFailures))
 }
 
@@ -101,11 +103,11 @@ func noResponse(rt *route, res result, sawByte bool) bool {
 		return res.targetSide
 	}
 	switch res.err.Kind {
-	case KindDNS, KindRefused, KindTLS:
+	case results.KindDNS, results.KindRefused, results.KindTLS:
 		return true
-	case KindTimeout:
+	case results.KindTimeout:
 		switch res.err.Phase {
-		case PhaseDNS, PhaseConnect, PhaseTLS:
+		case results.PhaseDNS, results.PhaseConnect, results.PhaseTLS:
 			return true
 		}
 	}

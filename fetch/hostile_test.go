@@ -13,6 +13,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -89,22 +90,22 @@ func TestHostileServers(t *testing.T) {
 		cut       bool
 	}{
 		{name: "5 MB status line", url: raw.URL + "/status5mb", maxHeader: 8 << 20,
-			status: 503, phase: fetch.PhaseHeaders, kind: fetch.KindStatus, message: "503 xxxx", cut: true},
+			status: 503, phase: results.PhaseHeaders, kind: results.KindStatus, message: "503 xxxx", cut: true},
 		{name: "5 MB status line over --max-header", url: raw.URL + "/status5mb",
-			phase: fetch.PhaseHeaders, kind: fetch.KindTooLarge, message: headerLimit},
+			phase: results.PhaseHeaders, kind: results.KindTooLarge, message: headerLimit},
 		{name: "5 MB of garbage", url: raw.URL + "/garbage5mb", maxHeader: 8 << 20,
-			phase: fetch.PhaseHeaders, kind: fetch.KindOther, message: `net/http: HTTP/1.x transport connection broken: malformed HTTP response "xxxx`, cut: true},
+			phase: results.PhaseHeaders, kind: results.KindOther, message: `net/http: HTTP/1.x transport connection broken: malformed HTTP response "xxxx`, cut: true},
 		{name: "10 MB headers", url: raw.URL + "/headers10mb",
-			phase: fetch.PhaseHeaders, kind: fetch.KindTooLarge, message: headerLimit},
+			phase: results.PhaseHeaders, kind: results.KindTooLarge, message: headerLimit},
 		{name: "a long Location that does not parse is quoted once", url: raw.URL + "/badlocation",
-			status: 0, phase: fetch.PhaseHeaders, kind: fetch.KindOther, message: `bad Location header "http://127.0.0.1:1/%zzLLLL`, cut: true},
+			status: 0, phase: results.PhaseHeaders, kind: results.KindOther, message: `bad Location header "http://127.0.0.1:1/%zzLLLL`, cut: true},
 		{name: "a Location that does not parse is quoted once", url: raw.URL + "/badlocation1",
-			phase: fetch.PhaseHeaders, kind: fetch.KindOther, message: `bad Location header "http://127.0.0.1:1/%zz": invalid URL escape "%zz"`},
+			phase: results.PhaseHeaders, kind: results.KindOther, message: `bad Location header "http://127.0.0.1:1/%zz": invalid URL escape "%zz"`},
 		{name: "a long Location is followed", url: raw.URL + "/longlocation", ok: true, status: 200},
 		{name: "a proxy's long answer to CONNECT", url: "https://127.0.0.1:1/x", viaProxy: true,
-			phase: fetch.PhaseProxy, kind: fetch.KindProxy, message: "proxy refused CONNECT: 502 yyyy", cut: true},
+			phase: results.PhaseProxy, kind: results.KindProxy, message: "proxy refused CONNECT: 502 yyyy", cut: true},
 		{name: "a proxy's long 407", url: "http://127.0.0.1:1/auth", viaProxy: true,
-			status: 407, phase: fetch.PhaseProxy, kind: fetch.KindProxy, message: "proxy answered 407 zzzz", cut: true},
+			status: 407, phase: results.PhaseProxy, kind: results.KindProxy, message: "proxy answered 407 zzzz", cut: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := fetch.DefaultConfig()
@@ -149,7 +150,7 @@ func TestHostileServers(t *testing.T) {
 
 // runLines runs lines through a new Engine made from cfg and returns the
 // records in line order and the report.
-func runLines(t *testing.T, cfg fetch.Config, lines ...string) ([]*fetch.Record, *fetch.Report) {
+func runLines(t *testing.T, cfg fetch.Config, lines ...string) ([]*results.Record, *fetch.Report) {
 	t.Helper()
 	e, err := fetch.New(cfg)
 	if err != nil {
@@ -163,7 +164,7 @@ func runLines(t *testing.T, cfg fetch.Config, lines ...string) ([]*fetch.Record,
 	if len(w.recs) != len(lines) {
 		t.Fatalf("%d records for %d lines", len(w.recs), len(lines))
 	}
-	recs := make([]*fetch.Record, len(lines))
+	recs := make([]*results.Record, len(lines))
 	for _, r := range w.recs {
 		recs[r.Line-1] = r
 	}
@@ -209,7 +210,7 @@ func TestHostileHeadersMemory(t *testing.T) {
 	recs, _ := runLines(t, cfg, lines...)
 	runtime.ReadMemStats(&after)
 	for _, r := range recs {
-		if r.Error == nil || r.Error.Kind != fetch.KindTooLarge || r.Error.Phase != fetch.PhaseHeaders {
+		if r.Error == nil || r.Error.Kind != results.KindTooLarge || r.Error.Phase != results.PhaseHeaders {
 			t.Fatalf("record %+v error %+v, want too_large in headers", r, r.Error)
 		}
 	}

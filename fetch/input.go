@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode"
+
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // MaxLineBytes is the longest URL line fetched; a longer line is invalid.
@@ -37,7 +39,7 @@ var bom = []byte{0xEF, 0xBB, 0xBF}
 // ctx is done. Memory does not grow with the length of the inputs.
 // Lines of other shards than shard are passed over; lines that done lists
 // are counted in skipped.
-func readInputs(ctx context.Context, inputs []Input, shard Shard, done *DoneSet, skipped *atomic.Int64, jobs *jobQueue) error {
+func readInputs(ctx context.Context, inputs []Input, shard Shard, done *results.DoneSet, skipped *atomic.Int64, jobs *jobQueue) error {
 	for _, in := range inputs {
 		if err := readInput(ctx, in, shard, done, skipped, jobs); err != nil {
 			return err
@@ -46,7 +48,7 @@ func readInputs(ctx context.Context, inputs []Input, shard Shard, done *DoneSet,
 	return nil
 }
 
-func readInput(ctx context.Context, in Input, shard Shard, done *DoneSet, skipped *atomic.Int64, jobs *jobQueue) error {
+func readInput(ctx context.Context, in Input, shard Shard, done *results.DoneSet, skipped *atomic.Int64, jobs *jobQueue) error {
 	br := bufio.NewReaderSize(in.R, 16<<10)
 	for n := 1; ; n++ {
 		raw, long, first, err := readLine(br)
@@ -65,7 +67,7 @@ func readInput(ctx context.Context, in Input, shard Shard, done *DoneSet, skippe
 		var j *job
 		switch {
 		case first < 0 || first == '#' || !shard.takes(in.Name, n, raw.kept):
-		case done.Len() > 0 && !long && done.hasText(in.Name, n, bytes.TrimSpace(raw.kept)):
+		case done.Len() > 0 && !long && doneAsWritten(done, in.Name, n, bytes.TrimSpace(raw.kept)):
 			// The line is written as its record shows it, as most lists
 			// are: skipped without parsing it. Parsing every line of a
 			// resumed run of millions filled the heap with garbage while
@@ -88,6 +90,16 @@ func readInput(ctx context.Context, in Input, shard Shard, done *DoneSet, skippe
 			return nil
 		}
 	}
+}
+
+// doneAsWritten reports whether done has line n of input, looked up by
+// its text as written, without parsing it or allocating: for a line fetch
+// shows as written (plainURL), whose record shows exactly that text. Any
+// other line is not looked up here (false): the caller parses it and asks
+// Has, so that a line whose text is some record's URL but not its own
+// shown URL (a line corrected since the last run) is not taken for done.
+func doneAsWritten(done *results.DoneSet, input string, n int, text []byte) bool {
+	return plainURL(text) && done.HasBytes(input, n, text)
 }
 
 // plainURL reports whether b is a URL that fetch shows as it is written, so

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // Credential markers: the fuzzer's "{user}" and "{pass}" become these, so
@@ -250,10 +251,10 @@ func TestHugeLineMemory(t *testing.T) {
 // recorder keeps records in memory.
 type recorder struct {
 	mu   sync.Mutex
-	recs []*Record
+	recs []*results.Record
 }
 
-func (r *recorder) Write(rec *Record) error {
+func (r *recorder) Write(rec *results.Record) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.recs = append(r.recs, rec)
@@ -310,7 +311,7 @@ func TestBadInput(t *testing.T) {
 			if len(w.recs) != len(c.want) {
 				t.Fatalf("%d records, want %d", len(w.recs), len(c.want))
 			}
-			byLine := map[int]*Record{}
+			byLine := map[int]*results.Record{}
 			for _, r := range w.recs {
 				byLine[r.Line] = r
 			}
@@ -321,7 +322,7 @@ func TestBadInput(t *testing.T) {
 					t.Fatalf("no record for line %d", wt.line)
 				}
 				if wt.invalid {
-					if r.OK || r.Error == nil || r.Error.Phase != PhaseInput || r.Error.Kind != KindInvalid || r.Attempts != 0 {
+					if r.OK || r.Error == nil || r.Error.Phase != results.PhaseInput || r.Error.Kind != results.KindInvalid || r.Attempts != 0 {
 						t.Errorf("line %d: ok=%v attempts=%d error %+v, want input/invalid", wt.line, r.OK, r.Attempts, r.Error)
 					}
 					if len(r.URL) > MaxLineBytes+8 {

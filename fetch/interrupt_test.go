@@ -12,6 +12,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
 	"go.uber.org/goleak"
@@ -68,7 +69,7 @@ func TestInterruptStopsAdmitting(t *testing.T) {
 		switch {
 		case r.OK:
 			ok++
-		case r.Error.Kind == fetch.KindCancelled && r.Error.Phase == fetch.PhaseQueue && r.Attempts == 0:
+		case r.Error.Kind == results.KindCancelled && r.Error.Phase == results.PhaseQueue && r.Attempts == 0:
 			queued++
 		default:
 			t.Errorf("record %+v error %+v", r, r.Error)
@@ -84,7 +85,7 @@ func TestInterruptStopsAdmitting(t *testing.T) {
 
 type failingWriter struct{ n int }
 
-func (w *failingWriter) Write(*fetch.Record) error {
+func (w *failingWriter) Write(*results.Record) error {
 	w.n++
 	return errors.New("disk full")
 }
@@ -125,13 +126,13 @@ func TestQueueFailureIsNoAttempt(t *testing.T) {
 	cfg.Rate = limits.Rate{N: 1, Per: time.Minute}
 	cfg.Timeout = 300 * time.Millisecond
 	recs, rep := run(t, cfg, tg.URL+"/1", tg.URL+"/2")
-	var queued *fetch.Record
+	var queued *results.Record
 	for _, r := range recs {
 		if !r.OK {
 			queued = r
 		}
 	}
-	if queued == nil || queued.Attempts != 0 || queued.Proxy != "" || queued.Error.Phase != fetch.PhaseQueue || queued.Error.Kind != fetch.KindDeadline {
+	if queued == nil || queued.Attempts != 0 || queued.Proxy != "" || queued.Error.Phase != results.PhaseQueue || queued.Error.Kind != results.KindDeadline {
 		t.Fatalf("record %+v error %+v; want 0 attempts, queue/deadline", queued, queued.Error)
 	}
 	if a := rep.Proxies["direct"].Attempts; a != 1 {
@@ -171,7 +172,7 @@ func TestSilentHTTPSProxyLeaksNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range w.recs {
-		if r.Error == nil || r.Error.Phase != fetch.PhaseProxy || r.Error.Kind != fetch.KindTimeout {
+		if r.Error == nil || r.Error.Phase != results.PhaseProxy || r.Error.Kind != results.KindTimeout {
 			t.Errorf("record error %+v, want proxy/timeout", r.Error)
 		}
 	}
@@ -186,7 +187,7 @@ type stackCheckWriter struct {
 	wait  time.Duration
 }
 
-func (w *stackCheckWriter) Write(r *fetch.Record) error {
+func (w *stackCheckWriter) Write(r *results.Record) error {
 	w.memWriter.Write(r)
 	if len(w.recs) == w.after {
 		time.Sleep(w.wait)
@@ -255,10 +256,10 @@ func TestInterruptCutsExchanges(t *testing.T) {
 		name, query, phase string
 		proxied            bool
 	}{
-		{"headers direct", "hang=1", fetch.PhaseHeaders, false},
-		{"body direct", "chunks=2&drip=10s&size=200", fetch.PhaseBody, false},
-		{"headers via proxy", "hang=1", fetch.PhaseHeaders, true},
-		{"body via proxy", "chunks=2&drip=10s&size=200", fetch.PhaseBody, true},
+		{"headers direct", "hang=1", results.PhaseHeaders, false},
+		{"body direct", "chunks=2&drip=10s&size=200", results.PhaseBody, false},
+		{"headers via proxy", "hang=1", results.PhaseHeaders, true},
+		{"body via proxy", "chunks=2&drip=10s&size=200", results.PhaseBody, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := fetch.DefaultConfig()
@@ -289,7 +290,7 @@ func TestInterruptCutsExchanges(t *testing.T) {
 				t.Fatalf("%d records, want 2", len(w.recs))
 			}
 			for _, r := range w.recs {
-				if r.OK || r.Error.Kind != fetch.KindCancelled || r.Error.Phase != tc.phase {
+				if r.OK || r.Error.Kind != results.KindCancelled || r.Error.Phase != tc.phase {
 					t.Errorf("record %+v, error %+v: want cancelled in %s", r, r.Error, tc.phase)
 				}
 			}

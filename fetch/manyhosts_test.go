@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // hostLines is an io.Reader of n URL lines, each to a host of its own:
@@ -46,11 +47,11 @@ func TestReport_manyHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	rep, err := e.Run(context.Background(), []fetch.Input{{Name: "-", R: &hostLines{n: n}}}, fetch.NewJSONLWriter(io.Discard))
+	rep, err := e.Run(context.Background(), []fetch.Input{{Name: "-", R: &hostLines{n: n}}}, results.NewJSONLWriter(io.Discard))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Jobs != n || rep.ByKind[fetch.KindRefused] != n {
+	if rep.Jobs != n || rep.ByKind[results.KindRefused] != n {
 		t.Fatalf("jobs %d, by kind %v; want %d refused", rep.Jobs, rep.ByKind, n)
 	}
 	if len(rep.Hosts) != listed || rep.HostsOther == nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
 )
@@ -146,7 +147,7 @@ func TestTLSVerification(t *testing.T) {
 	cfg := fetch.DefaultConfig()
 	cfg.Retries = 0
 	recs, _ := run(t, cfg, tg.URL+"/x")
-	if e := recs[1].Error; e == nil || e.Kind != fetch.KindTLS || e.Phase != fetch.PhaseTLS {
+	if e := recs[1].Error; e == nil || e.Kind != results.KindTLS || e.Phase != results.PhaseTLS {
 		t.Errorf("untrusted cert: error %+v, want tls/tls", e)
 	}
 	cfg.Insecure = true
@@ -168,7 +169,7 @@ func TestBodiesAndRedirects(t *testing.T) {
 		tg.URL+"/redirect?to="+tg.URL+"/fits%3Fsize%3D10",
 		tg.URL+"/loop",
 	)
-	for line, kind := range map[int]string{1: fetch.KindTooLarge, 2: fetch.KindTooLarge, 5: fetch.KindRedirect} {
+	for line, kind := range map[int]string{1: results.KindTooLarge, 2: results.KindTooLarge, 5: results.KindRedirect} {
 		if e := recs[line].Error; e == nil || e.Kind != kind {
 			t.Errorf("line %d: %+v, want %s", line, e, kind)
 		}
@@ -205,7 +206,7 @@ func TestRetryAfter(t *testing.T) {
 	// A Retry-After longer than what is left fails at once with the status.
 	start = time.Now()
 	recs, _ = run(t, cfg, tg.URL+"/b?fail=1&retry-after=30")
-	if r := recs[1]; r.OK || r.Attempts != 1 || r.Error.Kind != fetch.KindStatus || r.Status != 503 {
+	if r := recs[1]; r.OK || r.Attempts != 1 || r.Error.Kind != results.KindStatus || r.Status != 503 {
 		t.Fatalf("%+v %+v", r, r.Error)
 	}
 	if el := time.Since(start); el > time.Second {
@@ -231,10 +232,10 @@ func TestRetryGetsWhatIsLeft(t *testing.T) {
 	start := time.Now()
 	recs, _ := run(t, cfg, tg.URL+"/slow?delay=10s")
 	r := recs[1]
-	if r.Attempts != 2 || r.Error == nil || r.Error.Kind != fetch.KindDeadline || r.Error.Phase != fetch.PhaseHeaders {
+	if r.Attempts != 2 || r.Error == nil || r.Error.Kind != results.KindDeadline || r.Error.Phase != results.PhaseHeaders {
 		t.Fatalf("attempts %d, error %+v; want 2 attempts ending headers/deadline", r.Attempts, r.Error)
 	}
-	if r.Tries[0].Error == nil || r.Tries[0].Error.Kind != fetch.KindTimeout {
+	if r.Tries[0].Error == nil || r.Tries[0].Error.Kind != results.KindTimeout {
 		t.Errorf("first attempt %+v, want a header timeout", r.Tries[0].Error)
 	}
 	// Tolerance: 300ms past the 500ms deadline, for -race on 2 cores.
@@ -354,7 +355,7 @@ type closingWriter struct {
 	done func()
 }
 
-func (w *closingWriter) Write(*fetch.Record) error {
+func (w *closingWriter) Write(*results.Record) error {
 	if w.n--; w.n == 0 {
 		w.done()
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -73,7 +74,7 @@ func FuzzRecordSecrets(f *testing.F) {
 			return // a URL whose user information does not hold it (see above)
 		}
 		var out bytes.Buffer
-		w := fetch.NewJSONLWriter(&out)
+		w := results.NewJSONLWriter(&out)
 		if _, err := e.Run(context.Background(), []fetch.Input{{Name: "fuzz.txt", R: strings.NewReader(line + "\n")}}, w); err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +84,7 @@ func FuzzRecordSecrets(f *testing.F) {
 		if out.Len() == 0 {
 			t.Fatalf("no record for %q", line)
 		}
-		var rec fetch.Record
+		var rec results.Record
 		if err := json.Unmarshal(out.Bytes(), &rec); err != nil {
 			t.Fatalf("record %q: %v", out.Bytes(), err)
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // redirectTarget answers /to?status=N&loc=L with status N, Location L
@@ -112,7 +113,7 @@ func TestRedirects(t *testing.T) {
 
 // fetchOne fetches line with cfg and returns its record as the engine made
 // it (Body included, which a record does not write out).
-func fetchOne(t *testing.T, cfg fetch.Config, line string) *fetch.Record {
+func fetchOne(t *testing.T, cfg fetch.Config, line string) *results.Record {
 	t.Helper()
 	e, err := fetch.New(cfg)
 	if err != nil {
@@ -130,9 +131,9 @@ func fetchOne(t *testing.T, cfg fetch.Config, line string) *fetch.Record {
 }
 
 // lastRecord keeps the last record written.
-type lastRecord struct{ rec *fetch.Record }
+type lastRecord struct{ rec *results.Record }
 
-func (w *lastRecord) Write(r *fetch.Record) error {
+func (w *lastRecord) Write(r *results.Record) error {
 	w.rec = r
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // TestFailingHostsMemory: a direct run over 20,000 hosts that refuse
@@ -78,4 +80,4 @@ func TestFailingHostsMemory(t *testing.T) {
 // discardRecords is a RecordWriter that keeps nothing.
 type discardRecords struct{}
 
-func (discardRecords) Write(*Record) error { return nil }
+func (discardRecords) Write(*results.Record) error { return nil }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // retryPolicy is a run's retry policy, in the manner of go-retryablehttp's
@@ -80,7 +82,7 @@ func notRetried(res result, wait, left time.Duration) string {
 // again (on another proxy when there is one).
 func retryable(kind string) bool {
 	switch kind {
-	case KindTooLarge, KindRedirect, KindDeadline, KindCancelled, KindInvalid, KindCoordinator, KindSkipped:
+	case results.KindTooLarge, results.KindRedirect, results.KindDeadline, results.KindCancelled, results.KindInvalid, results.KindCoordinator, results.KindSkipped:
 		return false
 	}
 	return true

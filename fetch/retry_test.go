@@ -4,21 +4,23 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // TestRetryPolicy: which attempts are tried again, and after how long,
 // within what is left of the deadline.
 func TestRetryPolicy(t *testing.T) {
 	p := retryPolicy{retries: 2, base: 100 * time.Millisecond, status: map[int]bool{503: true}}
-	failed := func(kind string) result { return result{proxy: 0, err: &Error{Kind: kind}} }
+	failed := func(kind string) result { return result{proxy: 0, err: &results.Error{Kind: kind}} }
 	after := func(d time.Duration) result {
-		r := failed(KindStatus)
+		r := failed(results.KindStatus)
 		r.retryAfter, r.hasRetryAf = d, true
 		return r
 	}
-	final := failed(KindOther)
+	final := failed(results.KindOther)
 	final.final = true
-	noLease := failed(KindCancelled)
+	noLease := failed(results.KindCancelled)
 	noLease.proxy = -1
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -32,19 +34,19 @@ func TestRetryPolicy(t *testing.T) {
 		late  bool          // a retry, but its wait does not fit in left
 		wait  time.Duration // exact when res has Retry-After; else an upper bound
 	}{
-		{name: "a reset is retried", n: 1, res: failed(KindReset), left: time.Second, again: true, wait: 100 * time.Millisecond},
-		{name: "the second back-off doubles", n: 2, res: failed(KindTimeout), left: time.Second, again: true, wait: 200 * time.Millisecond},
-		{name: "not after the last of --retries", n: 3, res: failed(KindReset), left: time.Second},
+		{name: "a reset is retried", n: 1, res: failed(results.KindReset), left: time.Second, again: true, wait: 100 * time.Millisecond},
+		{name: "the second back-off doubles", n: 2, res: failed(results.KindTimeout), left: time.Second, again: true, wait: 200 * time.Millisecond},
+		{name: "not after the last of --retries", n: 3, res: failed(results.KindReset), left: time.Second},
 		{name: "a success is not", n: 1, res: result{proxy: 0, ok: true}, left: time.Second},
-		{name: "too_large is not", n: 1, res: failed(KindTooLarge), left: time.Second},
-		{name: "redirect is not", n: 1, res: failed(KindRedirect), left: time.Second},
-		{name: "deadline is not", n: 1, res: failed(KindDeadline), left: time.Second},
+		{name: "too_large is not", n: 1, res: failed(results.KindTooLarge), left: time.Second},
+		{name: "redirect is not", n: 1, res: failed(results.KindRedirect), left: time.Second},
+		{name: "deadline is not", n: 1, res: failed(results.KindDeadline), left: time.Second},
 		{name: "a final failure is not", n: 1, res: final, left: time.Second},
 		{name: "no lease: not", n: 0, res: noLease, left: time.Second},
-		{name: "the URL's context done: not", ctx: done, n: 1, res: failed(KindReset), left: time.Second},
+		{name: "the URL's context done: not", ctx: done, n: 1, res: failed(results.KindReset), left: time.Second},
 		{name: "Retry-After that fits", n: 1, res: after(500 * time.Millisecond), left: time.Second, again: true, wait: 500 * time.Millisecond},
 		{name: "Retry-After that does not fit", n: 1, res: after(time.Second), left: time.Second, late: true, wait: time.Second},
-		{name: "nothing left", n: 1, res: failed(KindReset), left: 0, late: true, wait: 100 * time.Millisecond},
+		{name: "nothing left", n: 1, res: failed(results.KindReset), left: 0, late: true, wait: 100 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := tc.ctx

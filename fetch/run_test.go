@@ -9,6 +9,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // goroutineWriter notes the most goroutines alive when a record is written.
@@ -17,7 +18,7 @@ type goroutineWriter struct {
 	most int
 }
 
-func (w *goroutineWriter) Write(r *fetch.Record) error {
+func (w *goroutineWriter) Write(r *results.Record) error {
 	w.most = max(w.most, runtime.NumGoroutine())
 	return w.memWriter.Write(r)
 }

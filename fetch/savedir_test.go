@@ -11,6 +11,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // TestSaveDirNames saves the bodies of URLs whose paths and hosts try to
@@ -101,7 +102,7 @@ func TestSaveDirFailures(t *testing.T) {
 		}
 		return ls
 	}
-	check := func(t *testing.T, recs map[int]*fetch.Record, n int, dir string) {
+	check := func(t *testing.T, recs map[int]*results.Record, n int, dir string) {
 		t.Helper()
 		if len(recs) != n {
 			t.Fatalf("%d records for %d lines", len(recs), n)
@@ -111,7 +112,7 @@ func TestSaveDirFailures(t *testing.T) {
 				t.Errorf("line %d: ok=%v file=%q error %+v, want a failed record", line, r.OK, r.File, r.Error)
 				continue
 			}
-			if r.Error.Phase != fetch.PhaseBody || !strings.Contains(r.Error.Message, "saving body") {
+			if r.Error.Phase != results.PhaseBody || !strings.Contains(r.Error.Message, "saving body") {
 				t.Errorf("line %d: error %+v, want a body error about saving", line, r.Error)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
 	"golang.org/x/sync/semaphore"
@@ -136,7 +137,7 @@ type latencyWriter struct {
 	n   map[string]int
 }
 
-func (w *latencyWriter) Write(r *fetch.Record) error {
+func (w *latencyWriter) Write(r *results.Record) error {
 	if r.OK {
 		queue, _ := r.Phases.Get("queue")
 		w.sum[r.Proxy] += r.ElapsedMS - queue

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
 )
@@ -104,7 +105,7 @@ func TestSecrets(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out bytes.Buffer
-			jw := fetch.NewJSONLWriter(&out)
+			jw := results.NewJSONLWriter(&out)
 			rep, err := e.Run(context.Background(), []fetch.Input{{Name: "urls.txt", R: strings.NewReader(strings.Join(lines, "\n"))}}, jw)
 			stopped := errors.Is(err, limits.ErrNoUsableProxy) // a wrong password: the proxy is rejected
 			if err != nil && !stopped {
@@ -137,7 +138,7 @@ func TestSecrets(t *testing.T) {
 
 			saved := 0
 			for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-				var r fetch.Record
+				var r results.Record
 				if err := json.Unmarshal([]byte(line), &r); err != nil {
 					t.Fatal(err)
 				}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -276,7 +277,7 @@ func TestBanRetriesOnAnotherProxy(t *testing.T) {
 					t.Errorf("line %d: ok %v through %s, error %+v; want ok through %s", line, r.OK, r.Proxy, r.Error, goodID)
 				}
 				for _, try := range r.Tries {
-					if try.Proxy == badID && (try.Error == nil || try.Error.Kind != fetch.KindBanned) {
+					if try.Proxy == badID && (try.Error == nil || try.Error.Kind != results.KindBanned) {
 						t.Errorf("line %d: a try through the banned proxy: %+v", line, try)
 					}
 				}
@@ -325,11 +326,11 @@ func TestBannedKind(t *testing.T) {
 					}
 					continue
 				}
-				if r.OK || r.Error == nil || r.Error.Kind != fetch.KindBanned || r.Error.Phase != tt.phase || r.Attempts != 3 {
+				if r.OK || r.Error == nil || r.Error.Kind != results.KindBanned || r.Error.Phase != tt.phase || r.Attempts != 3 {
 					t.Errorf("line %d: ok %v attempts %d error %+v, want banned in %s after 3 attempts", line, r.OK, r.Attempts, r.Error, tt.phase)
 				}
 			}
-			if tt.phase != "" && rep.ByKind[fetch.KindBanned] != 2 {
+			if tt.phase != "" && rep.ByKind[results.KindBanned] != 2 {
 				t.Errorf("by_kind %v", rep.ByKind)
 			}
 		})
@@ -378,9 +379,9 @@ func TestHostDown(t *testing.T) {
 				switch {
 				case r.OK || r.Error == nil:
 					t.Errorf("line %d, the dead host: ok", line)
-				case r.Error.Kind == fetch.KindSkipped:
+				case r.Error.Kind == results.KindSkipped:
 					skipped++
-					if r.Error.Phase != fetch.PhaseQueue || !strings.Contains(r.Error.Message, fmt.Sprintf("attempts in a row to %s failed before any response (--host-max-failures %d)", strings.TrimPrefix(dead, "https://"), maxFail)) {
+					if r.Error.Phase != results.PhaseQueue || !strings.Contains(r.Error.Message, fmt.Sprintf("attempts in a row to %s failed before any response (--host-max-failures %d)", strings.TrimPrefix(dead, "https://"), maxFail)) {
 						t.Errorf("line %d: %+v", line, r.Error)
 					}
 				}
@@ -392,7 +393,7 @@ func TestHostDown(t *testing.T) {
 			if skipped < deadURLs-maxFail-c {
 				t.Errorf("%d of %d URLs of the dead host skipped", skipped, deadURLs)
 			}
-			if rep.ByKind[fetch.KindSkipped] != skipped {
+			if rep.ByKind[results.KindSkipped] != skipped {
 				t.Errorf("by_kind %v", rep.ByKind)
 			}
 			for id, p := range rep.Proxies {
@@ -447,11 +448,11 @@ func TestSessionsStartUp(t *testing.T) {
 
 // statsWriter keeps the record and the memory in use when it came.
 type statsWriter struct {
-	rec   *fetch.Record
+	rec   *results.Record
 	stats *runtime.MemStats
 }
 
-func (w *statsWriter) Write(r *fetch.Record) error {
+func (w *statsWriter) Write(r *results.Record) error {
 	w.rec = r
 	runtime.GC()
 	runtime.ReadMemStats(w.stats)

@@ -5,11 +5,12 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
+
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // ResultsSource is one results file for Summarize: its name, for messages,
@@ -63,16 +64,16 @@ func SummarizeTop(ctx context.Context, srcs []ResultsSource, reportHosts, report
 	sum := &Summary{}
 	var ordinal uint64
 	for i, src := range srcs {
-		var kr keyReader
+		var kr results.KeyReader
 		n := 0
 		size, torn, err := readLines(ctx, src, -1, func(line []byte) error {
 			n++
-			input, _, key, end, err := kr.read(line)
+			input, _, key, end, err := kr.Read(line)
 			if err != nil {
 				return fmt.Errorf("fetch: %s: line %d %w", src.Name, n, err)
 			}
 			rank := ordinal
-			if end != endCancelled {
+			if end != results.EndCancelled {
 				rank |= finalBit
 			}
 			s.keyList(input).add(key, rank)
@@ -98,9 +99,9 @@ func SummarizeTop(ctx context.Context, srcs []ResultsSource, reportHosts, report
 		n := 0
 		_, _, err := readLines(ctx, src, sizes[i], func(line []byte) error {
 			n++
-			var rec Record
-			if err := json.Unmarshal(line, &rec); err != nil {
-				return fmt.Errorf("fetch: %s: line %d %s: %w", src.Name, n, notRecord(line, err), ErrNotResults)
+			var rec results.Record
+			if err := results.Unmarshal(line, &rec); err != nil {
+				return fmt.Errorf("fetch: %s: line %d %w", src.Name, n, err)
 			}
 			if s.isFinal(&rec, ordinal) {
 				s.count(&rec)
@@ -244,12 +245,12 @@ func (s *summarizer) keyList(input []byte) *finalKeys {
 
 // isFinal reports whether rec, the ordinal-th record read, is its line's
 // final record.
-func (s *summarizer) isFinal(rec *Record, ordinal uint64) bool {
+func (s *summarizer) isFinal(rec *results.Record, ordinal uint64) bool {
 	k := s.keys[rec.Input]
 	if k == nil {
 		return false
 	}
-	rank, ok := k.rank(doneKey(rec.Line, rec.URL))
+	rank, ok := k.rank(results.DoneKey(rec.Line, rec.URL))
 	return ok && rank&^finalBit == ordinal
 }
 
@@ -267,7 +268,7 @@ func (s *summarizer) start() {
 
 // count adds a final record: the record to the totals, its tries and final
 // attempt to their proxies and to its host.
-func (s *summarizer) count(rec *Record) {
+func (s *summarizer) count(rec *results.Record) {
 	s.rep.Jobs++
 	if rec.OK {
 		s.rep.OK++
@@ -295,12 +296,12 @@ func (s *summarizer) count(rec *Record) {
 
 // attempt adds one attempt, which ended with err, as collector.attempt
 // does in a run, and as collector.ban does when err is a ban.
-func (s *summarizer) attempt(proxy, pool, host string, ok bool, err *Error, phases *PhaseTimes) {
+func (s *summarizer) attempt(proxy, pool, host string, ok bool, err *results.Error, phases *results.PhaseTimes) {
 	if proxy == "" {
 		return
 	}
 	banned := 0
-	if err != nil && err.Kind == KindBanned {
+	if err != nil && err.Kind == results.KindBanned {
 		banned = 1
 	}
 	if host != "" {

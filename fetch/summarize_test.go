@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // sources makes a ResultsSource of each text, named r0.jsonl, r1.jsonl ...
@@ -111,7 +112,7 @@ func TestSummarize_tornAndNotResults(t *testing.T) {
 
 	for _, text := range []string{"hello\n", okRec + "[1,2]\n", `{"url":"x"}` + "\n", okRec[:50] + "\n" + line2Rec} {
 		_, err := fetch.Summarize(context.Background(), sources(okRec, text))
-		if !errors.Is(err, fetch.ErrNotResults) {
+		if !errors.Is(err, results.ErrNotResults) {
 			t.Errorf("%.30q: err = %v, want ErrNotResults", text, err)
 		} else if !strings.HasPrefix(err.Error(), "fetch: r1.jsonl: line ") || strings.Contains(err.Error(), "hello") {
 			t.Errorf("message %q: want the file and line, never its text", err)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/internal/clock"
 )
 
@@ -25,20 +26,9 @@ func (e *phaseTimeout) Error() string {
 
 const idleFlag = "--idle-timeout"
 
-// phase positions in tracker arrays, in the order of Phases.
-const (
-	pInput = iota
-	pQueue
-	pDNS
-	pConnect
-	pProxy
-	pTLS
-	pRequest
-	pHeaders
-	pBody
-	numPhases
-	pNone = -1
-)
+// pNone is the tracker's phase when no attempt is being tracked: before
+// the first begins, and once it has finished.
+const pNone = -1
 
 // tracker follows an attempt through its phases and enforces the per-phase
 // timeouts and the URL's deadline by cancelling the attempt's context; why
@@ -63,8 +53,8 @@ type tracker struct {
 	why    error              // why the tracker cancelled it, or nil
 	phase  int
 	since  time.Time
-	spent  [numPhases]time.Duration
-	seen   [numPhases]bool
+	spent  [results.NumPhases]time.Duration
+	seen   [results.NumPhases]bool
 	done   bool
 	// connected is set by GotConn and cleared by GetConn. A request can be
 	// given an idle connection while the dial it started goes on in the
@@ -130,8 +120,8 @@ func (t *tracker) begin(ctx context.Context, cancel context.CancelFunc, start, d
 	t.gen++
 	t.ctx = &hooked{Context: ctx, t: t, gen: t.gen, deadline: deadline}
 	t.cancel, t.why = cancel, nil
-	t.phase, t.since, t.done, t.connected, t.timerOn = pQueue, start, false, false, false
-	t.spent, t.seen = [numPhases]time.Duration{}, [numPhases]bool{}
+	t.phase, t.since, t.done, t.connected, t.timerOn = results.IndexQueue, start, false, false, false
+	t.spent, t.seen = [results.NumPhases]time.Duration{}, [results.NumPhases]bool{}
 	t.sawByte.Store(false)
 	if !deadline.IsZero() {
 		t.setTimer(deadline)
@@ -181,14 +171,14 @@ func (t *tracker) current() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.phase == pNone {
-		return PhaseQueue
+		return results.PhaseQueue
 	}
-	return Phases[t.phase]
+	return results.Phases[t.phase]
 }
 
 // finish stops the clocks and timers and returns the phase the attempt
 // ended in and the milliseconds spent in each phase that happened.
-func (t *tracker) finish() (string, PhaseTimes) {
+func (t *tracker) finish() (string, results.PhaseTimes) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	last := t.phase
@@ -198,16 +188,16 @@ func (t *tracker) finish() (string, PhaseTimes) {
 		t.done = true
 		t.disarm()
 	}
-	var s PhaseTimes
+	var s results.PhaseTimes
 	for i, d := range t.spent {
 		if t.seen[i] {
-			s.set(i, millis(d))
+			s.SetAt(i, millis(d))
 		}
 	}
 	if last == pNone {
-		last = pQueue
+		last = results.IndexQueue
 	}
-	return Phases[last], s
+	return results.Phases[last], s
 }
 
 // close stops the timer for good; call it once the tracker's last attempt
@@ -277,7 +267,7 @@ func (t *tracker) fire() {
 		end := t.armed.Add(t.limit)
 		if !now.Before(end) {
 			t.timerOn = false
-			t.stopLocked(&phaseTimeout{phase: Phases[max(t.phase, pQueue)], limit: t.limit, flag: t.flag})
+			t.stopLocked(&phaseTimeout{phase: results.Phases[max(t.phase, results.IndexQueue)], limit: t.limit, flag: t.flag})
 			return
 		}
 		if next.IsZero() || end.Before(next) {
@@ -393,7 +383,7 @@ func (t *tracker) touch() {
 // startBody moves the attempt into the body phase, under --idle-timeout.
 // Call with t.mu held.
 func (t *tracker) startBody() {
-	t.enter(pBody)
+	t.enter(results.IndexBody)
 	t.arm(t.cfg.IdleTimeout, idleFlag)
 }
 
@@ -403,7 +393,7 @@ func (t *tracker) startBody() {
 func (t *tracker) gotHeaders() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.phase != pBody {
+	if t.phase != results.IndexBody {
 		t.startBody()
 	}
 }
@@ -426,7 +416,7 @@ func (t *tracker) bodyBytes(gen uint64) {
 	if gen != t.gen || t.done || t.why != nil { // over, or being stopped in the phase it is in
 		return
 	}
-	if t.phase != pBody {
+	if t.phase != results.IndexBody {
 		t.startBody()
 	} else {
 		t.touch()
@@ -536,7 +526,7 @@ func (t *tracker) getConn(string) {
 		return
 	}
 	t.connected = false
-	t.enter(pConnect)
+	t.enter(results.IndexConnect)
 	t.arm(t.cfg.ConnectTimeout, "--connect-timeout")
 }
 
@@ -556,11 +546,11 @@ func (t *tracker) setup(gen uint64, p int) {
 func (t *tracker) tlsHandshakeStart() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.setup(t.gen, pTLS)
+	t.setup(t.gen, results.IndexTLS)
 }
 
-func (d *dialHooks) dnsStart(httptrace.DNSStartInfo) { d.move(pDNS) }
-func (d *dialHooks) dnsDone(httptrace.DNSDoneInfo)   { d.move(pConnect) }
+func (d *dialHooks) dnsStart(httptrace.DNSStartInfo) { d.move(results.IndexDNS) }
+func (d *dialHooks) dnsDone(httptrace.DNSDoneInfo)   { d.move(results.IndexConnect) }
 
 func (d *dialHooks) move(p int) {
 	d.t.mu.Lock()
@@ -571,8 +561,8 @@ func (d *dialHooks) move(p int) {
 func (d *dialHooks) connectStart(string, string) {
 	d.t.mu.Lock()
 	defer d.t.mu.Unlock()
-	if d.t.phase != pDNS {
-		d.t.setup(d.gen, pConnect)
+	if d.t.phase != results.IndexDNS {
+		d.t.setup(d.gen, results.IndexConnect)
 	}
 }
 
@@ -583,9 +573,9 @@ func (d *dialHooks) connectDone(_, _ string, err error) {
 	d.t.mu.Lock()
 	defer d.t.mu.Unlock()
 	if d.t.ctx.handshake {
-		d.t.setup(d.gen, pProxy)
+		d.t.setup(d.gen, results.IndexProxy)
 	} else {
-		d.t.setup(d.gen, pRequest)
+		d.t.setup(d.gen, results.IndexRequest)
 	}
 }
 
@@ -607,23 +597,30 @@ func (t *tracker) gotConn(info httptrace.GotConnInfo) {
 	}
 	t.connected = true
 	t.disarm()
-	if info.Reused && t.phase == pConnect {
+	if info.Reused && t.phase == results.IndexConnect {
 		// A kept-alive connection: no connect happened, and none is
 		// recorded (the contract omits it).
-		t.phase, t.since = pRequest, t.clock.now()
+		t.phase, t.since = results.IndexRequest, t.clock.now()
 	}
-	t.enter(pRequest)
+	t.enter(results.IndexRequest)
 	t.arm(t.cfg.IdleTimeout, idleFlag)
 }
 
 func (t *tracker) wroteRequest(httptrace.WroteRequestInfo) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.done || t.phase != pRequest {
+	if t.done || t.phase != results.IndexRequest {
 		return // too late, or not this request's
 	}
-	t.enter(pHeaders)
+	t.enter(results.IndexHeaders)
 	t.arm(t.cfg.HeaderTimeout, "--header-timeout")
+}
+
+// queueTimes are the phases of an attempt that ended waiting for its turn.
+func queueTimes(ms float64) results.PhaseTimes {
+	var p results.PhaseTimes
+	p.SetAt(results.IndexQueue, ms)
+	return p
 }
 
 // millis converts d to milliseconds rounded to a hundredth.

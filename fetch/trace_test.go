@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/internal/clock/clocktest"
 )
 
@@ -115,16 +116,16 @@ func TestTrackerTimeouts(t *testing.T) {
 		{
 			name: "connect timeout at its limit",
 			steps: []trackerStep{
-				{hook: "GetConn", advance: limit - ns, phase: PhaseConnect},
-				{advance: ns, phase: PhaseConnect, cause: msg(connect, PhaseConnect)},
+				{hook: "GetConn", advance: limit - ns, phase: results.PhaseConnect},
+				{advance: ns, phase: results.PhaseConnect, cause: msg(connect, results.PhaseConnect)},
 			},
 		},
 		{
 			name: "connect timeout covers dns",
 			steps: []trackerStep{
 				{hook: "GetConn", advance: 0},
-				{hook: "DNSStart", advance: limit - ns, phase: PhaseDNS},
-				{advance: ns, cause: msg(connect, PhaseDNS)},
+				{hook: "DNSStart", advance: limit - ns, phase: results.PhaseDNS},
+				{advance: ns, cause: msg(connect, results.PhaseDNS)},
 			},
 		},
 		{
@@ -132,18 +133,18 @@ func TestTrackerTimeouts(t *testing.T) {
 			handshake: true,
 			steps: []trackerStep{
 				{hook: "GetConn", advance: 100 * time.Millisecond},
-				{hook: "ConnectStart", advance: 0, phase: PhaseConnect},
-				{hook: "ConnectDone", advance: 100 * time.Millisecond, phase: PhaseProxy},
-				{hook: "TLSHandshakeStart", advance: 100*time.Millisecond - ns, phase: PhaseTLS},
-				{advance: ns, cause: msg(connect, PhaseTLS)},
+				{hook: "ConnectStart", advance: 0, phase: results.PhaseConnect},
+				{hook: "ConnectDone", advance: 100 * time.Millisecond, phase: results.PhaseProxy},
+				{hook: "TLSHandshakeStart", advance: 100*time.Millisecond - ns, phase: results.PhaseTLS},
+				{advance: ns, cause: msg(connect, results.PhaseTLS)},
 			},
 		},
 		{
 			name: "header timeout at its limit, from the request written",
 			steps: []trackerStep{
 				{hook: "GetConn", advance: 100 * time.Millisecond},
-				{hook: "GotConn", advance: 200 * time.Millisecond, phase: PhaseRequest},
-				{hook: "WroteRequest", advance: limit - ns, phase: PhaseHeaders}, // past the connect limit: that timer stopped
+				{hook: "GotConn", advance: 200 * time.Millisecond, phase: results.PhaseRequest},
+				{hook: "WroteRequest", advance: limit - ns, phase: results.PhaseHeaders}, // past the connect limit: that timer stopped
 				{advance: ns, cause: "no progress in headers for 300ms (--header-timeout)"},
 			},
 		},
@@ -151,7 +152,7 @@ func TestTrackerTimeouts(t *testing.T) {
 			name: "idle timeout while sending the request",
 			steps: []trackerStep{
 				{hook: "GetConn", advance: 0},
-				{hook: "GotConn", advance: limit - ns, phase: PhaseRequest},
+				{hook: "GotConn", advance: limit - ns, phase: results.PhaseRequest},
 				{advance: ns, cause: "no progress in request for 300ms (--idle-timeout)"},
 			},
 		},
@@ -161,22 +162,22 @@ func TestTrackerTimeouts(t *testing.T) {
 				{hook: "GetConn", advance: 10 * time.Millisecond},
 				{hook: "GotConn", advance: 20 * time.Millisecond},
 				{hook: "WroteRequest", advance: 100 * time.Millisecond},
-				{hook: "gotHeaders", advance: limit - ns, phase: PhaseBody}, // past the header limit: that timer stopped
+				{hook: "gotHeaders", advance: limit - ns, phase: results.PhaseBody}, // past the header limit: that timer stopped
 				{hook: "progress", advance: limit - ns},
 				{hook: "progress", advance: limit - ns},
 				{advance: ns, cause: "no progress in body for 300ms (--idle-timeout)"},
 			},
-			phases: map[string]float64{PhaseQueue: 0, PhaseConnect: 10, PhaseRequest: 20, PhaseHeaders: 100, PhaseBody: 900},
+			phases: map[string]float64{results.PhaseQueue: 0, results.PhaseConnect: 10, results.PhaseRequest: 20, results.PhaseHeaders: 100, results.PhaseBody: 900},
 		},
 		{
 			name: "a reused connection records no connect",
 			steps: []trackerStep{
 				{hook: "GetConn", advance: 0},
-				{hook: "GotConn reused", advance: 5 * time.Millisecond, phase: PhaseRequest},
-				{hook: "WroteRequest", advance: 50 * time.Millisecond, phase: PhaseHeaders},
-				{hook: "gotHeaders", advance: 7 * time.Millisecond, phase: PhaseBody},
+				{hook: "GotConn reused", advance: 5 * time.Millisecond, phase: results.PhaseRequest},
+				{hook: "WroteRequest", advance: 50 * time.Millisecond, phase: results.PhaseHeaders},
+				{hook: "gotHeaders", advance: 7 * time.Millisecond, phase: results.PhaseBody},
 			},
-			phases: map[string]float64{PhaseQueue: 0, PhaseRequest: 5, PhaseHeaders: 50, PhaseBody: 7},
+			phases: map[string]float64{results.PhaseQueue: 0, results.PhaseRequest: 5, results.PhaseHeaders: 50, results.PhaseBody: 7},
 		},
 		{
 			name: "finish stops every timer",
@@ -215,18 +216,18 @@ func TestTrackerIgnoresLateHooks(t *testing.T) {
 		{hook: "GetConn"},
 		{hook: "ConnectStart"},
 		{hook: "GotConn reused"},
-		{hook: "ConnectDone", phase: PhaseRequest}, // the background dial ends
-		{hook: "TLSHandshakeStart", phase: PhaseRequest},
-		{hook: "WroteRequest", phase: PhaseHeaders},
-		{hook: "gotHeaders", phase: PhaseBody},
-		{hook: "WroteRequest", phase: PhaseBody}, // late
-		{advance: 3 * cfg.HeaderTimeout, phase: PhaseBody},
+		{hook: "ConnectDone", phase: results.PhaseRequest}, // the background dial ends
+		{hook: "TLSHandshakeStart", phase: results.PhaseRequest},
+		{hook: "WroteRequest", phase: results.PhaseHeaders},
+		{hook: "gotHeaders", phase: results.PhaseBody},
+		{hook: "WroteRequest", phase: results.PhaseBody}, // late
+		{advance: 3 * cfg.HeaderTimeout, phase: results.PhaseBody},
 	})
 	phase, phases := r.tr.finish()
-	if phase != PhaseBody {
+	if phase != results.PhaseBody {
 		t.Errorf("finished in %s, want body", phase)
 	}
-	if _, ok := phases.Get(PhaseTLS); ok {
+	if _, ok := phases.Get(results.PhaseTLS); ok {
 		t.Errorf("a late TLS hook was counted: %v", phases)
 	}
 }
@@ -268,23 +269,23 @@ func TestTrackerReused(t *testing.T) {
 	t.Cleanup(cancel)
 	r.ctx = ctx
 	r.tr.begin(ctx, cancel, r.clock.Now(), time.Time{})
-	if r.tr.current() != PhaseQueue || r.tr.cause() != nil || r.tr.sawByte.Load() {
+	if r.tr.current() != results.PhaseQueue || r.tr.cause() != nil || r.tr.sawByte.Load() {
 		t.Fatalf("a new attempt starts in %s, cause %v, sawByte %v", r.tr.current(), r.tr.cause(), r.tr.sawByte.Load())
 	}
 	r.tr.stop(first, errLeaseLost) // the first attempt's lease, lost too late
 	r.run(t, []trackerStep{
-		{hook: "GetConn", advance: 5 * time.Millisecond, phase: PhaseConnect},
+		{hook: "GetConn", advance: 5 * time.Millisecond, phase: results.PhaseConnect},
 	})
 	oldDial.ConnectStart("tcp", "127.0.0.1:80") // the first attempt's dial
 	oldDial.ConnectDone("tcp", "127.0.0.1:80", nil)
 	r.run(t, []trackerStep{
 		// The first attempt's header limit would end here: nothing happens.
-		{advance: limit/2 + 5*time.Millisecond, phase: PhaseConnect},
-		{advance: limit - limit/2 - 10*time.Millisecond - time.Nanosecond, phase: PhaseConnect},
+		{advance: limit/2 + 5*time.Millisecond, phase: results.PhaseConnect},
+		{advance: limit - limit/2 - 10*time.Millisecond - time.Nanosecond, phase: results.PhaseConnect},
 		{advance: time.Nanosecond, cause: "no progress in connect for 300ms (--connect-timeout)"},
 	})
 	_, phases := r.tr.finish()
-	if want := phaseTimes(map[string]float64{PhaseQueue: 0, PhaseConnect: 300}); phases != want {
+	if want := phaseTimes(map[string]float64{results.PhaseQueue: 0, results.PhaseConnect: 300}); phases != want {
 		t.Errorf("second attempt's phases %v, want only its own connect of 300ms", phases)
 	}
 }
@@ -299,7 +300,7 @@ func TestTrackerDeadline(t *testing.T) {
 		steps []trackerStep // the deadline is 100ms after begin
 	}{
 		{name: "waiting for a lease", steps: []trackerStep{
-			{advance: 100*time.Millisecond - ns, phase: PhaseQueue},
+			{advance: 100*time.Millisecond - ns, phase: results.PhaseQueue},
 			{advance: ns, cause: context.DeadlineExceeded.Error()},
 		}},
 		{name: "in the body, sooner than the idle limit", steps: []trackerStep{
@@ -308,7 +309,7 @@ func TestTrackerDeadline(t *testing.T) {
 			{hook: "GotConn"},
 			{hook: "WroteRequest", advance: 10 * time.Millisecond},
 			{hook: "gotHeaders", advance: 60 * time.Millisecond},
-			{hook: "progress", advance: 10*time.Millisecond - ns, phase: PhaseBody},
+			{hook: "progress", advance: 10*time.Millisecond - ns, phase: results.PhaseBody},
 			{advance: ns, cause: context.DeadlineExceeded.Error()},
 		}},
 	} {
@@ -361,13 +362,13 @@ func TestFailureSeesTimerThatFiresBetween(t *testing.T) {
 	defer e.Close()
 	cfg := DefaultConfig()
 	r := newTrackerRun(t, cfg, false)
-	r.tr.set(pConnect)
+	r.tr.set(results.IndexConnect)
 	ctx := &timerBetween{Context: r.ctx, fire: func() {
-		r.tr.stop(r.tr.gen, &phaseTimeout{phase: PhaseConnect, limit: cfg.ConnectTimeout, flag: "--connect-timeout"})
+		r.tr.stop(r.tr.gen, &phaseTimeout{phase: results.PhaseConnect, limit: cfg.ConnectTimeout, flag: "--connect-timeout"})
 	}}
 	dialErr := fmt.Errorf("dial tcp 127.0.0.1:9: %w", context.DeadlineExceeded) // what the dialer's own timeout returns
 	got := e.failure(dialErr, r.tr.current(), ctx, r.tr)
-	if got.Phase != PhaseConnect || got.Kind != KindTimeout {
+	if got.Phase != results.PhaseConnect || got.Kind != results.KindTimeout {
 		t.Fatalf("%s/%s (%s), want connect/timeout", got.Phase, got.Kind, got.Message)
 	}
 }

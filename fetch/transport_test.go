@@ -15,6 +15,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
 )
@@ -60,7 +61,7 @@ func identities(t testing.TB, addr string, n int) []proxies.Proxy {
 // new connection (a reused one has no connect phase).
 type countWriter struct{ n, ok, dialled atomic.Int64 }
 
-func (w *countWriter) Write(r *fetch.Record) error {
+func (w *countWriter) Write(r *results.Record) error {
 	w.n.Add(1)
 	if r.OK {
 		w.ok.Add(1)

@@ -9,12 +9,13 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
 // sameFields is what a record says apart from its timings, for comparing
 // the records of the two transports.
-func sameFields(r *fetch.Record) string {
+func sameFields(r *results.Record) string {
 	if r == nil {
 		return "no record"
 	}
@@ -27,7 +28,7 @@ func sameFields(r *fetch.Record) string {
 	return b.String() + "]"
 }
 
-func errString(e *fetch.Error) string {
+func errString(e *results.Error) string {
 	if e == nil {
 		return "null"
 	}
@@ -84,7 +85,7 @@ func TestTransportsAgree(t *testing.T) {
 		{"socks5", env.socksProxy.URL},
 	} {
 		t.Run(route.name, func(t *testing.T) {
-			recs := map[fetch.Transport]map[int]*fetch.Record{}
+			recs := map[fetch.Transport]map[int]*results.Record{}
 			for _, tp := range transports {
 				cfg := faultConfig(env.roots)
 				cfg.Transport = tp

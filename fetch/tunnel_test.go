@@ -7,6 +7,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -50,7 +51,7 @@ func TestTargetCutShortInATunnel(t *testing.T) {
 		t.Fatalf("%d records of %d", len(recs), n)
 	}
 	for line, r := range recs {
-		if r.OK || r.Error == nil || r.Error.Kind != fetch.KindReset {
+		if r.OK || r.Error == nil || r.Error.Kind != results.KindReset {
 			t.Errorf("line %d: %+v, want kind reset", line, r.Error)
 		}
 	}

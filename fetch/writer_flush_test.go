@@ -11,6 +11,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // writeCounter is a lockedBuffer (hostile_test.go) that also counts the
@@ -45,7 +46,7 @@ func TestRecordsAreNotStale(t *testing.T) {
 	}
 	defer e.Close()
 	out := &writeCounter{}
-	w := fetch.NewJSONLWriter(out)
+	w := results.NewJSONLWriter(out)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	in := tg.URL + "/slow?delay=10s\n" + tg.URL + "/fast\n"
@@ -94,7 +95,7 @@ func TestRecordsAreWrittenInBlocks(t *testing.T) {
 		fmt.Fprintf(&in, "%s/b/%d?size=10\n", tg.URL, i)
 	}
 	out := &writeCounter{}
-	w := fetch.NewJSONLWriter(out)
+	w := results.NewJSONLWriter(out)
 	start := time.Now()
 	rep, err := e.Run(context.Background(), []fetch.Input{{Name: "u", R: strings.NewReader(in.String())}}, w)
 	if err != nil || rep.OK != urls {

@@ -1,4 +1,4 @@
-package fetch
+package results
 
 import (
 	"errors"
@@ -145,30 +145,30 @@ func (p *PhaseTimes) appendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// phaseIndex is the position of phase k in Phases (pInput to pBody), or
-// pNone.
+// phaseIndex is the position of phase k in Phases (IndexInput to IndexBody), or
+// noPhase.
 func phaseIndex(k string) int {
 	switch k {
 	case PhaseInput:
-		return pInput
+		return IndexInput
 	case PhaseQueue:
-		return pQueue
+		return IndexQueue
 	case PhaseDNS:
-		return pDNS
+		return IndexDNS
 	case PhaseConnect:
-		return pConnect
+		return IndexConnect
 	case PhaseProxy:
-		return pProxy
+		return IndexProxy
 	case PhaseTLS:
-		return pTLS
+		return IndexTLS
 	case PhaseRequest:
-		return pRequest
+		return IndexRequest
 	case PhaseHeaders:
-		return pHeaders
+		return IndexHeaders
 	case PhaseBody:
-		return pBody
+		return IndexBody
 	}
-	return pNone
+	return noPhase
 }
 
 // appendJSONFloat formats f as encoding/json formats a float64.

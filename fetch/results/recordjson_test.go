@@ -1,4 +1,4 @@
-package fetch
+package results
 
 import (
 	"bytes"
@@ -186,13 +186,13 @@ func TestScanRecord(t *testing.T) {
 			if !ok {
 				t.Fatalf("record %d not read: %s", i, line)
 			}
-			wantEnd := endFinal
+			wantEnd := EndFinal
 			if want.Error != nil && want.Error.Kind == KindCancelled {
-				wantEnd = endCancelled
+				wantEnd = EndCancelled
 			} else if want.Error != nil && want.Error.Kind == KindCoordinator {
-				wantEnd = endCoordinator
+				wantEnd = EndCoordinator
 			}
-			if doneKey(n, url) != doneKey(want.Line, want.URL) {
+			if DoneKey(n, url) != DoneKey(want.Line, want.URL) {
 				t.Fatalf("record %d: the key of the bytes read differs from the decoded record's", i)
 			}
 			if string(url) != want.URL || string(input) != want.Input || n != want.Line || end != wantEnd {
@@ -242,4 +242,10 @@ func TestPhaseTimesFormat(t *testing.T) {
 	if string(b) != want {
 		t.Errorf("%s, want %s", b, want)
 	}
+}
+
+// millis is the engine's conversion of a duration to the milliseconds of a
+// record: rounded to a hundredth.
+func millis(d time.Duration) float64 {
+	return float64(d.Round(10*time.Microsecond)) / float64(time.Millisecond)
 }

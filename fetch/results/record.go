@@ -1,4 +1,4 @@
-package fetch
+package results
 
 import (
 	"encoding/json"
@@ -21,6 +21,24 @@ const (
 
 // Phases lists every phase in order.
 var Phases = []string{PhaseInput, PhaseQueue, PhaseDNS, PhaseConnect, PhaseProxy, PhaseTLS, PhaseRequest, PhaseHeaders, PhaseBody}
+
+// The index of each phase in Phases: PhaseTimes keeps its times by it, and
+// the engine's tracker its clocks.
+const (
+	IndexInput = iota
+	IndexQueue
+	IndexDNS
+	IndexConnect
+	IndexProxy
+	IndexTLS
+	IndexRequest
+	IndexHeaders
+	IndexBody
+	NumPhases
+)
+
+// noPhase is phaseIndex's answer for a name that is not a phase.
+const noPhase = -1
 
 // Error kinds.
 const (
@@ -97,14 +115,14 @@ func (e *Error) Error() string { return e.Phase + ": " + e.Kind + ": " + e.Messa
 // that happened, in the order of Phases, so that records read left to
 // right; a key that is not a phase is ignored when one is read.
 type PhaseTimes struct {
-	ms   [numPhases]float64
-	seen [numPhases]bool
+	ms   [NumPhases]float64
+	seen [NumPhases]bool
 }
 
 // Get returns the milliseconds spent in phase, and whether it happened.
 func (p PhaseTimes) Get(phase string) (ms float64, ok bool) {
 	i := phaseIndex(phase)
-	if i == pNone || !p.seen[i] {
+	if i == noPhase || !p.seen[i] {
 		return 0, false
 	}
 	return p.ms[i], true
@@ -114,14 +132,20 @@ func (p PhaseTimes) Get(phase string) (ms float64, ok bool) {
 // and changes nothing, when phase is not one of Phases.
 func (p *PhaseTimes) Set(phase string, ms float64) bool {
 	i := phaseIndex(phase)
-	if i == pNone {
+	if i == noPhase {
 		return false
 	}
-	p.set(i, ms)
+	p.SetAt(i, ms)
 	return true
 }
 
-func (p *PhaseTimes) set(i int, ms float64) { p.ms[i], p.seen[i] = ms, true }
+// SetAt says that the phase at index i of Phases happened and took ms
+// milliseconds.
+func (p *PhaseTimes) SetAt(i int, ms float64) { p.ms[i], p.seen[i] = ms, true }
+
+// At returns the milliseconds spent in the phase at index i of Phases, and
+// whether it happened.
+func (p *PhaseTimes) At(i int) (float64, bool) { return p.ms[i], p.seen[i] }
 
 // All yields the phases that happened and their milliseconds, in the order
 // of Phases.
@@ -135,16 +159,9 @@ func (p PhaseTimes) All() iter.Seq2[string, float64] {
 	}
 }
 
-// queueTimes are the phases of an attempt that ended waiting for its turn.
-func queueTimes(ms float64) PhaseTimes {
-	var p PhaseTimes
-	p.set(pQueue, ms)
-	return p
-}
-
 // MarshalJSON writes the phases that happened in the order of Phases.
 func (p PhaseTimes) MarshalJSON() ([]byte, error) {
-	return p.appendJSON(make([]byte, 0, 16*numPhases+2))
+	return p.appendJSON(make([]byte, 0, 16*NumPhases+2))
 }
 
 // String is p as JSON, or an error's text when p holds NaN or an infinity.
@@ -234,8 +251,8 @@ func readPhaseTimes(b []byte) (p PhaseTimes, ok bool) {
 		if err != nil {
 			return p, false
 		}
-		if ph := phaseIndex(string(key)); ph != pNone {
-			p.set(ph, ms)
+		if ph := phaseIndex(string(key)); ph != noPhase {
+			p.SetAt(ph, ms)
 		}
 		if next('}') {
 			skip()

@@ -1,4 +1,4 @@
-package fetch
+package results
 
 import (
 	"bufio"
@@ -45,6 +45,16 @@ func notRecord(line []byte, err error) string {
 	return "is a JSON object without the url, input and line of a record"
 }
 
+// Unmarshal reads line, one line of a results file, into rec. Its
+// error, for a line that is no record, says what the line holds, without
+// quoting it, and wraps ErrNotResults.
+func Unmarshal(line []byte, rec *Record) error {
+	if err := json.Unmarshal(line, rec); err != nil {
+		return fmt.Errorf("%s: %w", notRecord(line, err), ErrNotResults)
+	}
+	return nil
+}
+
 // LoadDone reads the records of a results file and returns the set of lines
 // they finished. Lines that are not whole JSON records are an error, except
 // that a torn last line (see RepairTail) is not looked at. It reads records
@@ -55,7 +65,7 @@ func LoadDone(r io.Reader) (*DoneSet, error) {
 	keys := map[string]*keyChunks{} // by input, while loading
 	br := bufio.NewReaderSize(r, 256<<10)
 	var long []byte // a line longer than the reader's buffer
-	var kr keyReader
+	var kr KeyReader
 	add := func(input []byte, line int, key uint64) {
 		ks := keys[string(input)] // no allocation for an input seen before
 		if ks == nil {
@@ -75,11 +85,11 @@ func LoadDone(r io.Reader) (*DoneSet, error) {
 			line = long
 		}
 		if len(line) > 0 && line[len(line)-1] == '\n' {
-			input, ln, key, end, err := kr.read(line)
+			input, ln, key, end, err := kr.Read(line)
 			if err != nil {
 				return nil, fmt.Errorf("fetch: line %d %w", n, err)
 			}
-			if end == endFinal {
+			if end == EndFinal {
 				add(input, ln, key)
 			}
 		}
@@ -136,24 +146,24 @@ func (c *keyChunks) take() []uint64 {
 	return out
 }
 
-// recordEnd is how a record ended, as far as LoadDone and Summarize tell
+// End is how a record ended, as far as LoadDone and Summarize tell
 // records apart: final, or failed with one of the two kinds that were never
 // the URL's. LoadDone takes a line again unless a record of it is final;
 // Summarize ranks a cancelled record below the others of its line and a
 // coordinator one as any other.
-type recordEnd uint8
+type End uint8
 
 const (
-	endFinal       recordEnd = iota // ok, or failed with a kind of the URL's
-	endCancelled                    // failed with kind cancelled
-	endCoordinator                  // failed with kind coordinator
+	EndFinal       End = iota // ok, or failed with a kind of the URL's
+	EndCancelled              // failed with kind cancelled
+	EndCoordinator            // failed with kind coordinator
 )
 
-// keyReader reads what identifies a record and how it ended from a line of
-// a results file: its input, line and key (see doneKey), and its
-// recordEnd. Its zero value is ready; the input it returns is only good
+// KeyReader reads what identifies a record and how it ended from a line of
+// a results file: its input, line and key (see DoneKey), and its
+// End. Its zero value is ready; the input it returns is only good
 // until the next read.
-type keyReader struct {
+type KeyReader struct {
 	scratch [2][]byte // unquoted URL and input
 	rec     struct {
 		URL   string `json:"url"`
@@ -165,45 +175,45 @@ type keyReader struct {
 	}
 }
 
-// read reads line, quickly when fetch wrote it (scanRecord), through
+// Read reads line, quickly when fetch wrote it (scanRecord), through
 // encoding/json otherwise. Its error, for a line that is no record, says
 // what the line holds and wraps ErrNotResults.
-func (kr *keyReader) read(line []byte) (input []byte, n int, key uint64, end recordEnd, err error) {
+func (kr *KeyReader) Read(line []byte) (input []byte, n int, key uint64, end End, err error) {
 	if url, input, n, end, ok := scanRecord(line, &kr.scratch); ok {
-		return input, n, doneKey(n, url), end, nil
+		return input, n, DoneKey(n, url), end, nil
 	}
 	rec := &kr.rec
 	rec.URL, rec.Input, rec.Line, rec.Error = "", "", 0, nil
 	if jerr := json.Unmarshal(line, rec); jerr != nil || rec.URL == "" || rec.Input == "" || rec.Line < 1 {
-		return nil, 0, 0, endFinal, fmt.Errorf("%s: %w", notRecord(line, jerr), ErrNotResults)
+		return nil, 0, 0, EndFinal, fmt.Errorf("%s: %w", notRecord(line, jerr), ErrNotResults)
 	}
 	kr.scratch[1] = append(kr.scratch[1][:0], rec.Input...)
-	end = endFinal
+	end = EndFinal
 	if rec.Error != nil {
 		end = endOf(rec.Error.Kind)
 	}
-	return kr.scratch[1], rec.Line, doneKey(rec.Line, rec.URL), end, nil
+	return kr.scratch[1], rec.Line, DoneKey(rec.Line, rec.URL), end, nil
 }
 
-// endOf is the recordEnd of a record that failed with kind, given as a
+// endOf is the End of a record that failed with kind, given as a
 // string or as bytes (a record read, not yet decoded), without allocating.
-func endOf[Kind string | []byte](kind Kind) recordEnd {
+func endOf[Kind string | []byte](kind Kind) End {
 	switch string(kind) {
 	case KindCancelled:
-		return endCancelled
+		return EndCancelled
 	case KindCoordinator:
-		return endCoordinator
+		return EndCoordinator
 	}
-	return endFinal
+	return EndFinal
 }
 
 // scanRecord reads the fields LoadDone needs from a record as fetch writes
 // it: {"url":"…","input":"…","line":N,… "error":null or {"phase":"…",
-// "kind":"…",…}…}, and how the record ended (see recordEnd). It reports
+// "kind":"…",…}…}, and how the record ended (see End). It reports
 // false for anything else, which is then read by encoding/json. The URL and
 // input it returns alias line, or scratch when they hold escapes
 // (encoding/json writes & as \u0026).
-func scanRecord(line []byte, scratch *[2][]byte) (url, input []byte, n int, end recordEnd, ok bool) {
+func scanRecord(line []byte, scratch *[2][]byte) (url, input []byte, n int, end End, ok bool) {
 	str := func(b []byte, prefix string, buf *[]byte) ([]byte, []byte, bool) {
 		if !bytes.HasPrefix(b, []byte(prefix)) {
 			return nil, nil, false
@@ -237,13 +247,13 @@ func scanRecord(line []byte, scratch *[2][]byte) (url, input []byte, n int, end 
 	}
 	url, rest, ok := str(line, `{"url":"`, &scratch[0])
 	if !ok || len(url) == 0 {
-		return nil, nil, 0, endFinal, false
+		return nil, nil, 0, EndFinal, false
 	}
 	if input, rest, ok = str(rest, `,"input":"`, &scratch[1]); !ok || len(input) == 0 {
-		return nil, nil, 0, endFinal, false
+		return nil, nil, 0, EndFinal, false
 	}
 	if !bytes.HasPrefix(rest, []byte(`,"line":`)) {
-		return nil, nil, 0, endFinal, false
+		return nil, nil, 0, EndFinal, false
 	}
 	rest = rest[len(`,"line":`):]
 	i := 0
@@ -252,12 +262,12 @@ func scanRecord(line []byte, scratch *[2][]byte) (url, input []byte, n int, end 
 		i++
 	}
 	if i == 0 || i == len(rest) || rest[i] != ',' || n < 1 {
-		return nil, nil, 0, endFinal, false
+		return nil, nil, 0, EndFinal, false
 	}
 	// Strings hold quotes only escaped, so `"error":` can only be the key.
 	e := bytes.Index(rest, []byte(`"error":`))
 	if e < 0 {
-		return nil, nil, 0, endFinal, false
+		return nil, nil, 0, EndFinal, false
 	}
 	rest = rest[e+len(`"error":`):]
 	switch {
@@ -265,16 +275,16 @@ func scanRecord(line []byte, scratch *[2][]byte) (url, input []byte, n int, end 
 	case bytes.HasPrefix(rest, []byte(`{"phase":"`)):
 		k := bytes.Index(rest, []byte(`"kind":"`))
 		if k < 0 {
-			return nil, nil, 0, endFinal, false
+			return nil, nil, 0, EndFinal, false
 		}
 		kind := rest[k+len(`"kind":"`):]
 		q := bytes.IndexByte(kind, '"')
 		if q < 0 {
-			return nil, nil, 0, endFinal, false
+			return nil, nil, 0, EndFinal, false
 		}
 		end = endOf(kind[:q])
 	default:
-		return nil, nil, 0, endFinal, false
+		return nil, nil, 0, EndFinal, false
 	}
 	return url, input, n, end, true
 }
@@ -351,10 +361,10 @@ func hex4(b []byte) (rune, bool) {
 	return r, true
 }
 
-// doneKey is the key of a line's final record in a DoneSet: the line
+// DoneKey is the key of a line's final record in a DoneSet: the line
 // number and the FNV-1a hash (32 bits) of its URL, given as a string or as
 // bytes (a record read, not yet decoded), without allocating.
-func doneKey[URL string | []byte](line int, url URL) uint64 {
+func DoneKey[URL string | []byte](line int, url URL) uint64 {
 	h := uint32(2166136261)
 	for i := 0; i < len(url); i++ {
 		h ^= uint32(url[i])
@@ -378,17 +388,12 @@ func (d *DoneSet) Has(input string, line int, url string) bool {
 	if d == nil {
 		return false
 	}
-	return d.hasKey(input, doneKey(line, url))
+	return d.hasKey(input, DoneKey(line, url))
 }
 
-// hasText is Has for a line's text as written, without parsing it or
-// allocating, for a line fetch shows as written (plainURL): its record
-// shows exactly that text. Any other line is not looked up here (false):
-// the caller parses it and asks Has, so that a line whose text is some
-// record's URL but not its own shown URL (a line corrected since the last
-// run) is not taken for done.
-func (d *DoneSet) hasText(input string, line int, text []byte) bool {
-	return d != nil && plainURL(text) && d.hasKey(input, doneKey(line, text))
+// HasBytes is Has for a URL given as bytes: it does not allocate.
+func (d *DoneSet) HasBytes(input string, line int, url []byte) bool {
+	return d != nil && d.hasKey(input, DoneKey(line, url))
 }
 
 func (d *DoneSet) hasKey(input string, key uint64) bool {
