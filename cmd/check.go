@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
@@ -215,7 +216,7 @@ func checkProxies(ctx context.Context, opts *CheckOptions) ([]CheckResult, error
 			// A proxy the engine rejected (a wrong password, say) stops
 			// its run with limits.ErrNoUsableProxy: that is this proxy's
 			// row, not a broken dependency of the check.
-			_, err = e.Run(ctx, []fetch.Input{{Name: "check", R: strings.NewReader(lines)}}, rw)
+			_, err = e.Run(ctx, []input.Source{{Name: "check", R: strings.NewReader(lines)}}, rw)
 			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, limits.ErrNoUsableProxy) {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/input"
 	// Named lb: cmd tests have a type named loopback.
 	lb "github.com/fetch-dev/fetch/internal/loopback"
 	"github.com/fetch-dev/fetch/proxies"
@@ -130,7 +131,7 @@ func demoRun(ctx context.Context, opts *DemoOptions) (err error) {
 		n := int64(opts.URLs)
 		total = func(context.Context) int64 { return n }
 	}
-	inputs := []fetch.Input{{Name: "demo", R: pr}}
+	inputs := []input.Source{{Name: "demo", R: pr}}
 	warn := newWarnings(ios.stderr(), opts.Quiet)
 	defer routeLog(warn)()
 	report, runErr := runEngine(ctx, ios, warn, eng, inputs, out, opts.Quiet, total)

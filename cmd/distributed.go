@@ -7,12 +7,11 @@ import (
 	"os"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/spf13/cobra"
-
-	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/limits"
 	redislimits "github.com/fetch-dev/fetch/limits/redis"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
 )
 
 // redisLog is go-redis's logger, writing warnings.
@@ -45,7 +44,7 @@ func validNamespace(s string) bool {
 // completeDistributed checks the distributed-mode flags.
 func (opts *FetchOptions) completeDistributed(cmd *cobra.Command) error {
 	if opts.Shard != "" {
-		sh, err := fetch.ParseShard(opts.Shard)
+		sh, err := input.ParseShard(opts.Shard)
 		if err != nil {
 			return fmt.Errorf("--shard: %w", err)
 		}

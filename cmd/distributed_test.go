@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits/redis/redistest"
 )
@@ -163,7 +163,7 @@ func TestShard_resume(t *testing.T) {
 		t.Fatalf("shard 1/2 of 200 lines has %d records", len(first))
 	}
 	for _, r := range first {
-		if got := (fetch.Shard{K: 1, N: 2}).Of(urls, r.Line, []byte(r.URL)); got != 1 {
+		if got := (input.Shard{K: 1, N: 2}).Of(urls, r.Line, []byte(r.URL)); got != 1 {
 			t.Errorf("line %d belongs to shard %d", r.Line, got)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/proxies"
 	"github.com/spf13/cobra"
@@ -559,7 +560,7 @@ func (opts *FetchOptions) outputFiles() []namedFile {
 // nil), writes the records to out as JSON lines, and prints the summary
 // unless quiet. It returns what Run returned, or the error of the final
 // flush of the records.
-func runEngine(ctx context.Context, ios *IOStreams, warn *warnings, eng *fetch.Engine, inputs []fetch.Input, out io.Writer, quiet bool, total func(context.Context) int64) (*fetch.Report, error) {
+func runEngine(ctx context.Context, ios *IOStreams, warn *warnings, eng *fetch.Engine, inputs []input.Source, out io.Writer, quiet bool, total func(context.Context) int64) (*fetch.Report, error) {
 	ow := &outputWriter{w: guardWrites(ctx, out)}
 	w := results.NewJSONLWriter(ow)
 	defer onSecondInterrupt(ctx, eng.StopNow)()
@@ -614,17 +615,17 @@ func runResult(report *fetch.Report, err error) error {
 
 // openInputs opens every input in order, so that an unreadable one is found
 // before any request; "-" and no input at all are standard input.
-func openInputs(ios *IOStreams, names []string) ([]fetch.Input, func(), error) {
+func openInputs(ios *IOStreams, names []string) ([]input.Source, func(), error) {
 	var files []*os.File
 	closeAll := func() {
 		for _, f := range files {
 			f.Close()
 		}
 	}
-	var inputs []fetch.Input
+	var inputs []input.Source
 	for _, name := range inputNames(names) {
 		if name == "-" {
-			inputs = append(inputs, fetch.Input{Name: "-", R: ios.In})
+			inputs = append(inputs, input.Source{Name: "-", R: ios.In})
 			continue
 		}
 		f, err := os.Open(name)
@@ -642,7 +643,7 @@ func openInputs(ios *IOStreams, names []string) ([]fetch.Input, func(), error) {
 			return nil, nil, fmt.Errorf("input: %w", err)
 		}
 		files = append(files, f)
-		inputs = append(inputs, fetch.Input{Name: name, R: f})
+		inputs = append(inputs, input.Source{Name: name, R: f})
 	}
 	return inputs, closeAll, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
 )
@@ -156,7 +157,7 @@ func Test_NewCmdFetch(t *testing.T) {
 		{
 			name:    "distributed mode",
 			args:    []string{"--redis", "redis://127.0.0.1:1", "--namespace", "n1", "--shard", "2/3", "--lease-ttl", "3s"},
-			wantCfg: func(c *fetch.Config) { c.Shard = fetch.Shard{K: 2, N: 3} },
+			wantCfg: func(c *fetch.Config) { c.Shard = input.Shard{K: 2, N: 3} },
 			wantOpts: func(t *testing.T, o *FetchOptions) {
 				if len(o.Redis) != 1 || o.Redis[0] != "redis://127.0.0.1:1" || o.Namespace != "n1" || o.LeaseTTL != 3*time.Second {
 					t.Errorf("distributed options = %q %q %s", o.Redis, o.Namespace, o.LeaseTTL)

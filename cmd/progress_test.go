@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 )
 
@@ -425,19 +426,19 @@ func TestProgressTotal(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		names  []string
-		shard  fetch.Shard
+		shard  input.Shard
 		resume bool
 		want   int64 // -1: unknown; else counted from the lines
 	}{
-		{"every line", []string{urls}, fetch.Shard{}, false, 0},
-		{"shard 1/2", []string{urls}, fetch.Shard{K: 1, N: 2}, false, 0},
-		{"shard 2/2", []string{urls}, fetch.Shard{K: 2, N: 2}, false, 0},
-		{"shard 3/7", []string{urls}, fetch.Shard{K: 3, N: 7}, false, 0},
-		{"resume", []string{urls}, fetch.Shard{}, true, 0},
-		{"resume shard 1/2", []string{urls}, fetch.Shard{K: 1, N: 2}, true, 0},
-		{"resume shard 2/3", []string{urls}, fetch.Shard{K: 2, N: 3}, true, 0},
-		{"standard input", []string{urls, "-"}, fetch.Shard{}, false, -1},
-		{"a file gone", []string{urls, filepath.Join(dir, "gone.txt")}, fetch.Shard{}, false, -1},
+		{"every line", []string{urls}, input.Shard{}, false, 0},
+		{"shard 1/2", []string{urls}, input.Shard{K: 1, N: 2}, false, 0},
+		{"shard 2/2", []string{urls}, input.Shard{K: 2, N: 2}, false, 0},
+		{"shard 3/7", []string{urls}, input.Shard{K: 3, N: 7}, false, 0},
+		{"resume", []string{urls}, input.Shard{}, true, 0},
+		{"resume shard 1/2", []string{urls}, input.Shard{K: 1, N: 2}, true, 0},
+		{"resume shard 2/3", []string{urls}, input.Shard{K: 2, N: 3}, true, 0},
+		{"standard input", []string{urls, "-"}, input.Shard{}, false, -1},
+		{"a file gone", []string{urls, filepath.Join(dir, "gone.txt")}, input.Shard{}, false, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := tc.want
@@ -490,8 +491,8 @@ func TestProgressTotalMatchesRun(t *testing.T) {
 		"not a url",
 		"http://user:pw@" + host + "/" + strings.Repeat("a", 9000),
 		base + "/" + strings.Repeat("b", 20000) + "@x",
-		base + "/" + strings.Repeat("c", fetch.MaxLineBytes-len(base)-1), // the longest line fetched
-		base + "/" + strings.Repeat("d", fetch.MaxLineBytes-len(base)),   // one byte more
+		base + "/" + strings.Repeat("c", input.MaxLineBytes-len(base)-1), // the longest line fetched
+		base + "/" + strings.Repeat("d", input.MaxLineBytes-len(base)),   // one byte more
 		strings.Repeat(" ", 20000) + base + "/after-space",
 	}
 	for i := range 120 {
@@ -504,13 +505,13 @@ func TestProgressTotalMatchesRun(t *testing.T) {
 	ctx := context.Background()
 	for _, step := range []struct {
 		name   string
-		shard  fetch.Shard
+		shard  input.Shard
 		resume bool
 	}{
-		{"shard 1/2", fetch.Shard{K: 1, N: 2}, false},
-		{"resume shard 2/3", fetch.Shard{K: 2, N: 3}, true},
-		{"resume", fetch.Shard{}, true},
-		{"resume again", fetch.Shard{}, true},
+		{"shard 1/2", input.Shard{K: 1, N: 2}, false},
+		{"resume shard 2/3", input.Shard{K: 2, N: 3}, true},
+		{"resume", input.Shard{}, true},
+		{"resume again", input.Shard{}, true},
 	} {
 		var before []byte
 		var done *results.DoneSet
@@ -561,7 +562,7 @@ func TestRun_progressTotal(t *testing.T) {
 	t.Cleanup(free) // before srv.Close, which waits for the handlers
 
 	dir := t.TempDir()
-	shard := fetch.Shard{K: 1, N: 2}
+	shard := input.Shard{K: 1, N: 2}
 	var list, prior strings.Builder
 	var want int64
 	for n := 1; n <= 100; n++ {

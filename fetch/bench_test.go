@@ -9,6 +9,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/proxies"
 )
@@ -102,7 +103,7 @@ func BenchmarkPerURL(b *testing.B) {
 			w := results.NewJSONLWriter(io.Discard)
 			b.ReportAllocs()
 			b.ResetTimer()
-			rep, err := e.Run(context.Background(), []fetch.Input{{Name: "-", R: &urlLines{base: tg.URL, size: bc.size, n: b.N}}}, w)
+			rep, err := e.Run(context.Background(), []input.Source{{Name: "-", R: &urlLines{base: tg.URL, size: bc.size, n: b.N}}}, w)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/fetch-dev/fetch/fetch/input"
 )
 
 // copyBufferSize is the size of a body's copy buffer, io.Copy's own.
@@ -45,7 +47,7 @@ func (b *buffers) put(p *[]byte) {
 // readBody reads the whole body, within --max-body, into the save file when
 // --save-dir is set and to nowhere otherwise. It returns the bytes read,
 // the file written, and the start of the body with Config.KeepBody.
-func (e *Engine) readBody(j *job, resp *http.Response, body io.Reader) (int64, string, []byte, error) {
+func (e *Engine) readBody(j *input.Line, resp *http.Response, body io.Reader) (int64, string, []byte, error) {
 	var head *headWriter
 	if e.cfg.KeepBody > 0 {
 		head = &headWriter{max: e.cfg.KeepBody}
@@ -73,7 +75,7 @@ func (h *headWriter) Write(p []byte) (int, error) {
 // copyBody copies body within --max-body: into a file of --save-dir when
 // it is set, to head when it is not nil. Saving is a function of its own
 // so that each has few enough returns for its defers to be open-coded.
-func (e *Engine) copyBody(j *job, resp *http.Response, body io.Reader, head *headWriter) (int64, string, error) {
+func (e *Engine) copyBody(j *input.Line, resp *http.Response, body io.Reader, head *headWriter) (int64, string, error) {
 	if e.cfg.tooLarge(resp.ContentLength) {
 		return 0, "", fmt.Errorf("%w: Content-Length %d > %d", errTooLarge, resp.ContentLength, e.cfg.MaxBody)
 	}
@@ -93,7 +95,7 @@ func (e *Engine) copyBody(j *job, resp *http.Response, body io.Reader, head *hea
 // saveBody copies body into a temporary file of --save-dir through buf
 // (and to head when it is not nil), and renames the file to the URL's save
 // name once all of it is there; on any failure the file is removed.
-func (e *Engine) saveBody(j *job, body io.Reader, head *headWriter, buf []byte) (int64, string, error) {
+func (e *Engine) saveBody(j *input.Line, body io.Reader, head *headWriter, buf []byte) (int64, string, error) {
 	tmp, err := os.CreateTemp(e.cfg.SaveDir, partialPrefix+"*")
 	if err != nil {
 		return 0, "", &saveError{err}
@@ -233,9 +235,9 @@ func (w saveWriter) Write(p []byte) (int, error) {
 // (letters, digits, dot, dash and underscore only, never a path separator or
 // a name starting with a dot) and cut short, then a hash of the input, line
 // and URL so that different lines never share a file.
-func saveName(j *job) string {
+func saveName(j *input.Line) string {
 	var b strings.Builder
-	for _, r := range j.url.Host + j.url.EscapedPath() {
+	for _, r := range j.URL.Host + j.URL.EscapedPath() {
 		switch {
 		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
 			b.WriteRune(r)
@@ -247,6 +249,6 @@ func saveName(j *job) string {
 		}
 	}
 	base := strings.TrimLeft(b.String(), ".")
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%d\x00%s", j.input, j.line, j.url.String())))
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%d\x00%s", j.Input, j.Number, j.URL.String())))
 	return base + "-" + hex.EncodeToString(sum[:6])
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -60,7 +61,7 @@ func TestNewDropsTheList(t *testing.T) {
 		// The proxy takes only the first identity's credentials: the
 		// least-used policy gives the first URL to the first identity.
 		w := &countWriter{}
-		_, err = e.Run(context.Background(), []fetch.Input{{Name: "-", R: strings.NewReader(fmt.Sprintf("%s/a\n", tg.URL))}}, w)
+		_, err = e.Run(context.Background(), []input.Source{{Name: "-", R: strings.NewReader(fmt.Sprintf("%s/a\n", tg.URL))}}, w)
 		if err != nil || w.ok.Load() != 1 {
 			t.Errorf("collect %v: %d of 1 URL ok through the first identity, %v", collect, w.ok.Load(), err)
 		}

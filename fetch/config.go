@@ -13,6 +13,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/internal/clock"
 	"github.com/fetch-dev/fetch/limits"
@@ -133,8 +134,8 @@ type Config struct {
 	NewScheduler func(limits.Config) (limits.Scheduler, error)
 
 	// Shard, if N > 0, takes only the input lines of shard K of N (see
-	// Shard).
-	Shard Shard
+	// input.Shard).
+	Shard input.Shard
 
 	ConnectTimeout time.Duration // dns + connect + proxy handshake + tls, one attempt
 	HeaderTimeout  time.Duration // request written -> response headers, one attempt

@@ -13,19 +13,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/internal/clock"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
 	"golang.org/x/sync/errgroup"
 )
-
-// Input is one source of URL lines: a file as named on the command line, or
-// "-" for standard input.
-type Input struct {
-	Name string
-	R    io.Reader
-}
 
 // RecordWriter receives each finished record exactly once. Write is called
 // from one goroutine at a time. If it also has a Flush() error method, the
@@ -237,7 +231,7 @@ var ErrInterrupted = errors.New("fetch: interrupted")
 // stops taking lines, gives work in flight the grace period, records what is
 // still unfinished as cancelled, and returns the report (Interrupted set)
 // with an error wrapping ErrInterrupted and context.Canceled.
-func (e *Engine) Run(ctx context.Context, inputs []Input, w RecordWriter) (*Report, error) {
+func (e *Engine) Run(ctx context.Context, inputs []input.Source, w RecordWriter) (*Report, error) {
 	start := e.clock().now()
 	coll := newCollector(start, e.cfg.ReportHosts, e.cfg.ReportProxies, e.routes)
 	e.coll.Store(coll)
@@ -407,7 +401,7 @@ const maxJobsQueued = 64
 // admit ends, closes jobs, and sends its error (nil when every line was
 // taken) to done. Run does not wait for it once admitting has stopped: a
 // read from a pipe or a terminal may block for ever, and is left behind.
-func (e *Engine) read(admit context.Context, inputs []Input, jobs *jobQueue, done chan<- error) {
+func (e *Engine) read(admit context.Context, inputs []input.Source, jobs *jobQueue, done chan<- error) {
 	defer jobs.close()
 	err := readInputs(admit, inputs, e.cfg.Shard, e.cfg.Done, &e.skipped, jobs)
 	if err == nil {
@@ -417,6 +411,29 @@ func (e *Engine) read(admit context.Context, inputs []Input, jobs *jobQueue, don
 		e.sched.Drain() // every line is taken: the scheduler may plan the tail
 	}
 	done <- err
+}
+
+// readInputs streams the URL lines of every input, in order, to jobs, the
+// lines of other shards than shard passed over and those done lists
+// counted in skipped. It stops early, returning ctx.Err(), when ctx is
+// done. Memory does not grow with the length of the inputs.
+func readInputs(ctx context.Context, inputs []input.Source, shard input.Shard, done *results.DoneSet, skipped *atomic.Int64, jobs *jobQueue) error {
+	for _, in := range inputs {
+		s := input.NewScanner(in, shard, done)
+		for s.Scan() {
+			if s.Done() {
+				skipped.Add(1)
+				continue
+			}
+			if err := jobs.put(ctx, s.Line()); err != nil {
+				return err
+			}
+		}
+		if err := s.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fetch is the fetching stage: it runs the jobs from jobs, at most
@@ -528,13 +545,13 @@ func (e *Engine) write(w RecordWriter, records <-chan *results.Record, coll *col
 // runJob fetches one URL line within its total deadline and returns its
 // record. Attempts run under ctx (which outlives an interrupt by the grace
 // period); waits for a permit or a retry end when admit does.
-func (e *Engine) runJob(ctx, admit context.Context, j *job, tr *tracker, coll *collector) *results.Record {
+func (e *Engine) runJob(ctx, admit context.Context, j *input.Line, tr *tracker, coll *collector) *results.Record {
 	clk := e.clock()
 	start := clk.now()
-	rec := &results.Record{URL: j.shown, Input: j.input, Line: j.line, Tries: []results.Try{}}
+	rec := &results.Record{URL: j.Shown, Input: j.Input, Line: j.Number, Tries: []results.Try{}}
 	defer func() { rec.ElapsedMS = millis(clk.since(start)) }()
-	if j.invalid != "" {
-		rec.Error = &results.Error{Phase: results.PhaseInput, Kind: results.KindInvalid, Message: j.invalid}
+	if j.Invalid != "" {
+		rec.Error = &results.Error{Phase: results.PhaseInput, Kind: results.KindInvalid, Message: j.Invalid}
 		return rec
 	}
 	// The total deadline. Each attempt's context carries it, and the
@@ -619,16 +636,16 @@ func (e *Engine) try(res result) results.Try {
 // of it runs under one context, which tr makes from ctx: it has the URL's
 // deadline, and is cancelled when the attempt is over or tr stops it (the
 // deadline, a per-phase limit, a lost lease).
-func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan struct{}, j *job, avoid []int, tr *tracker, coll *collector) (res result) {
+func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan struct{}, j *input.Line, avoid []int, tr *tracker, coll *collector) (res result) {
 	clk := e.clock()
 	start := clk.now()
 	res.proxy = -1
 	skip := func() bool { // the host is down: no attempt
-		n, down := e.hostFails.down(j.host)
+		n, down := e.hostFails.down(j.Host)
 		if down {
 			res.elapsed = clk.since(start)
 			res.phases = queueTimes(millis(res.elapsed))
-			res.err = e.skippedError(j.host, n)
+			res.err = e.skippedError(j.Host, n)
 		}
 		return down
 	}
@@ -639,7 +656,7 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 	defer cancel() // runs last, once the lease is given back
 	gen := tr.begin(ctx, cancel, start, deadline)
 	ctx = tr.context()
-	lease, err := e.sched.Acquire(ctx, limits.Request{Host: j.host, Avoid: avoid, Stop: stop})
+	lease, err := e.sched.Acquire(ctx, limits.Request{Host: j.Host, Avoid: avoid, Stop: stop})
 	if err == nil && skip() { // it went down while this waited
 		tr.finish()
 		lease.Release()
@@ -679,21 +696,21 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 // third (respond), so that each has few enough defers and returns for the
 // compiler to open-code its defers: a deferred call the runtime has to
 // find by unwinding the stack cost about 2,000 instructions a URL.
-func (e *Engine) leased(ctx context.Context, start time.Time, j *job, tr *tracker, gen uint64, lease *limits.Lease, coll *collector) (res result) {
+func (e *Engine) leased(ctx context.Context, start time.Time, j *input.Line, tr *tracker, gen uint64, lease *limits.Lease, coll *collector) (res result) {
 	clk := e.clock()
 	res.proxy = lease.Proxy
 	rt := &e.routes[lease.Proxy]
-	tr.leased(rt.handshake(j.url), rt.via())
+	tr.leased(rt.handshake(j.URL), rt.via())
 	defer func() { // after the body is closed and the tracker has finished
 		sawByte := tr.sawByte.Load()
 		switch {
 		case noResponse(rt, res, sawByte):
-			e.hostFails.failed(j.host)
+			e.hostFails.failed(j.Host)
 		case res.status != 0 || sawByte:
-			e.hostFails.answered(j.host)
+			e.hostFails.answered(j.Host)
 		}
 		if res.banned {
-			coll.ban(rt, j.host)
+			coll.ban(rt, j.Host)
 		}
 		o := outcome(rt, res)
 		if o == limits.ProxyFault || o == limits.Rejected {
@@ -723,17 +740,17 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *job, tr *tracke
 		if res.err != nil && res.err.Phase == "" {
 			res.err.Phase = phase
 		}
-		coll.attempt(rt, j.host, res.ok, lease.ProxyInFlight, lease.HostInFlight, &res.phases)
+		coll.attempt(rt, j.Host, res.ok, lease.ProxyInFlight, lease.HostInFlight, &res.phases)
 	}()
 
-	req := e.newRequest(tr.withHooks(), j.url)
+	req := e.newRequest(tr.withHooks(), j.URL)
 	tr.set(results.IndexConnect)
 	c := e.transports.client(rt)
 	resp, err := c.Do(req)
 	if err != nil {
 		res.err = e.failure(err, tr.current(), ctx, tr)
 		res.targetSide = targetSide(err)
-		res.inTunnel = rt.tunnels(j.url) && afterTunnel(res.err.Phase)
+		res.inTunnel = rt.tunnels(j.URL) && afterTunnel(res.err.Phase)
 		res.rejected = credentialsRejected(err)
 		return res
 	}
@@ -744,7 +761,7 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *job, tr *tracke
 
 // respond reads resp, the answer to an attempt on rt, into res: a ban, a
 // status to retry, or the body.
-func (e *Engine) respond(ctx context.Context, j *job, tr *tracker, rt *route, resp *http.Response, res *result) {
+func (e *Engine) respond(ctx context.Context, j *input.Line, tr *tracker, rt *route, resp *http.Response, res *result) {
 	clk := e.clock()
 	res.status = resp.StatusCode
 	body := &tr.body

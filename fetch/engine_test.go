@@ -16,6 +16,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
@@ -119,7 +120,7 @@ func runEngineErr(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*resu
 func runEngineReport(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*results.Record, *fetch.Report, error) {
 	t.Helper()
 	w := &memWriter{}
-	rep, err := e.Run(context.Background(), []fetch.Input{{Name: "urls.txt", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
+	rep, err := e.Run(context.Background(), []input.Source{{Name: "urls.txt", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
 	if rep == nil {
 		t.Fatalf("no report: %v", err)
 	}

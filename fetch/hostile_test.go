@@ -13,6 +13,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/proxies"
 )
@@ -157,7 +158,7 @@ func runLines(t *testing.T, cfg fetch.Config, lines ...string) ([]*results.Recor
 		t.Fatal(err)
 	}
 	w := &memWriter{}
-	rep, err := e.Run(context.Background(), []fetch.Input{{Name: "u", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
+	rep, err := e.Run(context.Background(), []input.Source{{Name: "u", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -40,7 +41,7 @@ func BenchmarkIdentities(b *testing.B) {
 	for i := range urls {
 		fmt.Fprintf(&sb, "%s/i/%d?size=64\n", tg.URL, i)
 	}
-	input := sb.String()
+	lines := sb.String()
 	for _, n := range []int{10, 10_000, 100_000} {
 		b.Run(fmt.Sprintf("identities=%d", n), func(b *testing.B) {
 			cfg := fetch.DefaultConfig()
@@ -79,7 +80,7 @@ func BenchmarkIdentities(b *testing.B) {
 				w := &countWriter{}
 				b.StartTimer()
 				start := time.Now()
-				rep, err := e.Run(context.Background(), []fetch.Input{{Name: "-", R: strings.NewReader(input)}}, w)
+				rep, err := e.Run(context.Background(), []input.Source{{Name: "-", R: strings.NewReader(lines)}}, w)
 				ns += float64(time.Since(start))
 				b.StopTimer()
 				runtime.ReadMemStats(&m2)

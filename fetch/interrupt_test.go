@@ -12,6 +12,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
@@ -33,7 +34,7 @@ func TestInterruptWithBlockedInput(t *testing.T) {
 	time.AfterFunc(200*time.Millisecond, cancel)
 	start := time.Now()
 	w := &memWriter{}
-	rep, err := e.Run(ctx, []fetch.Input{{Name: "-", R: pr}}, w)
+	rep, err := e.Run(ctx, []input.Source{{Name: "-", R: pr}}, w)
 	if !errors.Is(err, fetch.ErrInterrupted) || !rep.Interrupted {
 		t.Fatalf("err %v, interrupted %v; want interrupted", err, rep.Interrupted)
 	}
@@ -105,7 +106,7 @@ func TestWriteFailureStopsRun(t *testing.T) {
 		lines = append(lines, fmt.Sprintf("%s/w/%d", tg.URL, i))
 	}
 	start := time.Now()
-	_, err = e.Run(context.Background(), []fetch.Input{{Name: "u", R: strings.NewReader(strings.Join(lines, "\n"))}}, &failingWriter{})
+	_, err = e.Run(context.Background(), []input.Source{{Name: "u", R: strings.NewReader(strings.Join(lines, "\n"))}}, &failingWriter{})
 	if err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("err %v, want the write error", err)
 	}
@@ -168,7 +169,7 @@ func TestSilentHTTPSProxyLeaksNothing(t *testing.T) {
 	// timeout, no TLS handshake may still be waiting on the proxy: Run's
 	// own clean-up at its end must not be what ends them.
 	w := &stackCheckWriter{t: t, after: len(lines), wait: 3 * cfg.ConnectTimeout}
-	if _, err := e.Run(context.Background(), []fetch.Input{{Name: "u", R: strings.NewReader(strings.Join(lines, "\n"))}}, w); err != nil {
+	if _, err := e.Run(context.Background(), []input.Source{{Name: "u", R: strings.NewReader(strings.Join(lines, "\n"))}}, w); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range w.recs {
@@ -239,7 +240,7 @@ func runInterrupted(t *testing.T, cfg fetch.Config, prefix string) (*memWriter, 
 	defer cancel()
 	time.AfterFunc(250*time.Millisecond, cancel)
 	w := &memWriter{}
-	rep, err := e.Run(ctx, []fetch.Input{{Name: "u", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
+	rep, err := e.Run(ctx, []input.Source{{Name: "u", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
 	return w, rep, err
 }
 
@@ -279,7 +280,7 @@ func TestInterruptCutsExchanges(t *testing.T) {
 			w := &memWriter{}
 			lines := fmt.Sprintf("%s/a?%s\n%s/b?%s\n", tg.URL, tc.query, tg.URL, tc.query)
 			start := time.Now()
-			_, err = e.Run(ctx, []fetch.Input{{Name: "u", R: strings.NewReader(lines)}}, w)
+			_, err = e.Run(ctx, []input.Source{{Name: "u", R: strings.NewReader(lines)}}, w)
 			if !errors.Is(err, context.Canceled) {
 				t.Errorf("run: %v, want context.Canceled", err)
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 )
 
@@ -47,7 +48,7 @@ func TestReport_manyHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	rep, err := e.Run(context.Background(), []fetch.Input{{Name: "-", R: &hostLines{n: n}}}, results.NewJSONLWriter(io.Discard))
+	rep, err := e.Run(context.Background(), []input.Source{{Name: "-", R: &hostLines{n: n}}}, results.NewJSONLWriter(io.Discard))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
@@ -339,7 +340,7 @@ func runOpen(t *testing.T, cfg fetch.Config, lines []string) *fetch.Report {
 	pr, pw := io.Pipe()
 	go func() { io.WriteString(pw, strings.Join(lines, "\n")+"\n") }()
 	w := &closingWriter{n: len(lines), done: func() { pw.Close() }}
-	rep, err := e.Run(context.Background(), []fetch.Input{{Name: "urls.txt", R: pr}}, w)
+	rep, err := e.Run(context.Background(), []input.Source{{Name: "urls.txt", R: pr}}, w)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,10 @@
 package fetch
 
-import "context"
+import (
+	"context"
+
+	"github.com/fetch-dev/fetch/fetch/input"
+)
 
 // jobQueue carries jobs from the reader to the workers. It holds a few
 // jobs read ahead, so that a worker that comes free finds one waiting, and
@@ -13,7 +17,7 @@ import "context"
 // admitting stops are not taken: they get no record, and a resumed run
 // takes their lines again.
 type jobQueue struct {
-	jobs chan *job
+	jobs chan *input.Line
 	low  int           // the reader is woken when at most this many are queued
 	room chan struct{} // a token: the queue fell to low (or below) since the reader last looked
 }
@@ -21,12 +25,12 @@ type jobQueue struct {
 // newJobQueue returns a queue that holds up to n jobs (at least 1).
 func newJobQueue(n int) *jobQueue {
 	n = max(n, 1)
-	return &jobQueue{jobs: make(chan *job, n), low: n / 2, room: make(chan struct{}, 1)}
+	return &jobQueue{jobs: make(chan *input.Line, n), low: n / 2, room: make(chan struct{}, 1)}
 }
 
 // put queues j, waiting while the queue is full. It returns ctx.Err()
 // once ctx is done, without queueing j.
-func (q *jobQueue) put(ctx context.Context, j *job) error {
+func (q *jobQueue) put(ctx context.Context, j *input.Line) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err // select below would pick at random when there is room
@@ -62,7 +66,7 @@ func (q *jobQueue) close() { close(q.jobs) }
 
 // take returns the next job, or false once admit has ended or the queue is
 // closed and empty.
-func (q *jobQueue) take(admit context.Context) (*job, bool) {
+func (q *jobQueue) take(admit context.Context) (*input.Line, bool) {
 	if admit.Err() != nil {
 		return nil, false // select below would pick at random when a job is also ready
 	}

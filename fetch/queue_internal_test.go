@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/fetch-dev/fetch/fetch/input"
 )
 
 // TestJobQueueWakesReaderAtHalf: a reader that finds the queue full
@@ -15,7 +17,7 @@ func TestJobQueueWakesReaderAtHalf(t *testing.T) {
 	fill := func(from, to int) {
 		t.Helper()
 		for i := from; i < to; i++ {
-			if err := q.put(ctx, &job{line: i}); err != nil {
+			if err := q.put(ctx, &input.Line{Number: i}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -23,7 +25,7 @@ func TestJobQueueWakesReaderAtHalf(t *testing.T) {
 	take := func(want int) {
 		t.Helper()
 		j, ok := q.take(ctx)
-		if !ok || j.line != want {
+		if !ok || j.Number != want {
 			t.Fatalf("took %+v, %v; want line %d", j, ok, want)
 		}
 	}
@@ -42,7 +44,7 @@ func TestJobQueueWakesReaderAtHalf(t *testing.T) {
 	fill(4, 6) // full again: 2, 3, 4, 5
 	<-q.room   // the token from before: the reader has looked since
 	put := make(chan error, 1)
-	go func() { put <- q.put(ctx, &job{line: 6}) }()
+	go func() { put <- q.put(ctx, &input.Line{Number: 6}) }()
 	stillWaiting(t, put, "put", "into a full queue")
 	take(2)
 	take(3)
@@ -85,11 +87,11 @@ func returns(t *testing.T, done <-chan error, what, why string) {
 func TestJobQueueStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	q := newJobQueue(1)
-	if err := q.put(ctx, &job{}); err != nil {
+	if err := q.put(ctx, &input.Line{}); err != nil {
 		t.Fatal(err)
 	}
 	put := make(chan error, 1)
-	go func() { put <- q.put(ctx, &job{}) }()
+	go func() { put <- q.put(ctx, &input.Line{}) }()
 	cancel()
 	if err := <-put; err != context.Canceled {
 		t.Errorf("put: %v, want context.Canceled", err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/proxies"
 )
@@ -60,7 +61,7 @@ func FuzzRecordSecrets(f *testing.F) {
 			return // too short to tell from other text, or not one line
 		}
 		line := before + password + after
-		if strings.ContainsAny(line, "\r\n") || len(line) > fetch.MaxLineBytes {
+		if strings.ContainsAny(line, "\r\n") || len(line) > input.MaxLineBytes {
 			return
 		}
 		trimmed := strings.TrimSpace(strings.TrimPrefix(line, "\ufeff"))
@@ -75,7 +76,7 @@ func FuzzRecordSecrets(f *testing.F) {
 		}
 		var out bytes.Buffer
 		w := results.NewJSONLWriter(&out)
-		if _, err := e.Run(context.Background(), []fetch.Input{{Name: "fuzz.txt", R: strings.NewReader(line + "\n")}}, w); err != nil {
+		if _, err := e.Run(context.Background(), []input.Source{{Name: "fuzz.txt", R: strings.NewReader(line + "\n")}}, w); err != nil {
 			t.Fatal(err)
 		}
 		if err := w.Flush(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 )
 
@@ -121,7 +122,7 @@ func fetchOne(t *testing.T, cfg fetch.Config, line string) *results.Record {
 	}
 	defer e.Close()
 	var w lastRecord
-	if _, err := e.Run(context.Background(), []fetch.Input{{Name: "urls.txt", R: strings.NewReader(line)}}, &w); err != nil {
+	if _, err := e.Run(context.Background(), []input.Source{{Name: "urls.txt", R: strings.NewReader(line)}}, &w); err != nil {
 		t.Fatal(err)
 	}
 	if w.rec == nil {

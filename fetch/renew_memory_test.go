@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 )
 
@@ -50,7 +51,7 @@ func TestFailingHostsMemory(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		rep, err := e.Run(context.Background(), []Input{{Name: "u", R: strings.NewReader(in)}}, discardRecords{})
+		rep, err := e.Run(context.Background(), []input.Source{{Name: "u", R: strings.NewReader(in)}}, discardRecords{})
 		if err != nil || rep.Jobs != hosts || rep.OK != 0 {
 			t.Fatalf("err %v, %d jobs, %d ok, by kind %v", err, rep.Jobs, rep.OK, rep.ByKind)
 		}

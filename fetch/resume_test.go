@@ -8,6 +8,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 )
 
@@ -30,7 +31,7 @@ func TestRun_resumeSkipsDone(t *testing.T) {
 	// without its user information) and has been corrected since: its
 	// text is its old record's URL, but not the URL it is now.
 	corrected := "HTTP://" + strings.TrimPrefix(target.URL, "http://") + "/g?size=1"
-	input := strings.Join([]string{u("/a?size=1"), u("/b?size=1"), u("/c?size=1"), u("/a?size=1"), "bad",
+	list := strings.Join([]string{u("/a?size=1"), u("/b?size=1"), u("/c?size=1"), u("/a?size=1"), "bad",
 		otherwise, u("/e?size=1"), " \t" + u("/f?size=1") + " ", corrected}, "\n") + "\n"
 	previous := fmt.Sprintf(`{"url":%q,"input":"urls","line":1,"ok":true,"error":null}
 {"url":%q,"input":"urls","line":2,"ok":false,"error":{"phase":"body","kind":"cancelled","message":"interrupted"}}
@@ -51,7 +52,7 @@ func TestRun_resumeSkipsDone(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := &memWriter{}
-	rep, err := eng.Run(context.Background(), []fetch.Input{{Name: "urls", R: strings.NewReader(input)}}, w)
+	rep, err := eng.Run(context.Background(), []input.Source{{Name: "urls", R: strings.NewReader(list)}}, w)
 	if err != nil {
 		t.Fatal(err)
 	}

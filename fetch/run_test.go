@@ -9,6 +9,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 )
 
@@ -45,7 +46,7 @@ func TestHugeConcurrencyCostsNothingUpFront(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	w := &goroutineWriter{}
-	rep, err := e.Run(context.Background(), []fetch.Input{{Name: "u", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
+	rep, err := e.Run(context.Background(), []input.Source{{Name: "u", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)
 	runtime.ReadMemStats(&after)
 	if err != nil || rep.OK != urls {
 		t.Fatalf("err %v, %d of %d ok: %+v", err, rep.OK, urls, rep.ByKind)

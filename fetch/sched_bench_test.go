@@ -10,6 +10,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
@@ -103,7 +104,7 @@ func BenchmarkScheduler(b *testing.B) {
 					}
 					lw := &latencyWriter{sum: map[string]float64{}, n: map[string]int{}}
 					start := time.Now()
-					rep, err := e.Run(context.Background(), []fetch.Input{{Name: "-", R: strings.NewReader(sb.String())}}, lw)
+					rep, err := e.Run(context.Background(), []input.Source{{Name: "-", R: strings.NewReader(sb.String())}}, lw)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
@@ -106,7 +107,7 @@ func TestSecrets(t *testing.T) {
 			}
 			var out bytes.Buffer
 			jw := results.NewJSONLWriter(&out)
-			rep, err := e.Run(context.Background(), []fetch.Input{{Name: "urls.txt", R: strings.NewReader(strings.Join(lines, "\n"))}}, jw)
+			rep, err := e.Run(context.Background(), []input.Source{{Name: "urls.txt", R: strings.NewReader(strings.Join(lines, "\n"))}}, jw)
 			stopped := errors.Is(err, limits.ErrNoUsableProxy) // a wrong password: the proxy is rejected
 			if err != nil && !stopped {
 				t.Fatal(err)

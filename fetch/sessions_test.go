@@ -17,6 +17,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/proxies"
 )
@@ -430,7 +431,7 @@ func TestSessionsStartUp(t *testing.T) {
 	runtime.ReadMemStats(&built)
 	start = time.Now()
 	w := &statsWriter{stats: &after} // measures while the run is under way
-	if _, err := e.Run(context.Background(), []fetch.Input{{Name: "u", R: strings.NewReader(target.URL + "/one")}}, w); err != nil {
+	if _, err := e.Run(context.Background(), []input.Source{{Name: "u", R: strings.NewReader(target.URL + "/one")}}, w); err != nil {
 		t.Fatal(err)
 	}
 	tookRun := time.Since(start)

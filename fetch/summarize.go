@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 )
 
@@ -282,7 +283,7 @@ func (s *summarizer) count(rec *results.Record) {
 	if len(rec.Tries) == 0 && rec.Proxy == "" {
 		return // no attempt: an invalid line, or one that never got a permit
 	}
-	_, host, why := parseTarget(rec.URL)
+	_, host, why := input.ParseTarget(rec.URL)
 	if why != "" {
 		host = ""
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
@@ -138,7 +139,7 @@ func TestIdleConnectionsBoundedInTotal(t *testing.T) {
 				}
 			}()
 			w := &countWriter{}
-			rep, err := e.Run(context.Background(), []fetch.Input{{Name: "-", R: strings.NewReader(sb.String())}}, w)
+			rep, err := e.Run(context.Background(), []input.Source{{Name: "-", R: strings.NewReader(sb.String())}}, w)
 			close(stop)
 			wg.Wait()
 			if err != nil {
@@ -186,7 +187,7 @@ func TestConnectionsKeptAlivePerProxy(t *testing.T) {
 		fmt.Fprintf(&sb, "%s/k/%d?size=64\n", tg.URL, i)
 	}
 	w := &countWriter{}
-	if _, err := e.Run(context.Background(), []fetch.Input{{Name: "-", R: strings.NewReader(sb.String())}}, w); err != nil {
+	if _, err := e.Run(context.Background(), []input.Source{{Name: "-", R: strings.NewReader(sb.String())}}, w); err != nil {
 		t.Fatal(err)
 	}
 	if w.ok.Load() != 400 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/results"
 )
 
@@ -52,7 +53,7 @@ func TestRecordsAreNotStale(t *testing.T) {
 	in := tg.URL + "/slow?delay=10s\n" + tg.URL + "/fast\n"
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.Run(ctx, []fetch.Input{{Name: "u", R: strings.NewReader(in)}}, w)
+		_, err := e.Run(ctx, []input.Source{{Name: "u", R: strings.NewReader(in)}}, w)
 		done <- err
 	}()
 	start := time.Now()
@@ -97,7 +98,7 @@ func TestRecordsAreWrittenInBlocks(t *testing.T) {
 	out := &writeCounter{}
 	w := results.NewJSONLWriter(out)
 	start := time.Now()
-	rep, err := e.Run(context.Background(), []fetch.Input{{Name: "u", R: strings.NewReader(in.String())}}, w)
+	rep, err := e.Run(context.Background(), []input.Source{{Name: "u", R: strings.NewReader(in.String())}}, w)
 	if err != nil || rep.OK != urls {
 		t.Fatalf("err %v, %d of %d ok", err, rep.OK, urls)
 	}

@@ -1,4 +1,11 @@
-package fetch
+// Package input reads the URL lines a run takes: lines split and kept as
+// the run keeps them (a byte order mark on any line, long lines cut,
+// blank and comment lines passed over), the shard a line belongs to, the
+// lines --resume finds finished, and each line parsed into the URL to
+// fetch and what its record shows, credentials removed. It is its own
+// package so that the engine and the command's progress total read inputs
+// with one implementation (Scanner, Count).
+package input
 
 import (
 	"bufio"
@@ -13,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"unicode"
 
 	"github.com/fetch-dev/fetch/fetch/results"
@@ -22,38 +28,73 @@ import (
 // MaxLineBytes is the longest URL line fetched; a longer line is invalid.
 const MaxLineBytes = 8 << 10
 
-// job is one URL line taken for work.
-type job struct {
-	input   string
-	line    int
-	url     *url.URL // nil when invalid
-	shown   string   // the URL as written to the record: credentials removed
-	host    string   // target host:port
-	invalid string   // why the line is not fetched, or ""
+// Line is one URL line taken for work: where it is, the URL it holds, and
+// what its record shows.
+type Line struct {
+	Input   string   // the name of its input
+	Number  int      // its line number in the input, from 1
+	URL     *url.URL // nil when invalid
+	Shown   string   // the URL as written to the record: credentials removed
+	Host    string   // target host:port
+	Invalid string   // why the line is not fetched, or ""
 }
 
 var bom = []byte{0xEF, 0xBB, 0xBF}
 
-// readInputs streams the URL lines of every input, in order, to jobs. It
-// skips blank and comment lines and stops early, returning ctx.Err(), when
-// ctx is done. Memory does not grow with the length of the inputs.
-// Lines of other shards than shard are passed over; lines that done lists
-// are counted in skipped.
-func readInputs(ctx context.Context, inputs []Input, shard Shard, done *results.DoneSet, skipped *atomic.Int64, jobs *jobQueue) error {
-	for _, in := range inputs {
-		if err := readInput(ctx, in, shard, done, skipped, jobs); err != nil {
-			return err
-		}
-	}
-	return nil
+// Source is one input of URL lines: a file as named on the command line,
+// or "-" for standard input.
+type Source struct {
+	Name string
+	R    io.Reader
 }
 
-func readInput(ctx context.Context, in Input, shard Shard, done *results.DoneSet, skipped *atomic.Int64, jobs *jobQueue) error {
-	br := bufio.NewReaderSize(in.R, 16<<10)
-	for n := 1; ; n++ {
-		raw, long, first, err := readLine(br)
+// Scanner reads the URL lines of one input as a run takes them, one
+// physical line after another: it passes over blank and comment lines
+// (after a byte order mark, which may start any line: inputs may be files
+// put end to end) and the lines of other shards, and tells which of the
+// others done already finished (--resume). A line longer than MaxLineBytes
+// is read to its end, but only its start is kept: memory does not grow
+// with the length of the input or of its lines. The engine reads its
+// inputs with one, and the command counts the lines a run takes with one
+// (see Count), so that the two cannot disagree. A Scanner is not safe for
+// concurrent use.
+type Scanner struct {
+	in    Source
+	br    *bufio.Reader
+	shard Shard
+	done  *results.DoneSet
+	ctx   context.Context // Count's: looked at every 4,096 lines; nil for none
+
+	n      int     // the current line's number
+	raw    rawLine // the current line as read: valid until the next Scan
+	long   bool
+	first  int
+	line   *Line // the current line parsed, once it is
+	isDone bool
+	end    bool // no line is left
+	err    error
+}
+
+// NewScanner returns a Scanner of in's lines in shard (every line for the
+// zero Shard), done telling those already finished (nil for none).
+func NewScanner(in Source, shard Shard, done *results.DoneSet) *Scanner {
+	return &Scanner{in: in, br: bufio.NewReaderSize(in.R, 16<<10), shard: shard, done: done}
+}
+
+// Scan advances to the next line of the input that is neither blank nor a
+// comment, in the shard; it returns false at the end of the input, or on
+// a read error (see Err).
+func (s *Scanner) Scan() bool {
+	for !s.end {
+		s.n++
+		if s.ctx != nil && s.n%4096 == 0 && s.ctx.Err() != nil {
+			s.err, s.end = s.ctx.Err(), true
+			return false
+		}
+		raw, long, first, err := readLine(s.br)
 		if err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("fetch: reading %s line %d: %w", in.Name, n, err)
+			s.err, s.end = fmt.Errorf("fetch: reading %s line %d: %w", s.in.Name, s.n, err), true
+			return false
 		}
 		// A byte order mark starts a file; it may start any line of an
 		// input made of several files (cat a.txt b.txt).
@@ -61,45 +102,68 @@ func readInput(ctx context.Context, in Input, shard Shard, done *results.DoneSet
 			raw.kept = raw.kept[len(bom):]
 			first = firstNonSpace(raw.kept)
 		}
-		if err != nil && len(raw.kept) == 0 && !long {
-			return nil // end of input
-		}
-		var j *job
-		switch {
-		case first < 0 || first == '#' || !shard.takes(in.Name, n, raw.kept):
-		case done.Len() > 0 && !long && doneAsWritten(done, in.Name, n, bytes.TrimSpace(raw.kept)):
-			// The line is written as its record shows it, as most lists
-			// are: skipped without parsing it. Parsing every line of a
-			// resumed run of millions filled the heap with garbage while
-			// the done set was at its largest (3,000,000 records: a peak
-			// of 103 MiB RSS; now 58).
-			skipped.Add(1)
-		default:
-			j = parseLine(in.Name, n, raw, long, first)
-			if done.Has(j.input, j.line, j.shown) {
-				skipped.Add(1)
-				j = nil
-			}
-		}
-		if j != nil {
-			if err := jobs.put(ctx, j); err != nil {
-				return err
-			}
-		}
 		if err != nil {
-			return nil
+			s.end = true // the last line, if it holds anything
+			if len(raw.kept) == 0 && !long {
+				return false
+			}
 		}
+		if first < 0 || first == '#' || !s.shard.takes(s.in.Name, s.n, raw.kept) {
+			continue
+		}
+		s.raw, s.long, s.first, s.line, s.isDone = raw, long, first, nil, false
+		if s.done.Len() > 0 {
+			if t := bytes.TrimSpace(raw.kept); !long && plainURL(t) {
+				// The line is written as its record shows it, as most lists
+				// are: looked up without parsing it. Parsing every line of
+				// a resumed run of millions filled the heap with garbage
+				// while the done set was at its largest (3,000,000 records:
+				// a peak of 103 MiB RSS; now 58).
+				s.isDone = s.done.HasBytes(s.in.Name, s.n, t)
+			} else {
+				// Looked up by the URL its record shows: a line whose text
+				// is some record's URL but not its own shown URL (a line
+				// corrected since the last run) is not taken for done.
+				l := s.Line()
+				s.isDone = s.done.Has(l.Input, l.Number, l.Shown)
+			}
+		}
+		return true
 	}
+	return false
 }
 
-// doneAsWritten reports whether done has line n of input, looked up by
-// its text as written, without parsing it or allocating: for a line fetch
-// shows as written (plainURL), whose record shows exactly that text. Any
-// other line is not looked up here (false): the caller parses it and asks
-// Has, so that a line whose text is some record's URL but not its own
-// shown URL (a line corrected since the last run) is not taken for done.
-func doneAsWritten(done *results.DoneSet, input string, n int, text []byte) bool {
-	return plainURL(text) && done.HasBytes(input, n, text)
+// Done reports whether the line Scan stopped at already has a final record
+// in done: the run skips it.
+func (s *Scanner) Done() bool { return s.isDone }
+
+// Line returns the line Scan stopped at, parsed for work: its URL, or why
+// it is invalid, and what its record shows. It is parsed once, when first
+// asked for.
+func (s *Scanner) Line() *Line {
+	if s.line == nil {
+		s.line = parseLine(s.in.Name, s.n, s.raw, s.long, s.first)
+	}
+	return s.line
+}
+
+// Err returns the error that ended the scan, or nil at the end of the
+// input.
+func (s *Scanner) Err() error { return s.err }
+
+// Count returns how many lines of in a run takes with shard and done
+// (which may be nil): those a Scanner stops at that done does not hold.
+// It stops early with ctx's error once ctx is done.
+func Count(ctx context.Context, in Source, shard Shard, done *results.DoneSet) (int64, error) {
+	s := NewScanner(in, shard, done)
+	s.ctx = ctx
+	var n int64
+	for s.Scan() {
+		if !s.Done() {
+			n++
+		}
+	}
+	return n, s.Err()
 }
 
 // plainURL reports whether b is a URL that fetch shows as it is written, so
@@ -209,29 +273,29 @@ func firstNonSpace(b []byte) int {
 	return -1
 }
 
-// parseLine turns one line into a job, or nil for a blank or comment line.
+// parseLine turns one line into a Line, or nil for a blank or comment line.
 // first is the line's first byte that is not white space, -1 for none.
-func parseLine(input string, n int, raw rawLine, long bool, first int) *job {
+func parseLine(input string, n int, raw rawLine, long bool, first int) *Line {
 	if first < 0 || first == '#' {
 		return nil
 	}
 	s := strings.TrimSpace(string(raw.kept))
-	j := &job{input: input, line: n}
+	j := &Line{Input: input, Number: n}
 	if long {
-		j.shown = longShown(s, raw.atPastKept)
-		j.invalid = fmt.Sprintf("line longer than %d bytes", MaxLineBytes)
+		j.Shown = longShown(s, raw.atPastKept)
+		j.Invalid = fmt.Sprintf("line longer than %d bytes", MaxLineBytes)
 		return j
 	}
-	u, host, why := parseTarget(s)
+	u, host, why := ParseTarget(s)
 	if why != "" {
-		j.shown = redactLine(s)
-		j.invalid = why
+		j.Shown = redactLine(s)
+		j.Invalid = why
 		return j
 	}
-	j.url, j.host = u, host
+	j.URL, j.Host = u, host
 	shown := *u
 	shown.User = nil
-	j.shown = shown.String()
+	j.Shown = shown.String()
 	return j
 }
 
@@ -289,9 +353,10 @@ func isScheme(s string) bool {
 // parts of net/url's errors that quote the line.
 var quotedRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\s*"(?:[^"\\]|\\.)*"`) })
 
-// parseTarget checks that s is an absolute http or https URL and returns it
-// with its host:port key, or the reason it is not fetched.
-func parseTarget(s string) (*url.URL, string, string) {
+// ParseTarget checks that s is an absolute http or https URL and returns
+// it with its host:port key (the host in lower case, the scheme's port
+// when it names none), or the reason it is not fetched.
+func ParseTarget(s string) (u *url.URL, host, why string) {
 	u, err := url.Parse(s)
 	if err != nil {
 		var ue *url.Error

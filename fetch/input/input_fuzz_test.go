@@ -1,8 +1,7 @@
-package fetch
+package input
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -10,12 +9,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-
-	"github.com/fetch-dev/fetch/fetch/fetchtest"
-	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // Credential markers: the fuzzer's "{user}" and "{pass}" become these, so
@@ -32,26 +26,15 @@ func expandMarks(s string) string {
 	return strings.NewReplacer("{user}", userMark, "{pass}", passMark).Replace(s)
 }
 
-// jobsOf reads data as one input and returns its jobs.
-func jobsOf(t testing.TB, data []byte) []*job {
-	q := newJobQueue(4)
-	var jobs []*job
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			j, ok := q.take(context.Background())
-			if !ok {
-				return
-			}
-			jobs = append(jobs, j)
-		}
-	}()
-	err := readInputs(context.Background(), []Input{{Name: "fuzz.txt", R: bytes.NewReader(data)}}, Shard{}, nil, new(atomic.Int64), q)
-	q.close()
-	<-done
-	if err != nil {
-		t.Fatalf("readInputs: %v", err)
+// jobsOf reads data as one input and returns its lines parsed for work.
+func jobsOf(t testing.TB, data []byte) []*Line {
+	s := NewScanner(Source{Name: "fuzz.txt", R: bytes.NewReader(data)}, Shard{}, nil)
+	var jobs []*Line
+	for s.Scan() {
+		jobs = append(jobs, s.Line())
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("Scan: %v", err)
 	}
 	return jobs
 }
@@ -147,46 +130,46 @@ func FuzzParseLine(f *testing.F) {
 		}
 		physical := strings.Split(string(data), "\n")
 		for i, j := range jobs {
-			if j.line != want[i] || j.input != "fuzz.txt" {
-				t.Fatalf("job %d is %s:%d, want fuzz.txt:%d", i, j.input, j.line, want[i])
+			if j.Number != want[i] || j.Input != "fuzz.txt" {
+				t.Fatalf("job %d is %s:%d, want fuzz.txt:%d", i, j.Input, j.Number, want[i])
 			}
-			if (j.url == nil) == (j.invalid == "") {
-				t.Fatalf("line %d: url %v and invalid %q: want exactly one", j.line, j.url, j.invalid)
+			if (j.URL == nil) == (j.Invalid == "") {
+				t.Fatalf("line %d: url %v and invalid %q: want exactly one", j.Number, j.URL, j.Invalid)
 			}
-			if j.url != nil {
+			if j.URL != nil {
 				// What records show (and --resume keys on) is String's form.
-				shown := *j.url
+				shown := *j.URL
 				shown.User = nil
-				if j.shown != shown.String() {
-					t.Fatalf("line %d: shown %q, want %q", j.line, j.shown, shown.String())
+				if j.Shown != shown.String() {
+					t.Fatalf("line %d: shown %q, want %q", j.Number, j.Shown, shown.String())
 				}
 			}
 			// A URL is shown as it is requested: bytes that need it are
 			// percent-encoded, which can make it up to three times longer.
-			if len(j.shown) > 3*MaxLineBytes+8 {
-				t.Fatalf("line %d: shown URL of %d bytes", j.line, len(j.shown))
+			if len(j.Shown) > 3*MaxLineBytes+8 {
+				t.Fatalf("line %d: shown URL of %d bytes", j.Number, len(j.Shown))
 			}
-			for _, m := range secretMarks(physical[j.line-1]) {
-				for _, s := range []string{j.shown, j.invalid} {
+			for _, m := range secretMarks(physical[j.Number-1]) {
+				for _, s := range []string{j.Shown, j.Invalid} {
 					if strings.Contains(s, m) {
-						t.Fatalf("line %d: credentials in %q", j.line, s)
+						t.Fatalf("line %d: credentials in %q", j.Number, s)
 					}
 				}
 			}
-			if j.url == nil {
+			if j.URL == nil {
 				continue
 			}
-			if j.url.Scheme != "http" && j.url.Scheme != "https" || j.url.Host == "" {
-				t.Fatalf("line %d: job for %v", j.line, j.url)
+			if j.URL.Scheme != "http" && j.URL.Scheme != "https" || j.URL.Host == "" {
+				t.Fatalf("line %d: job for %v", j.Number, j.URL)
 			}
-			if h, p, err := net.SplitHostPort(j.host); err != nil || h == "" || p == "" {
-				t.Fatalf("line %d: host key %q: %v", j.line, j.host, err)
+			if h, p, err := net.SplitHostPort(j.Host); err != nil || h == "" || p == "" {
+				t.Fatalf("line %d: host key %q: %v", j.Number, j.Host, err)
 			}
-			if _, err := http.NewRequest(http.MethodGet, j.url.String(), nil); err != nil {
-				t.Fatalf("line %d: valid line, but no request can be made: %v", j.line, err)
+			if _, err := http.NewRequest(http.MethodGet, j.URL.String(), nil); err != nil {
+				t.Fatalf("line %d: valid line, but no request can be made: %v", j.Number, err)
 			}
-			if su, err := url.Parse(j.shown); err != nil || su.User != nil {
-				t.Fatalf("line %d: shown %q (%v) keeps userinfo or does not parse", j.line, j.shown, err)
+			if su, err := url.Parse(j.Shown); err != nil || su.User != nil {
+				t.Fatalf("line %d: shown %q (%v) keeps userinfo or does not parse", j.Number, j.Shown, err)
 			}
 		}
 	})
@@ -224,121 +207,25 @@ func TestHugeLineMemory(t *testing.T) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	q := newJobQueue(4)
-	err := readInputs(context.Background(), []Input{{Name: "huge", R: &endless{prefix: "http://example.com/", n: size}}}, Shard{}, nil, new(atomic.Int64), q)
+	s := NewScanner(Source{Name: "huge", R: &endless{prefix: "http://example.com/", n: size}}, Shard{}, nil)
+	var jobs []*Line
+	for s.Scan() {
+		jobs = append(jobs, s.Line())
+	}
 	runtime.ReadMemStats(&after)
-	q.close()
-	if err != nil {
+	if err := s.Err(); err != nil {
 		t.Fatal(err)
 	}
-	var jobs []*job
-	for j := range q.jobs {
-		jobs = append(jobs, j)
-	}
-	if len(jobs) != 1 || jobs[0].invalid == "" || jobs[0].line != 1 {
+	if len(jobs) != 1 || jobs[0].Invalid == "" || jobs[0].Number != 1 {
 		t.Fatalf("jobs %+v, want one invalid job for line 1", jobs)
 	}
-	if len(jobs[0].shown) > 512 {
-		t.Errorf("shown URL of %d bytes", len(jobs[0].shown))
+	if len(jobs[0].Shown) > 512 {
+		t.Errorf("shown URL of %d bytes", len(jobs[0].Shown))
 	}
 	// Allocations by the rest of the process count too; 2 MiB is still a
 	// fifth of the line.
 	if got := after.TotalAlloc - before.TotalAlloc; got > 2<<20 {
 		t.Errorf("reading a %d-byte line allocated %d bytes", size, got)
-	}
-}
-
-// recorder keeps records in memory.
-type recorder struct {
-	mu   sync.Mutex
-	recs []*results.Record
-}
-
-func (r *recorder) Write(rec *results.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.recs = append(r.recs, rec)
-	return nil
-}
-
-// TestBadInput runs bad inputs through the engine: every line taken gets a
-// record, bad lines as input/invalid with no request sent, and nothing
-// panics.
-func TestBadInput(t *testing.T) {
-	tg, err := fetchtest.StartTarget(fetchtest.TargetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tg.Close()
-	ok := tg.URL + "/ok?size=3"
-	type want struct {
-		line    int
-		invalid bool
-	}
-	cases := []struct {
-		name  string
-		input io.Reader
-		want  []want
-	}{
-		{"empty", strings.NewReader(""), nil},
-		{"bom only", strings.NewReader("\ufeff"), nil},
-		{"bom and crlf", strings.NewReader("\ufeff" + ok + "\r\n# c\r\n\r\n" + ok + "\r\n"), []want{{1, false}, {4, false}}},
-		{"binary garbage", bytes.NewReader([]byte("\x00\x01\xff\xfe\n\x89PNG\r\n\x1a\n" + ok + "\n\xc3\x28\n")),
-			[]want{{1, true}, {2, true}, {3, true}, {4, false}, {5, true}}},
-		{"control characters in a URL", strings.NewReader(ok + "\x00x\n" + tg.URL + "/a\x7fb\n"), []want{{1, true}, {2, true}}},
-		{"line over 8 KiB", strings.NewReader(tg.URL + "/" + strings.Repeat("x", MaxLineBytes) + "\n" + ok + "\n"), []want{{1, true}, {2, false}}},
-		{"comment and blank lines over 8 KiB", strings.NewReader("# " + strings.Repeat("c", MaxLineBytes) + "\n" + strings.Repeat(" ", MaxLineBytes+5) + "\n" + ok + "\n"), []want{{3, false}}},
-		{"line of exactly 8 KiB", strings.NewReader(tg.URL + "/" + strings.Repeat("x", MaxLineBytes-len(tg.URL)-1) + "\r\n"), []want{{1, false}}},
-		{"10 MiB line without a line end", &endless{prefix: ok, n: 10 << 20}, []want{{1, true}}},
-		{"bom at the start of a later file", strings.NewReader(ok + "\n\ufeff" + ok + "\n\ufeff# comment\n"), []want{{1, false}, {2, false}}},
-		{"port outside 1-65535", strings.NewReader(tg.URL[:strings.LastIndexByte(tg.URL, ':')] + ":0/\n" + "http://127.0.0.1:65536/\nhttp://127.0.0.1:99999999999999999999/\n"),
-			[]want{{1, true}, {2, true}, {3, true}}},
-		{"not absolute", strings.NewReader("//example.com/x\n/x\nexample.com\nhttp:/x\nhttp:x\n"),
-			[]want{{1, true}, {2, true}, {3, true}, {4, true}, {5, true}}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			tg.ResetStats()
-			cfg := DefaultConfig()
-			e, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := &recorder{}
-			if _, err := e.Run(context.Background(), []Input{{Name: "in", R: c.input}}, w); err != nil {
-				t.Fatal(err)
-			}
-			if len(w.recs) != len(c.want) {
-				t.Fatalf("%d records, want %d", len(w.recs), len(c.want))
-			}
-			byLine := map[int]*results.Record{}
-			for _, r := range w.recs {
-				byLine[r.Line] = r
-			}
-			valid := 0
-			for _, wt := range c.want {
-				r := byLine[wt.line]
-				if r == nil {
-					t.Fatalf("no record for line %d", wt.line)
-				}
-				if wt.invalid {
-					if r.OK || r.Error == nil || r.Error.Phase != results.PhaseInput || r.Error.Kind != results.KindInvalid || r.Attempts != 0 {
-						t.Errorf("line %d: ok=%v attempts=%d error %+v, want input/invalid", wt.line, r.OK, r.Attempts, r.Error)
-					}
-					if len(r.URL) > MaxLineBytes+8 {
-						t.Errorf("line %d: record URL of %d bytes", wt.line, len(r.URL))
-					}
-				} else {
-					valid++
-					if !r.OK {
-						t.Errorf("line %d: %+v", wt.line, r.Error)
-					}
-				}
-			}
-			if got := tg.Requests(); got != valid {
-				t.Errorf("target got %d requests, want %d: invalid lines must send none", got, valid)
-			}
-		})
 	}
 }
 
@@ -361,15 +248,15 @@ func TestInvalidLineCredentials(t *testing.T) {
 		{"http://u:S3CRET@h:99999/", "http://h:99999/"},
 	} {
 		jobs := jobsOf(t, []byte(tt.line+"\n"))
-		if len(jobs) != 1 || jobs[0].invalid == "" {
+		if len(jobs) != 1 || jobs[0].Invalid == "" {
 			t.Fatalf("%q: jobs %+v, want one invalid", tt.line, jobs)
 		}
 		j := jobs[0]
-		if j.shown != tt.shown {
-			t.Errorf("%q shown as %q, want %q", tt.line, j.shown, tt.shown)
+		if j.Shown != tt.shown {
+			t.Errorf("%q shown as %q, want %q", tt.line, j.Shown, tt.shown)
 		}
-		if strings.Contains(j.invalid, "S3C") || strings.Contains(j.invalid, "pw") {
-			t.Errorf("%q: message %q", tt.line, j.invalid)
+		if strings.Contains(j.Invalid, "S3C") || strings.Contains(j.Invalid, "pw") {
+			t.Errorf("%q: message %q", tt.line, j.Invalid)
 		}
 	}
 }
@@ -383,10 +270,10 @@ func TestLongLineCredentials(t *testing.T) {
 		"//user:" + strings.Repeat("S", 300) + "@example.com/" + strings.Repeat("a", MaxLineBytes),
 	} {
 		jobs := jobsOf(t, []byte(line+"\n"))
-		if len(jobs) != 1 || jobs[0].invalid == "" {
+		if len(jobs) != 1 || jobs[0].Invalid == "" {
 			t.Fatalf("jobs %+v", jobs)
 		}
-		if s := jobs[0].shown; strings.Contains(s, "user") || strings.Contains(s, "SSS") || strings.Contains(s, "pw") {
+		if s := jobs[0].Shown; strings.Contains(s, "user") || strings.Contains(s, "SSS") || strings.Contains(s, "pw") {
 			t.Errorf("record shows %q", s)
 		}
 	}
