@@ -11,6 +11,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/report"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits/redis/redistest"
 )
@@ -68,12 +69,12 @@ func TestDistributed_redisGoneStopsAndResumes(t *testing.T) {
 	if !strings.Contains(p.stderr.String(), "coordinator unreachable") || !strings.Contains(p.stderr.String(), "--resume") {
 		t.Errorf("stderr does not name the cause and the way on:\n%s", p.stderr.String())
 	}
-	var report fetch.Report
-	if b, err := os.ReadFile(rep); err != nil || json.Unmarshal(b, &report) != nil {
+	var stopped report.Report
+	if b, err := os.ReadFile(rep); err != nil || json.Unmarshal(b, &stopped) != nil {
 		t.Fatalf("report: %v", err)
 	}
-	if report.Stopped != fetch.StoppedCoordinator {
-		t.Errorf("report stopped %q, want %q", report.Stopped, fetch.StoppedCoordinator)
+	if stopped.Stopped != fetch.StoppedCoordinator {
+		t.Errorf("report stopped %q, want %q", stopped.Stopped, fetch.StoppedCoordinator)
 	}
 	first := recordsOf(t, out)
 	perLine := map[int]int{}
@@ -88,7 +89,7 @@ func TestDistributed_redisGoneStopsAndResumes(t *testing.T) {
 	if len(first) >= n {
 		t.Fatalf("the stopped run wrote %d records for %d lines: it did not stop", len(first), n)
 	}
-	t.Logf("the stopped run: %d records, by kind %v", len(first), report.ByKind)
+	t.Logf("the stopped run: %d records, by kind %v", len(first), stopped.ByKind)
 
 	rds.Restart()
 	p = startFetch(t, "", append([]string{"--resume"}, args...)...)

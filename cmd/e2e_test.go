@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/report"
 	"github.com/fetch-dev/fetch/fetch/results"
 )
 
@@ -52,13 +52,13 @@ func startLoopback(t *testing.T) *loopback {
 
 // readReport reads and decodes the report file at path; it returns its
 // bytes too, for messages.
-func readReport(t *testing.T, path string) (*fetch.Report, []byte) {
+func readReport(t *testing.T, path string) (*report.Report, []byte) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := &fetch.Report{}
+	rep := &report.Report{}
 	if err := json.Unmarshal(data, rep); err != nil {
 		t.Fatalf("%s: %v\n%s", path, err, data)
 	}
@@ -217,7 +217,7 @@ func TestRun_endToEnd(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var rep fetch.Report
+				var rep report.Report
 				if err := json.Unmarshal(data, &rep); err != nil {
 					t.Fatalf("report: %v\n%s", err, data)
 				}
@@ -247,7 +247,7 @@ func TestRun_interrupted(t *testing.T) {
 	lb := startLoopback(t)
 	dir := t.TempDir()
 	urls := writeFile(t, dir, "urls.txt", lb.target.URL+"/ok\n"+lb.target.URL+"/hang?hang=1\n")
-	report := filepath.Join(dir, "report.json")
+	reportPath := filepath.Join(dir, "report.json")
 	ios, _, stdout, stderr := Test()
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -261,7 +261,7 @@ func TestRun_interrupted(t *testing.T) {
 		cancel()
 	}()
 	start := time.Now()
-	code := Run(ctx, ios, []string{"-p", lb.proxyFile, "--grace", "100ms", "--report", report, urls})
+	code := Run(ctx, ios, []string{"-p", lb.proxyFile, "--grace", "100ms", "--report", reportPath, urls})
 	if code != ExitInterrupted {
 		t.Errorf("exit code %d, want %d; stderr:\n%s", code, ExitInterrupted, stderr)
 	}
@@ -280,11 +280,11 @@ func TestRun_interrupted(t *testing.T) {
 	if !strings.Contains(stderr.String(), "interrupted") {
 		t.Errorf("stderr does not say interrupted:\n%s", stderr)
 	}
-	data, err := os.ReadFile(report)
+	data, err := os.ReadFile(reportPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep fetch.Report
+	var rep report.Report
 	if err := json.Unmarshal(data, &rep); err != nil || !rep.Interrupted {
 		t.Errorf("report not marked interrupted (%v): %s", err, data)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/input"
+	"github.com/fetch-dev/fetch/fetch/report"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/proxies"
 	"github.com/spf13/cobra"
@@ -398,12 +399,12 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 			}
 		}
 	}()
-	var report *outputFile
+	var reportFile *outputFile
 	if opts.Report != "" {
-		if report, err = openOutput("--report", opts.Report, false); err != nil {
+		if reportFile, err = openOutput("--report", opts.Report, false); err != nil {
 			return usageError(err)
 		}
-		outs = append(outs, report)
+		outs = append(outs, reportFile)
 	}
 	prof := profiles{early: cpu}
 	if outs, err = prof.open(opts.CPUProfile, opts.MemProfile, outs); err != nil {
@@ -476,8 +477,8 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 			}
 		}()
 	}
-	if report != nil {
-		defer report.Close()
+	if reportFile != nil {
+		defer reportFile.Close()
 	}
 	stopProfiles, err := prof.start()
 	if err != nil {
@@ -505,8 +506,8 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 		fmt.Fprintf(ios.stderr(), "resumed %s: skipped %d %s it had already finished; the counts above are this run's only\n",
 			opts.Output, n, lines)
 	}
-	if report != nil && rep != nil {
-		if err := writeReport(report.f, rep); err != nil {
+	if reportFile != nil && rep != nil {
+		if err := writeReport(reportFile.f, rep); err != nil {
 			return fmt.Errorf("--report: %w", err)
 		}
 	}
@@ -560,7 +561,7 @@ func (opts *FetchOptions) outputFiles() []namedFile {
 // nil), writes the records to out as JSON lines, and prints the summary
 // unless quiet. It returns what Run returned, or the error of the final
 // flush of the records.
-func runEngine(ctx context.Context, ios *IOStreams, warn *warnings, eng *fetch.Engine, inputs []input.Source, out io.Writer, quiet bool, total func(context.Context) int64) (*fetch.Report, error) {
+func runEngine(ctx context.Context, ios *IOStreams, warn *warnings, eng *fetch.Engine, inputs []input.Source, out io.Writer, quiet bool, total func(context.Context) int64) (*report.Report, error) {
 	ow := &outputWriter{w: guardWrites(ctx, out)}
 	w := results.NewJSONLWriter(ow)
 	defer onSecondInterrupt(ctx, eng.StopNow)()
@@ -568,18 +569,18 @@ func runEngine(ctx context.Context, ios *IOStreams, warn *warnings, eng *fetch.E
 	if total != nil {
 		stop = startProgress(ctx, warn.out, eng, total, ios.stderrColumns)
 	}
-	report, err := eng.Run(ctx, inputs, w)
+	rep, err := eng.Run(ctx, inputs, w)
 	stop()
 	if ferr := w.Flush(); ferr != nil && err == nil {
 		err = fmt.Errorf("writing results: %w", ferr)
 	}
-	if report != nil && ow.err != nil {
-		report.Stopped = stoppedOutput
+	if rep != nil && ow.err != nil {
+		rep.Stopped = stoppedOutput
 	}
-	if report != nil && !quiet {
-		writeSummary(ios.stderr(), report) // through the lock: an interrupt's message may come meanwhile
+	if rep != nil && !quiet {
+		writeSummary(ios.stderr(), rep) // through the lock: an interrupt's message may come meanwhile
 	}
-	return report, err
+	return rep, err
 }
 
 // stoppedOutput is the report's "stopped" for a run whose results could not
@@ -601,13 +602,13 @@ func (o *outputWriter) Write(p []byte) (int, error) {
 }
 
 // runResult turns the outcome of a run into the command's error.
-func runResult(report *fetch.Report, err error) error {
+func runResult(rep *report.Report, err error) error {
 	switch {
 	case err != nil:
 		return err
-	case report != nil && report.Interrupted:
+	case rep != nil && rep.Interrupted:
 		return context.Canceled
-	case report != nil && report.Failed > 0:
+	case rep != nil && rep.Failed > 0:
 		return ErrNotAllOK
 	}
 	return nil
@@ -697,7 +698,7 @@ func (c ctxReader) Read(p []byte) (int, error) {
 }
 
 // writeReport writes r as one indented JSON document and closes f.
-func writeReport(f *os.File, r *fetch.Report) error {
+func writeReport(f *os.File, r *report.Report) error {
 	enc := json.NewEncoder(f)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(r); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"github.com/fetch-dev/fetch/fetch/report"
 	"github.com/fetch-dev/fetch/fetch/results"
 )
 
@@ -99,10 +100,10 @@ func TestPool_rejectedStops(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			urls := urlList(t, dir, target.URL, 10_000)
-			out, report := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "report.json")
+			out, reportPath := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "report.json")
 			ios, _, _, stderr := Test()
 			start := time.Now()
-			code := Run(context.Background(), ios, []string{"-k", "--proxy", tt.proxy(t), "-o", out, "--report", report, urls})
+			code := Run(context.Background(), ios, []string{"-k", "--proxy", tt.proxy(t), "-o", out, "--report", reportPath, urls})
 			took := time.Since(start)
 			if code != ExitNoProxy {
 				t.Fatalf("exit %d, want %d; stderr:\n%s", code, ExitNoProxy, stderr)
@@ -133,8 +134,8 @@ func TestPool_rejectedStops(t *testing.T) {
 					t.Fatalf("record %+v: want cancelled in the queue for no usable proxy", r)
 				}
 			}
-			var rep fetch.Report
-			b, _ := os.ReadFile(report)
+			var rep report.Report
+			b, _ := os.ReadFile(reportPath)
 			if err := json.Unmarshal(b, &rep); err != nil || rep.Stopped != fetch.StoppedNoProxy || rep.Jobs != len(recs) {
 				t.Errorf("report (%v): %s", err, b)
 			}
@@ -217,19 +218,19 @@ func TestPool_oneRejected(t *testing.T) {
 	tp := tinyproxy(t, "alice", "s3cret")
 	dir := t.TempDir()
 	urls := urlList(t, dir, target.URL, 2000)
-	report := filepath.Join(dir, "report.json")
+	reportPath := filepath.Join(dir, "report.json")
 	ios, _, _, stderr := Test()
 	code := Run(context.Background(), ios, []string{"-k", "--proxy-concurrency", "8",
 		"--proxy", withUser(tp.URL, "alice", "s3cret"), "--proxy", withUser(tp.URL, "alice", "wrong-pw"),
-		"-o", filepath.Join(dir, "out.jsonl"), "--report", report, urls})
+		"-o", filepath.Join(dir, "out.jsonl"), "--report", reportPath, urls})
 	if code != ExitOK {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
 	}
 	if n := strings.Count(stderr.String(), "rejected its credentials"); n != 1 {
 		t.Errorf("%d rejection warnings, want 1:\n%s", n, stderr)
 	}
-	var rep fetch.Report
-	b, _ := os.ReadFile(report)
+	var rep report.Report
+	b, _ := os.ReadFile(reportPath)
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/report"
 )
 
 // TestRun_profilesAndReportHosts runs fetch with --cpuprofile, --memprofile
@@ -29,10 +29,10 @@ func TestRun_profilesAndReportHosts(t *testing.T) {
 	}
 	in := writeFile(t, dir, "urls.txt", urls.String())
 	cpu, mem := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "mem.pprof")
-	out, report := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "report.json")
+	out, reportPath := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "report.json")
 	ios, _, _, stderr := Test()
 	code := Run(context.Background(), ios, []string{"-q", "-c", "1", "--retries", "0", "--report-hosts", "1",
-		"--cpuprofile", cpu, "--memprofile", mem, "-o", out, "--report", report, in})
+		"--cpuprofile", cpu, "--memprofile", mem, "-o", out, "--report", reportPath, in})
 	if code != ExitNotAllOK {
 		t.Fatalf("exit code %d, want %d; stderr:\n%s", code, ExitNotAllOK, stderr)
 	}
@@ -45,22 +45,22 @@ func TestRun_profilesAndReportHosts(t *testing.T) {
 			t.Errorf("%s: %d bytes, not a gzipped profile: %q", p, len(data), data[:min(len(data), 16)])
 		}
 	}
-	rep, data := readReport(t, report)
-	wantHosts := map[string]*fetch.HostReport{lb.target.Addr: {Attempts: 5, OK: 5, MaxInFlight: 1, Missed: 2}}
-	wantOther := &fetch.HostsOther{Hosts: 2, Counts: fetch.Counts{Attempts: 2, Failed: 2}}
+	rep, data := readReport(t, reportPath)
+	wantHosts := map[string]*report.Host{lb.target.Addr: {Attempts: 5, OK: 5, MaxInFlight: 1, Missed: 2}}
+	wantOther := &report.HostsOther{Hosts: 2, Counts: report.Counts{Attempts: 2, Failed: 2}}
 	if !reflect.DeepEqual(rep.Hosts, wantHosts) || !reflect.DeepEqual(rep.HostsOther, wantOther) {
 		t.Errorf("hosts %+v, hosts_other %+v; want %+v, %+v\n%s", rep.Hosts[lb.target.Addr], rep.HostsOther, wantHosts[lb.target.Addr], wantOther, data)
 	}
 
 	ios, _, stdout, stderr := Test()
-	code = Run(context.Background(), ios, []string{"summarize", "--report-hosts", "1", "--report", report, out})
+	code = Run(context.Background(), ios, []string{"summarize", "--report-hosts", "1", "--report", reportPath, out})
 	if code != ExitNotAllOK {
 		t.Fatalf("summarize exit code %d; stderr:\n%s", code, stderr)
 	}
 	if !strings.Contains(stdout.String(), "2 other hosts not listed") {
 		t.Errorf("summary does not mention the hosts not listed:\n%s", stdout)
 	}
-	rep, _ = readReport(t, report)
+	rep, _ = readReport(t, reportPath)
 	wantHosts[lb.target.Addr].MaxInFlight = 0 // records do not hold it
 	if !reflect.DeepEqual(rep.Hosts, wantHosts) || !reflect.DeepEqual(rep.HostsOther, wantOther) {
 		t.Errorf("summarize: hosts %+v, hosts_other %+v; want %+v, %+v", rep.Hosts[lb.target.Addr], rep.HostsOther, wantHosts[lb.target.Addr], wantOther)
@@ -114,10 +114,10 @@ func TestRun_reportProxies(t *testing.T) {
 	proxyFile := writeFile(t, dir, "ids.txt", list.String())
 	const urls = 62
 	in := writeFile(t, dir, "urls.txt", strings.Repeat(lb.target.URL+"/a?size=10\n", urls))
-	out, report := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "report.json")
+	out, reportPath := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "report.json")
 	ios, _, _, stderr := Test()
 	code := Run(context.Background(), ios, []string{"-q", "-c", "4", "--retries", "0", "--report-proxies", "3",
-		"--proxies", proxyFile, "-o", out, "--report", report, in})
+		"--proxies", proxyFile, "-o", out, "--report", reportPath, in})
 	if code != ExitOK {
 		t.Fatalf("exit code %d, want %d; stderr:\n%s", code, ExitOK, stderr)
 	}
@@ -135,7 +135,7 @@ func TestRun_reportProxies(t *testing.T) {
 	// check reads the report and says what is wrong with its proxies.
 	check := func(who string) {
 		t.Helper()
-		rep, data := readReport(t, report)
+		rep, data := readReport(t, reportPath)
 		o := rep.ProxiesOther
 		if len(rep.Proxies) != 3 || o == nil || o.Pools["gate"] == nil {
 			t.Fatalf("%s: %d proxies listed, proxies_other %+v; want 3, and others of pool gate\n%s", who, len(rep.Proxies), o, data)
@@ -157,7 +157,7 @@ func TestRun_reportProxies(t *testing.T) {
 	check("fetch")
 
 	ios, _, stdout, stderr := Test()
-	code = Run(context.Background(), ios, []string{"summarize", "--report-proxies", "3", "--report", report, out})
+	code = Run(context.Background(), ios, []string{"summarize", "--report-proxies", "3", "--report", reportPath, out})
 	if code != ExitOK {
 		t.Fatalf("summarize exit code %d; stderr:\n%s", code, stderr)
 	}

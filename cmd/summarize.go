@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/report"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/spf13/cobra"
 )
@@ -25,7 +25,7 @@ type SummarizeOptions struct {
 // NewCmdSummarize returns the summarize command. runF replaces the run
 // function in tests; nil runs summarizeRun.
 func NewCmdSummarize(ios *IOStreams, runF func(*SummarizeOptions) error) *cobra.Command {
-	opts := &SummarizeOptions{IO: ios, ReportHosts: fetch.DefaultReportHosts, ReportProxies: fetch.DefaultReportProxies}
+	opts := &SummarizeOptions{IO: ios, ReportHosts: report.DefaultHosts, ReportProxies: report.DefaultProxies}
 	cmd := &cobra.Command{
 		Use:   "summarize [--report FILE] RESULTS_FILE...",
 		Short: "Print the summary (and write the report) of results files",
@@ -88,7 +88,7 @@ func summarizeRun(ctx context.Context, opts *SummarizeOptions) (err error) {
 			f.Close()
 		}
 	}()
-	srcs := make([]fetch.ResultsSource, 0, len(opts.Files))
+	srcs := make([]report.Source, 0, len(opts.Files))
 	for _, name := range opts.Files {
 		f, err := os.Open(name)
 		if err == nil {
@@ -101,25 +101,25 @@ func summarizeRun(ctx context.Context, opts *SummarizeOptions) (err error) {
 		if err != nil {
 			return usageErrorf("summarize: %w", err)
 		}
-		srcs = append(srcs, fetch.ResultsSource{Name: name, Open: func() (io.ReadCloser, error) {
+		srcs = append(srcs, report.Source{Name: name, Open: func() (io.ReadCloser, error) {
 			return io.NopCloser(io.NewSectionReader(f, 0, 1<<62)), nil
 		}})
 	}
 
-	var report *outputFile
+	var reportFile *outputFile
 	if opts.Report != "" {
-		if report, err = openOutput("--report", opts.Report, false); err != nil {
+		if reportFile, err = openOutput("--report", opts.Report, false); err != nil {
 			return usageError(err)
 		}
 	}
 	started := false
 	defer func() {
-		if report != nil && !started {
-			report.abandon()
+		if reportFile != nil && !started {
+			reportFile.abandon()
 		}
 	}()
 
-	sum, err := fetch.SummarizeTop(ctx, srcs, opts.ReportHosts, opts.ReportProxies)
+	sum, err := report.SummarizeTop(ctx, srcs, opts.ReportHosts, opts.ReportProxies)
 	switch {
 	case errors.Is(err, results.ErrNotResults):
 		return usageError(err)
@@ -130,12 +130,12 @@ func summarizeRun(ctx context.Context, opts *SummarizeOptions) (err error) {
 	for _, name := range sum.Torn {
 		warn.warn(name + ": left out its torn last line")
 	}
-	if report != nil {
-		if err := report.start(); err != nil {
+	if reportFile != nil {
+		if err := reportFile.start(); err != nil {
 			return usageError(err)
 		}
 		started = true
-		if err := writeReport(report.f, sum.Report); err != nil {
+		if err := writeReport(reportFile.f, sum.Report); err != nil {
 			return fmt.Errorf("--report: %w", err)
 		}
 	}

@@ -13,19 +13,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/report"
 )
 
 // summarize runs fetch summarize with args and returns its exit code, its
 // report (read from --report), stdout and stderr.
-func summarize(t *testing.T, args ...string) (int, *fetch.Report, string, string) {
+func summarize(t *testing.T, args ...string) (int, *report.Report, string, string) {
 	t.Helper()
-	report := filepath.Join(t.TempDir(), "summary.json")
+	reportPath := filepath.Join(t.TempDir(), "summary.json")
 	ios, _, stdout, stderr := Test()
-	code := Run(context.Background(), ios, append([]string{"summarize", "--report", report}, args...))
-	var rep *fetch.Report
-	if data, err := os.ReadFile(report); err == nil {
-		rep = &fetch.Report{}
+	code := Run(context.Background(), ios, append([]string{"summarize", "--report", reportPath}, args...))
+	var rep *report.Report
+	if data, err := os.ReadFile(reportPath); err == nil {
+		rep = &report.Report{}
 		if err := json.Unmarshal(data, rep); err != nil {
 			t.Fatalf("report: %v\n%s", err, data)
 		}
@@ -35,7 +35,7 @@ func summarize(t *testing.T, args ...string) (int, *fetch.Report, string, string
 
 // totals are the figures of a report that a run gives whatever its
 // timing: everything but elapsed times, phases and what was in flight.
-func totals(r *fetch.Report) string {
+func totals(r *report.Report) string {
 	type counts struct{ Attempts, OK, Failed int }
 	proxies, hosts := map[string]counts{}, map[string]counts{}
 	for id, p := range r.Proxies {
@@ -123,7 +123,7 @@ func TestSummarize_resumedRunsAddUp(t *testing.T) {
 	if code != ExitNotAllOK || fromWhole == nil {
 		t.Fatalf("summarize: exit code %d, want %d; stderr:\n%s", code, ExitNotAllOK, errs)
 	}
-	var runReport fetch.Report
+	var runReport report.Report
 	if data, err := os.ReadFile(wholeReport); err != nil || json.Unmarshal(data, &runReport) != nil {
 		t.Fatalf("the run's report: %v", err)
 	}
@@ -200,11 +200,11 @@ func TestSummarize_files(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer os.Chdir(wd)
-			report := filepath.Join(dir, "new-report.json")
+			reportPath := filepath.Join(dir, "new-report.json")
 			ios, _, stdout, stderr := Test()
 			args := tt.args
 			if tt.name != "report is an input" && tt.name != "no file" && tt.name != "bad flag" {
-				args = append([]string{"summarize", "--report", report}, args[1:]...)
+				args = append([]string{"summarize", "--report", reportPath}, args[1:]...)
 			}
 			if code := Run(context.Background(), ios, args); code != ExitUsage {
 				t.Errorf("exit code %d, want %d; stderr:\n%s", code, ExitUsage, stderr)
@@ -215,7 +215,7 @@ func TestSummarize_files(t *testing.T) {
 			if stdout.Len() > 0 {
 				t.Errorf("stdout not empty:\n%s", stdout)
 			}
-			if _, err := os.Stat(report); err == nil {
+			if _, err := os.Stat(reportPath); err == nil {
 				t.Errorf("the report was made")
 			}
 			if after, _ := os.ReadFile(a); !bytes.Equal(before, after) {
@@ -232,7 +232,7 @@ func TestNewCmdSummarize(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if want := (&SummarizeOptions{IO: got.IO, Files: []string{"a.jsonl", "b.jsonl"}, Report: "r.json", ReportHosts: fetch.DefaultReportHosts, ReportProxies: fetch.DefaultReportProxies}); !reflect.DeepEqual(got, want) {
+	if want := (&SummarizeOptions{IO: got.IO, Files: []string{"a.jsonl", "b.jsonl"}, Report: "r.json", ReportHosts: report.DefaultHosts, ReportProxies: report.DefaultProxies}); !reflect.DeepEqual(got, want) {
 		t.Errorf("options %+v, want %+v", got, want)
 	}
 	cmd = NewCmdSummarize(&IOStreams{}, func(o *SummarizeOptions) error { got = o; return nil })

@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/report"
 	"github.com/fetch-dev/fetch/fetch/results"
 )
 
@@ -26,7 +26,7 @@ var summaryPhases = []string{results.PhaseHeaders, results.PhaseBody, results.Ph
 const maxPhaseColumns = 4
 
 // phaseColumns picks the phase columns for proxies.
-func phaseColumns(proxies map[string]*fetch.ProxyReport) []string {
+func phaseColumns(proxies map[string]*report.Proxy) []string {
 	var cols []string
 	for _, ph := range summaryPhases {
 		for _, p := range proxies {
@@ -58,7 +58,7 @@ const (
 // writeSummary prints the human summary of r: the totals, the failed
 // records by error kind and phase, the busiest and the most failing proxies
 // (a pool as one row) and hosts, and how many more the report holds.
-func writeSummary(w io.Writer, r *fetch.Report) {
+func writeSummary(w io.Writer, r *report.Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw)
 	if r.Stopped != "" {
@@ -121,11 +121,11 @@ func pickRows(rows []summaryRow) []summaryRow {
 // writeProxies prints the proxy table: a pool is one row, with the
 // attempts of its members the report does not list (other) added in; and
 // a line for the proxies the report does not list, when there are any.
-func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport, other *fetch.ProxiesOther) {
+func writeProxies(w io.Writer, proxies map[string]*report.Proxy, other *report.ProxiesOther) {
 	cols := phaseColumns(proxies)
 	type pool struct {
 		row     summaryRow
-		members []*fetch.ProxyReport
+		members []*report.Proxy
 	}
 	pools := map[string]*pool{}
 	var rows []summaryRow
@@ -138,7 +138,7 @@ func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport, other *fet
 			states[p.State]++
 		}
 		if p.Pool == "" {
-			rows = append(rows, summaryRow{name: id, attempts: p.Attempts, failed: p.Failed, cells: phaseCells(cols, []*fetch.ProxyReport{p})})
+			rows = append(rows, summaryRow{name: id, attempts: p.Attempts, failed: p.Failed, cells: phaseCells(cols, []*report.Proxy{p})})
 			continue
 		}
 		pl := pools[p.Pool]
@@ -150,7 +150,7 @@ func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport, other *fet
 		pl.row.failed += p.Failed
 		pl.members = append(pl.members, p)
 	}
-	var unlisted map[string]*fetch.Counts
+	var unlisted map[string]*report.Counts
 	unlistedChanged := 0
 	if other != nil {
 		unlisted = other.Pools
@@ -211,7 +211,7 @@ func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport, other *fet
 			plural(other.Proxies, "other proxy", "other proxies"), other.Attempts, other.Failed)
 		// The pool rows above have the attempts of their unlisted members
 		// already: say so, lest they be added up twice.
-		var inPools fetch.Counts
+		var inPools report.Counts
 		for _, c := range unlisted {
 			inPools.Attempts += c.Attempts
 			inPools.Failed += c.Failed
@@ -239,7 +239,7 @@ func writeProxies(w io.Writer, proxies map[string]*fetch.ProxyReport, other *fet
 
 // writeHosts prints the host table, and a line for the hosts the report
 // does not list (other), when there are any.
-func writeHosts(w io.Writer, hosts map[string]*fetch.HostReport, other *fetch.HostsOther) {
+func writeHosts(w io.Writer, hosts map[string]*report.Host, other *report.HostsOther) {
 	rows := make([]summaryRow, 0, len(hosts))
 	for h, x := range hosts {
 		inFlight := "-" // unknown, as in a report rebuilt from records
@@ -295,7 +295,7 @@ func writeTable(w io.Writer, head []string, rows []summaryRow) {
 // phaseCells are the phase columns cols of a proxy, or of the proxies of a pool:
 // for a pool, each quantile is the middle one of its proxies', weighted by
 // their attempts.
-func phaseCells(cols []string, ps []*fetch.ProxyReport) []string {
+func phaseCells(cols []string, ps []*report.Proxy) []string {
 	cells := make([]string, 0, len(cols))
 	for _, ph := range cols {
 		var p50, p95 []weighted

@@ -1,12 +1,10 @@
 package fetch
 
 import (
-	"cmp"
-	"math"
-	"slices"
 	"sync"
 	"time"
 
+	"github.com/fetch-dev/fetch/fetch/report"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 )
@@ -15,21 +13,13 @@ import (
 // for concurrent use.
 type collector struct {
 	mu      sync.Mutex
-	rep     Report
-	routes  []route       // the engine's, for their identities
-	byRoute []*proxyStats // by route index: found without hashing the identity
-	listed  int           // proxies the report lists (Config.ReportProxies)
-	kept    int           // state changes kept in all the proxies' Health (see maxHealthKept)
-	hosts   *hostTable
+	rep     report.Report
+	routes  []route              // the engine's, for their identities
+	byRoute []*report.ProxyStats // by route index: found without hashing the identity
+	listed  int                  // proxies the report lists (Config.ReportProxies)
+	kept    int                  // state changes kept in all the proxies' Health (see maxHealthKept)
+	hosts   *report.HostTable
 	start   time.Time
-}
-
-// proxyStats is what the collector keeps of one route: its part of the
-// report, and the durations of its attempts' phases.
-type proxyStats struct {
-	rep     ProxyReport
-	phases  phaseBins
-	stateAt float64 // AtMS of the last state change, kept or not (see maxStateChanges)
 }
 
 // stats returns rt's statistics, made when they are first needed: a pool
@@ -38,82 +28,46 @@ type proxyStats struct {
 // map that grows with the pool. Routes of the same identity (an Engine's
 // Config may list a proxy twice) are added up by report. Call with c.mu
 // held.
-func (c *collector) stats(rt *route) *proxyStats {
+func (c *collector) stats(rt *route) *report.ProxyStats {
 	ps := c.byRoute[rt.index]
 	if ps == nil {
-		ps = &proxyStats{rep: ProxyReport{Pool: rt.pool}} // PhasesMS: made by report
+		ps = &report.ProxyStats{Proxy: report.Proxy{Pool: rt.pool}} // PhasesMS: made by report
 		c.byRoute[rt.index] = ps
 	}
 	return ps
 }
 
-// merge adds o's statistics to ps's, as if their attempts and state
-// changes had been ps's: counts add up, the most in flight is the larger,
-// state changes are merged in time order and the state is the later one's.
-func (ps *proxyStats) merge(o *proxyStats) {
-	p, q := &ps.rep, &o.rep
-	p.Attempts += q.Attempts
-	p.OK += q.OK
-	p.Failed += q.Failed
-	p.Banned += q.Banned
-	p.MaxInFlight = max(p.MaxInFlight, q.MaxInFlight)
-	if q.State != "" && (p.State == "" || o.stateAt >= ps.stateAt) {
-		p.State, ps.stateAt = q.State, o.stateAt
-	}
-	p.HealthDropped += q.HealthDropped
-	if len(q.Health) > 0 {
-		p.Health = append(p.Health, q.Health...)
-		slices.SortStableFunc(p.Health, func(a, b StateChange) int { return cmp.Compare(a.AtMS, b.AtMS) })
-		if n := len(p.Health); n > maxStateChanges {
-			p.HealthDropped += n - maxStateChanges
-			p.Health = p.Health[:maxStateChanges]
-		}
-	}
-	ps.phases.merge(&o.phases)
-}
-
-// proxy returns rt's part of the report. Call with c.mu held.
-func (c *collector) proxy(rt *route) *ProxyReport { return &c.stats(rt).rep }
-
 // health notes a proxy's change of state.
 func (c *collector) health(rt *route, ev limits.HealthEvent) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ps := c.stats(rt)
-	p := &ps.rep
-	sc := StateChange{AtMS: millis(ev.At.Sub(c.start)), State: ev.State}
+	sc := report.StateChange{AtMS: millis(ev.At.Sub(c.start)), State: ev.State}
 	if ev.Cooldown > 0 {
 		sc.CooldownMS = millis(ev.Cooldown)
 	}
-	if len(p.Health) < maxStateChanges && c.kept < maxHealthKept {
-		p.Health = append(p.Health, sc)
+	if c.stats(rt).Change(sc, c.kept < maxHealthKept) {
 		c.kept++
-	} else {
-		p.HealthDropped++
 	}
-	p.State, ps.stateAt = ev.State, sc.AtMS
 }
 
-// maxStateChanges bounds the state changes kept per proxy, the first
-// ones, and maxHealthKept those kept for all the proxies together: a pool
-// of 100,000 proxies that go on failing and coming back keeps 3.2 MB of
-// them, not gigabytes. The others are counted (ProxyReport.HealthDropped).
-const (
-	maxStateChanges = 1000
-	maxHealthKept   = 100_000
-)
+// maxHealthKept bounds the state changes kept for all the proxies
+// together, the first ones (each proxy keeps at most its own share, see
+// report's bound): a pool of 100,000 proxies that go on failing and coming
+// back keeps 3.2 MB of them, not gigabytes. The others are counted
+// (report.Proxy.HealthDropped).
+const maxHealthKept = 100_000
 
 func newCollector(start time.Time, reportHosts, reportProxies int, routes []route) *collector {
 	c := &collector{
 		start:  start,
 		listed: reportProxies,
-		hosts:  newHostTable(reportHosts),
-		rep: Report{
+		hosts:  report.NewHostTable(reportHosts),
+		rep: report.Report{
 			ByKind:  map[string]int{},
 			ByPhase: map[string]int{},
 		},
 		routes:  routes,
-		byRoute: make([]*proxyStats, len(routes)),
+		byRoute: make([]*report.ProxyStats, len(routes)),
 	}
 	return c
 }
@@ -122,33 +76,8 @@ func newCollector(start time.Time, reportHosts, reportProxies int, routes []rout
 func (c *collector) attempt(rt *route, host string, ok bool, proxyInFlight, hostInFlight int, phases *results.PhaseTimes) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ps := c.stats(rt)
-	p := &ps.rep
-	c.hosts.add(host, ok, hostInFlight)
-	p.Attempts++
-	if ok {
-		p.OK++
-	} else {
-		p.Failed++
-	}
-	p.MaxInFlight = max(p.MaxInFlight, proxyInFlight)
-	ps.addPhases(phases)
-}
-
-// addPhases adds the durations of an attempt's phases.
-func (ps *proxyStats) addPhases(phases *results.PhaseTimes) {
-	for i := range results.NumPhases {
-		if ms, ok := phases.At(i); ok {
-			ps.phases.add(i, ms)
-		}
-	}
-}
-
-// finish fills in ps.rep.PhasesMS from the phases' durations and returns
-// ps.rep.
-func (ps *proxyStats) finish() *ProxyReport {
-	ps.rep.PhasesMS = ps.phases.quantiles()
-	return &ps.rep
+	c.hosts.Add(host, ok, hostInFlight)
+	c.stats(rt).Attempt(ok, proxyInFlight, phases)
 }
 
 // ban counts an attempt whose response was a ban, for its proxy and its
@@ -156,8 +85,8 @@ func (ps *proxyStats) finish() *ProxyReport {
 func (c *collector) ban(rt *route, host string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.proxy(rt).Banned++
-	c.hosts.ban(host)
+	c.stats(rt).Proxy.Banned++
+	c.hosts.Ban(host)
 }
 
 // record counts one record.
@@ -177,12 +106,12 @@ func (c *collector) record(r *results.Record) {
 }
 
 // report returns the finished Report.
-func (c *collector) report(elapsedMS float64) *Report {
+func (c *collector) report(elapsedMS float64) *report.Report {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rep := c.rep
 	rep.ElapsedMS = elapsedMS
-	rep.Hosts, rep.HostsOther = c.hosts.report()
+	rep.Hosts, rep.HostsOther = c.hosts.Report()
 	// A route's statistics, or for an identity of several routes, theirs
 	// added up in a copy (the routes' own stay as they are).
 	used := 0
@@ -191,245 +120,30 @@ func (c *collector) report(elapsedMS float64) *Report {
 			used++
 		}
 	}
-	byID := make(map[string]entry, used)
+	byID := make(map[string]*report.ProxyStats, used)
+	var summed map[string]bool // the identities whose statistics in byID are a copy made here
 	for i, ps := range c.byRoute {
 		if ps == nil {
 			continue
 		}
 		id := c.routes[i].id
-		e, ok := byID[id]
+		sum, ok := byID[id]
 		switch {
 		case !ok:
-			byID[id] = entry{ps: ps}
+			byID[id] = ps
 			continue
-		case !e.sum:
-			sum := &proxyStats{rep: ProxyReport{Pool: e.ps.rep.Pool}}
-			sum.merge(e.ps)
-			e = entry{ps: sum, sum: true}
-			byID[id] = e
+		case !summed[id]:
+			first := sum
+			sum = &report.ProxyStats{Proxy: report.Proxy{Pool: first.Proxy.Pool}}
+			sum.Merge(first)
+			byID[id] = sum
+			if summed == nil {
+				summed = map[string]bool{}
+			}
+			summed[id] = true
 		}
-		e.ps.merge(ps)
+		sum.Merge(ps)
 	}
-	rep.Proxies, rep.ProxiesOther = listProxies(byID, c.listed)
+	rep.Proxies, rep.ProxiesOther = report.ListProxies(byID, c.listed)
 	return &rep
-}
-
-// listProxies returns the report's proxies: the listed busiest (by
-// attempts, then by identity), and the rest summed up.
-func listProxies(byID map[string]entry, listed int) (map[string]*ProxyReport, *ProxiesOther) {
-	type idStats struct {
-		id string
-		ps *proxyStats
-	}
-	all := make([]idStats, 0, len(byID))
-	for id, e := range byID {
-		all = append(all, idStats{id, e.ps})
-	}
-	listed = max(listed, 0)
-	var other *ProxiesOther
-	if len(all) > listed {
-		// The busiest first: more attempts, then the smaller identity.
-		selectFirst(all, listed, func(a, b idStats) bool {
-			return a.ps.rep.Attempts > b.ps.rep.Attempts || a.ps.rep.Attempts == b.ps.rep.Attempts && a.id < b.id
-		})
-		other = &ProxiesOther{Proxies: len(all) - listed}
-		for _, x := range all[listed:] {
-			other.add(&x.ps.rep)
-		}
-		all = all[:listed]
-	}
-	proxies := make(map[string]*ProxyReport, len(all))
-	for _, x := range all {
-		proxies[x.id] = x.ps.finish()
-	}
-	return proxies, other
-}
-
-// selectFirst moves the k first elements of s in the order of before (a
-// strict total order) to s[:k], in no particular order, and the rest after
-// them: with a heap of the k, whose last is replaced by any later element
-// before it, in O(len(s) log k) and in practice about one comparison an
-// element, where sorting 100,000 proxies' statistics to list 1,000 took 17
-// comparisons each.
-func selectFirst[T any](s []T, k int, before func(a, b T) bool) {
-	if k <= 0 || k >= len(s) {
-		return
-	}
-	h := s[:k]
-	// A heap with the last of the k in order at its root.
-	down := func(i int) {
-		for {
-			j := 2*i + 1
-			if j >= k {
-				return
-			}
-			if j+1 < k && before(h[j], h[j+1]) {
-				j++
-			}
-			if !before(h[i], h[j]) {
-				return
-			}
-			h[i], h[j] = h[j], h[i]
-			i = j
-		}
-	}
-	for i := k/2 - 1; i >= 0; i-- {
-		down(i)
-	}
-	for i := k; i < len(s); i++ {
-		if before(s[i], h[0]) {
-			h[0], s[i] = s[i], h[0]
-			down(0)
-		}
-	}
-}
-
-// entry is a proxy's statistics in collector.report: a route's, or for an
-// identity of several routes, theirs added up in a copy.
-type entry struct {
-	ps  *proxyStats
-	sum bool // ps is a copy made to add routes up
-}
-
-// phaseBins keeps the durations of a proxy's attempts by phase, each in
-// a logarithmic bucket about 2% wide, so that its memory does not grow with
-// the number of attempts and its quantiles are within 2% of the exact ones.
-// A proxy of a large pool, with an attempt or two, has a handful of bins:
-// they are kept in place (few), in one list ordered by phase and then
-// bucket. Past fewBins each phase has its own list by bucket (hist): a
-// busy proxy has a few hundred bins a phase, and none more than the 1,400
-// or so between 1 µs and a day. A histogram for each phase, each with a
-// bin in place, was 432 bytes for every identity that carried an attempt.
-type phaseBins struct {
-	few  [fewBins]phaseBin
-	nfew uint8
-	hist *[results.NumPhases][]phaseBin // by phase, each by bucket, ascending; once there are more than fewBins, and few is then unused
-}
-
-// fewBins is how many bins a proxy keeps in place: those of an attempt
-// through a proxy, every phase but input (queue, dns, connect, proxy, tls,
-// request, headers, body), so that an attempt on a new tunnel to an
-// https target fits too.
-const fewBins = results.NumPhases - 1
-
-type phaseBin struct {
-	count  int64
-	bucket int32
-	phase  uint8
-}
-
-// cmpBin orders bins by phase, then bucket.
-func cmpBin(a, b phaseBin) int {
-	return cmp.Or(cmp.Compare(a.phase, b.phase), cmp.Compare(a.bucket, b.bucket))
-}
-
-const (
-	histBase  = 1.02
-	histFloor = 0.001 // ms; anything smaller counts as zero
-)
-
-var logHistBase = math.Log(histBase)
-
-// histBucket is the bucket of ms: -1 below histFloor, else the power of
-// histBase that ms/histFloor reaches.
-func histBucket(ms float64) int32 {
-	if ms < histFloor {
-		return -1
-	}
-	return int32(math.Log(ms/histFloor) / logHistBase)
-}
-
-// bins returns every bin, ordered by phase and then bucket: a copy when
-// the phases have their own lists.
-func (pb *phaseBins) bins() []phaseBin {
-	if pb.hist == nil {
-		return pb.few[:pb.nfew]
-	}
-	return slices.Concat(pb.hist[:]...)
-}
-
-// add adds a duration of ms to phase.
-func (pb *phaseBins) add(phase int, ms float64) {
-	pb.addBin(phaseBin{count: 1, bucket: histBucket(ms), phase: uint8(phase)})
-}
-
-// merge adds o's durations to pb's.
-func (pb *phaseBins) merge(o *phaseBins) {
-	for _, bin := range o.bins() {
-		pb.addBin(bin)
-	}
-}
-
-// addBin adds bin's count of durations to its phase and bucket.
-func (pb *phaseBins) addBin(bin phaseBin) {
-	if pb.hist != nil {
-		pb.hist[bin.phase] = addToBins(pb.hist[bin.phase], bin)
-		return
-	}
-	if int(pb.nfew) < fewBins {
-		bins := addToBins(pb.few[:pb.nfew:fewBins], bin) // in place: there is room
-		pb.nfew = uint8(len(bins))
-		return
-	}
-	bins := pb.few[:pb.nfew]
-	if i, found := slices.BinarySearchFunc(bins, bin, cmpBin); found {
-		bins[i].count += bin.count
-		return
-	}
-	// Each phase its own list from now on.
-	pb.hist = new([results.NumPhases][]phaseBin)
-	for _, b := range bins {
-		pb.hist[b.phase] = append(pb.hist[b.phase], b)
-	}
-	pb.nfew = 0
-	pb.hist[bin.phase] = addToBins(pb.hist[bin.phase], bin)
-}
-
-// addToBins adds bin's count to bins, ordered by phase and bucket, and
-// returns them.
-func addToBins(bins []phaseBin, bin phaseBin) []phaseBin {
-	i, found := slices.BinarySearchFunc(bins, bin, cmpBin)
-	if found {
-		bins[i].count += bin.count
-		return bins
-	}
-	return slices.Insert(bins, i, bin)
-}
-
-// quantiles returns the 50th and 95th percentiles of each phase that has
-// durations, by phase name.
-func (pb *phaseBins) quantiles() map[string]Quantiles {
-	out := map[string]Quantiles{}
-	bins := pb.bins()
-	for i := 0; i < len(bins); {
-		j, n := i, int64(0)
-		for ; j < len(bins) && bins[j].phase == bins[i].phase; j++ {
-			n += bins[j].count
-		}
-		out[results.Phases[bins[i].phase]] = Quantiles{P50: quantile(bins[i:j], n, 0.50), P95: quantile(bins[i:j], n, 0.95)}
-		i = j
-	}
-	return out
-}
-
-// quantile returns the q-quantile (0 < q <= 1) of the n durations in the
-// bins of one phase, as the middle of its bucket, rounded to a hundredth of
-// a millisecond.
-func quantile(bins []phaseBin, n int64, q float64) float64 {
-	if n == 0 {
-		return 0
-	}
-	rank := int64(math.Ceil(q * float64(n)))
-	var seen int64
-	for _, bin := range bins {
-		seen += bin.count
-		if seen >= rank {
-			if bin.bucket < 0 {
-				return 0
-			}
-			v := histFloor * math.Pow(histBase, float64(bin.bucket)+0.5)
-			return math.Round(v*100) / 100
-		}
-	}
-	return 0
 }

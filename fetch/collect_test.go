@@ -1,10 +1,8 @@
 package fetch
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/fetch-dev/fetch/fetch/report"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 )
@@ -20,7 +19,9 @@ import (
 // proxy twice) are one proxy in the report, their attempts, bans, phases
 // and state changes added up as if they had been one route's, the most in
 // flight the larger; a route of another identity stays apart, and building
-// the report leaves the routes' own statistics as they were.
+// the report leaves the routes' own statistics as they were (the same
+// report twice; the bins themselves: TestMergeLeavesItsArgument in
+// fetch/report).
 func TestCollectorAddsUpAnIdentity(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
 	routes := []route{{index: 0, id: "http://a:1", pool: "p"}, {index: 1, id: "http://b:1"}, {index: 2, id: "http://a:1", pool: "p"},
@@ -31,13 +32,12 @@ func TestCollectorAddsUpAnIdentity(t *testing.T) {
 		pt.SetAt(results.IndexHeaders, ms)
 		return &pt
 	}
-	// Identity c: route 3 with more bins than it keeps in place, added up
-	// with route 4's one.
-	for i := range fewBins + 4 {
+	// Identity c: route 3 with more bins than it keeps in place (12), added
+	// up with route 4's one.
+	for i := range 12 {
 		c.attempt(&routes[3], "t:80", true, 1, 1, headers(float64(10+i)))
 	}
 	c.attempt(&routes[4], "t:80", true, 1, 1, headers(10))
-	route3 := slices.Clone(c.byRoute[3].phases.bins())
 	c.attempt(&routes[0], "t:80", true, 3, 1, headers(10))
 	c.attempt(&routes[2], "t:80", false, 5, 1, headers(30))
 	c.attempt(&routes[2], "t:80", true, 1, 1, headers(30))
@@ -48,19 +48,19 @@ func TestCollectorAddsUpAnIdentity(t *testing.T) {
 	c.health(&routes[2], limits.HealthEvent{Proxy: 2, At: start.Add(3 * time.Second), State: "healthy"})
 	c.health(&routes[0], limits.HealthEvent{Proxy: 0, At: start.Add(4 * time.Second), State: "probing"})
 
-	beforeAttempts, beforeHealth := c.byRoute[0].rep.Attempts, len(c.byRoute[0].rep.Health) // not a copy
-	for range 2 {                                                                           // the same report twice
+	beforeAttempts, beforeHealth := c.byRoute[0].Proxy.Attempts, len(c.byRoute[0].Proxy.Health) // not a copy
+	for range 2 {                                                                               // the same report twice
 		rep := c.report(5000)
 		if len(rep.Proxies) != 3 {
 			t.Fatalf("%d proxies in the report, want 3: %v", len(rep.Proxies), rep.Proxies)
 		}
-		if cr := rep.Proxies["http://c:1"]; cr.Attempts != fewBins+5 || cr.PhasesMS["headers"] != (Quantiles{P50: 14.98, P95: 20.97}) {
+		if cr := rep.Proxies["http://c:1"]; cr.Attempts != 13 || cr.PhasesMS["headers"] != (report.Quantiles{P50: 14.98, P95: 20.97}) {
 			t.Fatalf("identity c: %+v", *cr)
 		}
 		a := rep.Proxies["http://a:1"]
-		want := ProxyReport{Pool: "p", Attempts: 3, OK: 2, Failed: 1, MaxInFlight: 5, Banned: 1, State: "probing",
-			PhasesMS: map[string]Quantiles{"headers": {P50: 29.95, P95: 29.95}},
-			Health: []StateChange{{AtMS: 1000, State: "benched", CooldownMS: 1000}, {AtMS: 2000, State: "benched", CooldownMS: 2000},
+		want := report.Proxy{Pool: "p", Attempts: 3, OK: 2, Failed: 1, MaxInFlight: 5, Banned: 1, State: "probing",
+			PhasesMS: map[string]report.Quantiles{"headers": {P50: 29.95, P95: 29.95}},
+			Health: []report.StateChange{{AtMS: 1000, State: "benched", CooldownMS: 1000}, {AtMS: 2000, State: "benched", CooldownMS: 2000},
 				{AtMS: 3000, State: "healthy"}, {AtMS: 4000, State: "probing"}}}
 		if !reflect.DeepEqual(*a, want) {
 			t.Fatalf("identity a:\n got %+v\nwant %+v", *a, want)
@@ -69,11 +69,8 @@ func TestCollectorAddsUpAnIdentity(t *testing.T) {
 			t.Fatalf("identity b: %+v", *b)
 		}
 	}
-	if after := c.byRoute[0]; after.rep.Attempts != beforeAttempts || len(after.rep.Health) != beforeHealth || len(after.phases.bins()) != 1 || after.phases.bins()[0].count != 1 {
-		t.Fatalf("route 0's own statistics changed: %+v, was %d attempts, %d state changes", after.rep, beforeAttempts, beforeHealth)
-	}
-	if after := c.byRoute[3].phases.bins(); !slices.Equal(after, route3) || c.byRoute[3].phases.hist == nil {
-		t.Fatalf("route 3's own bins changed: %v, were %v", after, route3)
+	if after := c.byRoute[0]; after.Proxy.Attempts != beforeAttempts || len(after.Proxy.Health) != beforeHealth {
+		t.Fatalf("route 0's own statistics changed: %+v, was %d attempts, %d state changes", after.Proxy, beforeAttempts, beforeHealth)
 	}
 }
 
@@ -84,7 +81,7 @@ func TestCollectorStatePastTheCap(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
 	routes := []route{{index: 0, id: "http://a:1"}, {index: 1, id: "http://a:1"}}
 	c := newCollector(start, 10, 10, routes)
-	for i := 1; i <= maxStateChanges+1; i++ {
+	for i := 1; i <= report.MaxStateChanges+1; i++ {
 		state := "benched"
 		if i%2 == 1 {
 			state = "probing"
@@ -176,7 +173,7 @@ func TestCollectorListsTheBusiestProxies(t *testing.T) {
 			}
 			sum := other.Counts
 			for _, p := range rep.Proxies {
-				sum.add(p.Attempts, p.OK, p.Failed, p.Banned)
+				addCounts(&sum, p.Attempts, p.OK, p.Failed, p.Banned)
 			}
 			if sum.Attempts != total || sum.OK+sum.Failed != total || sum.Banned != bans {
 				t.Errorf("listed and other add up to %+v, want %d attempts, %d bans", sum, total, bans)
@@ -187,17 +184,17 @@ func TestCollectorListsTheBusiestProxies(t *testing.T) {
 			if !tt.wantPools {
 				return
 			}
-			want := map[string]*Counts{}
+			want := map[string]*report.Counts{}
 			for i := range used - tt.listed {
 				pool := routes[i].pool
 				if pool == "" {
 					continue
 				}
 				if want[pool] == nil {
-					want[pool] = &Counts{}
+					want[pool] = &report.Counts{}
 				}
 				ok := i + 1 - (i/3 + 1) // k in 0..i with k%3 != 0
-				want[pool].add(i+1, ok, i+1-ok, i%2)
+				addCounts(want[pool], i+1, ok, i+1-ok, i%2)
 			}
 			if !reflect.DeepEqual(other.Pools, want) {
 				t.Errorf("proxies_other.pools:\n got %s\nwant %s", fmtCounts(other.Pools), fmtCounts(want))
@@ -206,7 +203,15 @@ func TestCollectorListsTheBusiestProxies(t *testing.T) {
 	}
 }
 
-func fmtCounts(m map[string]*Counts) string {
+// addCounts adds attempts, ok, failed and banned to c's counts.
+func addCounts(c *report.Counts, attempts, ok, failed, banned int) {
+	c.Attempts += attempts
+	c.OK += ok
+	c.Failed += failed
+	c.Banned += banned
+}
+
+func fmtCounts(m map[string]*report.Counts) string {
 	var b strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		fmt.Fprintf(&b, "%s:%+v ", k, *m[k])
@@ -237,8 +242,8 @@ func TestCollectorBoundsHealth(t *testing.T) {
 	for i := range routes {
 		rt := &routes[i]
 		p := rep.Proxies[rt.id]
-		if len(p.Health) > maxStateChanges || len(p.Health)+p.HealthDropped != changes {
-			t.Fatalf("%s: %d changes kept and %d dropped, want at most %d kept and %d in all", rt.id, len(p.Health), p.HealthDropped, maxStateChanges, changes)
+		if len(p.Health) > report.MaxStateChanges || len(p.Health)+p.HealthDropped != changes {
+			t.Fatalf("%s: %d changes kept and %d dropped, want at most %d kept and %d in all", rt.id, len(p.Health), p.HealthDropped, report.MaxStateChanges, changes)
 		}
 		if want := states[(changes-1+i)%3]; p.State != want {
 			t.Fatalf("%s: state %q, want its last, %q", rt.id, p.State, want)
@@ -255,69 +260,11 @@ func TestCollectorBoundsHealth(t *testing.T) {
 	}
 }
 
-// TestProxiesOtherDropsPools: the proxies not listed are broken down by
-// pool up to maxOtherPools pools, whatever --report-proxies is; past that
-// the breakdown is left out and said to be.
-func TestProxiesOtherDropsPools(t *testing.T) {
-	for _, pools := range []int{maxOtherPools, maxOtherPools + 1} {
-		routes := make([]route, pools)
-		for i := range routes {
-			routes[i] = route{index: int32(i), id: fmt.Sprintf("http://p%d:1", i), pool: fmt.Sprintf("pool%d", i)}
-		}
-		c := newCollector(time.Unix(1_700_000_000, 0), 10, 0, routes)
-		for i := range routes {
-			c.attempt(&routes[i], "t:80", true, 1, 1, &results.PhaseTimes{})
-		}
-		other := c.report(1).ProxiesOther
-		dropped := pools > maxOtherPools
-		if other == nil || other.Attempts != pools || other.PoolsDropped != dropped || (other.Pools == nil) != dropped ||
-			!dropped && len(other.Pools) != pools {
-			t.Fatalf("%d pools: proxies_other %+v, want pools dropped: %v", pools, other, dropped)
-		}
-	}
-}
-
-// TestSelectFirst: selectFirst leaves the k first in order, and only them,
-// in front, for any k, with ties broken by the order.
-func TestSelectFirst(t *testing.T) {
-	type item struct{ n, id int }
-	before := func(a, b item) bool { return a.n > b.n || a.n == b.n && a.id < b.id }
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range 500 {
-		s := make([]item, rng.IntN(60))
-		for i := range s {
-			s[i] = item{rng.IntN(5), i}
-		}
-		rng.Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
-		k := rng.IntN(len(s) + 2)
-		got := slices.Clone(s)
-		selectFirst(got, k, before)
-		want := slices.Clone(s)
-		slices.SortFunc(want, func(a, b item) int { return cmp.Or(cmp.Compare(b.n, a.n), cmp.Compare(a.id, b.id)) })
-		first := min(k, len(s))
-		front := slices.Clone(got[:first])
-		slices.SortFunc(front, func(a, b item) int { return cmp.Or(cmp.Compare(b.n, a.n), cmp.Compare(a.id, b.id)) })
-		if !slices.Equal(front, want[:first]) {
-			t.Fatalf("k %d of %v: first %v, want %v", k, s, got[:first], want[:first])
-		}
-		all := slices.Clone(got)
-		slices.SortFunc(all, func(a, b item) int { return cmp.Compare(a.id, b.id) })
-		for i := range all {
-			if all[i].id != i {
-				t.Fatalf("k %d: elements lost or repeated: %v", k, got)
-			}
-		}
-	}
-}
-
-// TestStatsSmall: what the engine keeps for each route, and for each route
-// that carried an attempt, stays as small as README says (104 and 288
-// bytes on a 64-bit machine).
+// TestStatsSmall: what the engine keeps for each route stays as small as
+// README says (104 bytes on a 64-bit machine); see also
+// TestProxyStatsSmall in fetch/report.
 func TestStatsSmall(t *testing.T) {
 	if n := unsafe.Sizeof(route{}); n > 104 {
 		t.Errorf("route is %d bytes, want at most 104", n)
-	}
-	if n := unsafe.Sizeof(proxyStats{}); n > 288 {
-		t.Errorf("proxyStats is %d bytes, want at most 288", n)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fetch-dev/fetch/fetch/input"
+	"github.com/fetch-dev/fetch/fetch/report"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/internal/clock"
 	"github.com/fetch-dev/fetch/limits"
@@ -170,12 +171,12 @@ type Config struct {
 
 	// ReportHosts is how many hosts the report lists with their own counts,
 	// the busiest (see Report); 0 lists none, every host goes to
-	// Report.HostsOther. DefaultConfig sets DefaultReportHosts.
+	// Report.HostsOther. DefaultConfig sets report.DefaultHosts.
 	ReportHosts int
 
 	// ReportProxies is how many proxies the report lists with their own
 	// counts, the busiest (see Report); 0 lists none, every proxy goes to
-	// Report.ProxiesOther. DefaultConfig sets DefaultReportProxies.
+	// Report.ProxiesOther. DefaultConfig sets report.DefaultProxies.
 	ReportProxies int
 
 	// PoolWait is how long every proxy may be unusable (benched or
@@ -234,8 +235,8 @@ func DefaultConfig() Config {
 		MaxBody:          DefaultMaxBody,
 		MaxHeader:        DefaultMaxHeader,
 		Grace:            DefaultGrace,
-		ReportHosts:      DefaultReportHosts,
-		ReportProxies:    DefaultReportProxies,
+		ReportHosts:      report.DefaultHosts,
+		ReportProxies:    report.DefaultProxies,
 		PoolWait:         DefaultPoolWait,
 	}
 }

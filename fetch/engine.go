@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fetch-dev/fetch/fetch/input"
+	"github.com/fetch-dev/fetch/fetch/report"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/internal/clock"
 	"github.com/fetch-dev/fetch/limits"
@@ -231,7 +232,7 @@ var ErrInterrupted = errors.New("fetch: interrupted")
 // stops taking lines, gives work in flight the grace period, records what is
 // still unfinished as cancelled, and returns the report (Interrupted set)
 // with an error wrapping ErrInterrupted and context.Canceled.
-func (e *Engine) Run(ctx context.Context, inputs []input.Source, w RecordWriter) (*Report, error) {
+func (e *Engine) Run(ctx context.Context, inputs []input.Source, w RecordWriter) (*report.Report, error) {
 	start := e.clock().now()
 	coll := newCollector(start, e.cfg.ReportHosts, e.cfg.ReportProxies, e.routes)
 	e.coll.Store(coll)

@@ -17,6 +17,7 @@ import (
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
 	"github.com/fetch-dev/fetch/fetch/input"
+	"github.com/fetch-dev/fetch/fetch/report"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
@@ -88,7 +89,7 @@ func proxyOf(t *testing.T, raw string, mod func(*proxies.Proxy)) proxies.Proxy {
 
 // run runs a new engine for cfg over the lines and returns the records by
 // line and the report.
-func run(t *testing.T, cfg fetch.Config, lines ...string) (map[int]*results.Record, *fetch.Report) {
+func run(t *testing.T, cfg fetch.Config, lines ...string) (map[int]*results.Record, *report.Report) {
 	t.Helper()
 	e, err := fetch.New(cfg)
 	if err != nil {
@@ -101,7 +102,7 @@ func run(t *testing.T, cfg fetch.Config, lines ...string) (map[int]*results.Reco
 // runEngine runs lines through e and returns the records by line and the
 // report, failing the test unless each line has at most one record and the
 // report counts every record.
-func runEngine(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*results.Record, *fetch.Report) {
+func runEngine(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*results.Record, *report.Report) {
 	t.Helper()
 	recs, rep, err := runEngineReport(t, e, lines...)
 	if err != nil {
@@ -117,7 +118,7 @@ func runEngineErr(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*resu
 	return recs, err
 }
 
-func runEngineReport(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*results.Record, *fetch.Report, error) {
+func runEngineReport(t *testing.T, e *fetch.Engine, lines ...string) (map[int]*results.Record, *report.Report, error) {
 	t.Helper()
 	w := &memWriter{}
 	rep, err := e.Run(context.Background(), []input.Source{{Name: "urls.txt", R: strings.NewReader(strings.Join(lines, "\n"))}}, w)

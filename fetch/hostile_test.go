@@ -14,6 +14,7 @@ import (
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
 	"github.com/fetch-dev/fetch/fetch/input"
+	"github.com/fetch-dev/fetch/fetch/report"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/proxies"
 )
@@ -151,7 +152,7 @@ func TestHostileServers(t *testing.T) {
 
 // runLines runs lines through a new Engine made from cfg and returns the
 // records in line order and the report.
-func runLines(t *testing.T, cfg fetch.Config, lines ...string) ([]*results.Record, *fetch.Report) {
+func runLines(t *testing.T, cfg fetch.Config, lines ...string) ([]*results.Record, *report.Report) {
 	t.Helper()
 	e, err := fetch.New(cfg)
 	if err != nil {

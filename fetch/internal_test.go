@@ -2,8 +2,6 @@ package fetch
 
 import (
 	"context"
-	"math"
-	"math/rand/v2"
 	"net/http/httptrace"
 	"testing"
 	"time"
@@ -32,97 +30,6 @@ func TestFullJitter(t *testing.T) {
 	}
 	if d := fullJitter(0, 3); d != 0 {
 		t.Errorf("no back-off configured: %s", d)
-	}
-}
-
-// TestPhaseBinsQuantiles checks p50 and p95 against exact ones, within
-// the 2% buckets, for a phase whose bins are in place and one whose are not.
-func TestPhaseBinsQuantiles(t *testing.T) {
-	var pb phaseBins
-	pb.add(results.IndexQueue, 0)
-	pb.add(results.IndexQueue, 0)
-	if pb.hist != nil {
-		t.Fatal("two zeros: bins not in place")
-	}
-	for i := 1; i <= 1000; i++ {
-		pb.add(results.IndexHeaders, float64(i)) // 1..1000 ms
-	}
-	q := pb.quantiles()
-	if len(q) != 2 || q["queue"] != (Quantiles{}) {
-		t.Fatalf("quantiles %v: want queue's zeros and headers", q)
-	}
-	bins := pb.bins()[1:] // the headers'
-	for _, tc := range []struct {
-		got, want float64
-	}{{q["headers"].P50, 500}, {q["headers"].P95, 950}, {quantile(bins, 1000, 1), 1000}} {
-		if math.Abs(tc.got-tc.want)/tc.want > 0.02 {
-			t.Errorf("%.2f, want %.0f within 2%%", tc.got, tc.want)
-		}
-	}
-}
-
-// TestHistBucket: a value's bucket is how many times histBase fits
-// between histFloor and it; below histFloor (zero among them) it is -1.
-func TestHistBucket(t *testing.T) {
-	for _, tc := range []struct {
-		ms   float64
-		want int32
-	}{
-		{0, -1},
-		{histFloor * 0.999, -1},
-		{histFloor, 0},
-		{histFloor * 1.0199, 0},
-		{histFloor * 1.0201, 1},
-		{histFloor * math.Pow(histBase, 100) * 1.001, 100},
-		{histFloor * math.Pow(histBase, 100) * 0.999, 99},
-	} {
-		if got := histBucket(tc.ms); got != tc.want {
-			t.Errorf("histBucket(%g) = %d, want %d", tc.ms, got, tc.want)
-		}
-	}
-}
-
-// TestPhaseBins: durations added in any order, to any phase, keep one bin
-// for each phase and bucket, in order of phase then bucket, each with its
-// count: in place while they fit, and after; merged as if added.
-func TestPhaseBins(t *testing.T) {
-	type key struct {
-		phase  uint8
-		bucket int32
-	}
-	for _, n := range []int{1, fewBins, 20000} {
-		rng := rand.New(rand.NewPCG(8, uint64(n)))
-		var pb, half, rest phaseBins
-		want := map[key]int64{}
-		for i := range n {
-			phase := rng.IntN(results.NumPhases)
-			ms := math.Exp(rng.Float64()*20-8) * float64(rng.IntN(2)) // zeros, and 0.0003 ms to 8 s
-			if n == fewBins {
-				phase, ms = i, 1 // six bins: all in place
-			}
-			pb.add(phase, ms)
-			if i%2 == 0 {
-				half.add(phase, ms)
-			} else {
-				rest.add(phase, ms)
-			}
-			want[key{uint8(phase), histBucket(ms)}]++
-		}
-		half.merge(&rest)
-		for _, x := range []*phaseBins{&pb, &half} {
-			bins := x.bins()
-			if len(bins) != len(want) || (x.hist == nil) != (len(want) <= fewBins) {
-				t.Fatalf("%d durations: %d bins (in place: %v), want %d", n, len(bins), x.hist == nil, len(want))
-			}
-			for i, bin := range bins {
-				if i > 0 && cmpBin(bins[i-1], bin) >= 0 {
-					t.Fatalf("%d durations: bins %d and %d out of order: %+v, %+v", n, i-1, i, bins[i-1], bin)
-				}
-				if k := (key{bin.phase, bin.bucket}); bin.count != want[k] {
-					t.Errorf("%d durations: %+v: %d, want %d", n, k, bin.count, want[k])
-				}
-			}
-		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
 	"github.com/fetch-dev/fetch/fetch/input"
+	"github.com/fetch-dev/fetch/fetch/report"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
@@ -225,7 +226,7 @@ func TestInterruptWithLinesReadAhead(t *testing.T) {
 
 // runInterrupted runs 6 URLs under prefix that take 500ms each, with a
 // grace period of 3s, and interrupts the run after 250ms.
-func runInterrupted(t *testing.T, cfg fetch.Config, prefix string) (*memWriter, *fetch.Report, error) {
+func runInterrupted(t *testing.T, cfg fetch.Config, prefix string) (*memWriter, *report.Report, error) {
 	t.Helper()
 	cfg.Grace = 3 * time.Second
 	e, err := fetch.New(cfg)

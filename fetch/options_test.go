@@ -15,6 +15,7 @@ import (
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
 	"github.com/fetch-dev/fetch/fetch/input"
+	"github.com/fetch-dev/fetch/fetch/report"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
@@ -330,7 +331,7 @@ func TestPolicyReachesScheduler(t *testing.T) {
 
 // runOpen runs lines through a new engine for cfg with the input left open
 // until every line has its record, so that the run never drains.
-func runOpen(t *testing.T, cfg fetch.Config, lines []string) *fetch.Report {
+func runOpen(t *testing.T, cfg fetch.Config, lines []string) *report.Report {
 	t.Helper()
 	e, err := fetch.New(cfg)
 	if err != nil {

@@ -1,6 +1,6 @@
 //go:build race
 
-package fetch_test
+package report_test
 
 // memoryRecords is how many records TestSummarize_memory streams: fewer
 // under the race detector, which makes decoding JSON several times slower.

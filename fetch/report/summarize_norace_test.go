@@ -1,6 +1,6 @@
 //go:build !race
 
-package fetch_test
+package report_test
 
 // memoryRecords is how many records TestSummarize_memory streams.
 const memoryRecords = 1_000_000

@@ -1,39 +1,39 @@
-package fetch
+package report
 
-// DefaultReportProxies is how many proxies a report lists by default
+// DefaultProxies is how many proxies a report lists by default
 // (--report-proxies): the busiest ones. The others are summed up in
 // Report.ProxiesOther.
-const DefaultReportProxies = 1000
+const DefaultProxies = 1000
 
 // Report is the summary of a run, written by --report as one JSON document.
 // Jobs, OK, Failed, ByKind and ByPhase count records (a record's final
 // error); per proxy and per host, Attempts, OK and Failed count attempts.
-// Hosts lists at most Config.ReportHosts hosts, the busiest (see
-// HostReport.Missed); HostsOther sums up the others, and is nil when every
+// Hosts lists at most fetch.Config.ReportHosts hosts, the busiest (see
+// Host.Missed); HostsOther sums up the others, and is nil when every
 // host is listed with exact counts.
 type Report struct {
-	Jobs         int                     `json:"jobs"`
-	OK           int                     `json:"ok"`
-	Failed       int                     `json:"failed"`
-	ElapsedMS    float64                 `json:"elapsed_ms"`
-	ByKind       map[string]int          `json:"by_kind"`
-	ByPhase      map[string]int          `json:"by_phase"`
-	Proxies      map[string]*ProxyReport `json:"proxies"`
-	ProxiesOther *ProxiesOther           `json:"proxies_other,omitempty"`
-	Hosts        map[string]*HostReport  `json:"hosts"`
-	HostsOther   *HostsOther             `json:"hosts_other,omitempty"`
-	Interrupted  bool                    `json:"interrupted,omitempty"`
+	Jobs         int               `json:"jobs"`
+	OK           int               `json:"ok"`
+	Failed       int               `json:"failed"`
+	ElapsedMS    float64           `json:"elapsed_ms"`
+	ByKind       map[string]int    `json:"by_kind"`
+	ByPhase      map[string]int    `json:"by_phase"`
+	Proxies      map[string]*Proxy `json:"proxies"`
+	ProxiesOther *ProxiesOther     `json:"proxies_other,omitempty"`
+	Hosts        map[string]*Host  `json:"hosts"`
+	HostsOther   *HostsOther       `json:"hosts_other,omitempty"`
+	Interrupted  bool              `json:"interrupted,omitempty"`
 	// Stopped, when set, says why the run stopped before its input ran out
 	// other than by an interrupt: "output could not be written".
 	Stopped string `json:"stopped,omitempty"`
 }
 
-// ProxyReport is one proxy's part of a Report. In a run's report its
+// Proxy is one proxy's part of a Report. In a run's report its
 // counts are exact. In one rebuilt from records (Summarize) of more proxies
 // than it lists, a listed proxy's counts start when it was last admitted to
-// the list, as a HostReport's do: its true attempts lie in [Attempts,
+// the list, as a Host's do: its true attempts lie in [Attempts,
 // Attempts+Missed], and its phases are those of the attempts counted.
-type ProxyReport struct {
+type Proxy struct {
 	Pool        string               `json:"pool,omitempty"`
 	Attempts    int                  `json:"attempts"`
 	OK          int                  `json:"ok"`
@@ -58,7 +58,7 @@ type ProxyReport struct {
 // attempts of proxies that belong to one; it is left out (PoolsDropped)
 // when more than maxOtherPools pools would be in it. States
 // counts those proxies whose health state ever changed by their last
-// state, as ProxyReport.State says it.
+// state, as Proxy.State says it.
 type ProxiesOther struct {
 	Proxies int `json:"proxies"`
 	Counts
@@ -89,7 +89,7 @@ const maxOtherPools = 1000
 // add adds r's counts, of a proxy that is not listed, to o's, and to its
 // pool's unless that would make Pools longer than maxOtherPools, and its
 // last health state to States.
-func (o *ProxiesOther) add(r *ProxyReport) {
+func (o *ProxiesOther) add(r *Proxy) {
 	o.Counts.add(r.Attempts, r.OK, r.Failed, r.Banned)
 	if r.State != "" {
 		if o.States == nil {
@@ -139,13 +139,13 @@ type StateChange struct {
 	CooldownMS float64 `json:"cooldown_ms,omitempty"`
 }
 
-// HostReport is one target host:port's part of a Report. When the run had
+// Host is one target host:port's part of a Report. When the run had
 // more hosts than the report lists, a listed host's counts start when it
 // was last admitted to the list: Missed is the most attempts it may have
 // had before (counted in HostsOther), so its true attempts lie in
 // [Attempts, Attempts+Missed]. Missed is zero (and left out) when the
 // counts are exact.
-type HostReport struct {
+type Host struct {
 	Attempts    int `json:"attempts"`
 	OK          int `json:"ok"`
 	Failed      int `json:"failed"`

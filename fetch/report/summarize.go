@@ -1,4 +1,4 @@
-package fetch
+package report
 
 import (
 	"bufio"
@@ -14,12 +14,12 @@ import (
 	"github.com/fetch-dev/fetch/fetch/results"
 )
 
-// ResultsSource is one results file for Summarize: its name, for messages,
+// Source is one results file for Summarize: its name, for messages,
 // and how to read it. Open is called once for each of Summarize's two
 // passes and must give the same bytes both times; the second pass reads no
 // further than the first did, so a file that grows meanwhile (a run still
 // writing it) is read as it was.
-type ResultsSource struct {
+type Source struct {
 	Name string
 	Open func() (io.ReadCloser, error)
 }
@@ -47,19 +47,19 @@ type Summary struct {
 // ErrNotResults, except a torn last line (no line end), which is left out
 // and named in Summary.Torn. When ctx is done it stops with ctx.Err().
 //
-// Summarize lists at most DefaultReportHosts hosts and DefaultReportProxies
+// Summarize lists at most DefaultHosts hosts and DefaultProxies
 // proxies in the report; it is shorthand for SummarizeTop(ctx, srcs,
-// DefaultReportHosts, DefaultReportProxies).
-func Summarize(ctx context.Context, srcs []ResultsSource) (*Summary, error) {
-	return SummarizeTop(ctx, srcs, DefaultReportHosts, DefaultReportProxies)
+// DefaultHosts, DefaultProxies).
+func Summarize(ctx context.Context, srcs []Source) (*Summary, error) {
+	return SummarizeTop(ctx, srcs, DefaultHosts, DefaultProxies)
 }
 
 // SummarizeTop is Summarize with a report listing at most reportHosts
 // hosts and reportProxies proxies, the busiest, as a run's report does (see
 // Report). Records do not say which proxies there were, so the proxies are
 // chosen as the hosts are: by space-saving, in memory that does not grow
-// with their number (see ProxyReport.Missed).
-func SummarizeTop(ctx context.Context, srcs []ResultsSource, reportHosts, reportProxies int) (*Summary, error) {
+// with their number (see Proxy.Missed).
+func SummarizeTop(ctx context.Context, srcs []Source, reportHosts, reportProxies int) (*Summary, error) {
 	s := &summarizer{keys: map[string]*finalKeys{}, reportHosts: reportHosts, reportProxies: reportProxies}
 	sizes := make([]int64, len(srcs))
 	sum := &Summary{}
@@ -126,7 +126,7 @@ const finalBit = 1 << 63
 // readLines calls fn with each whole line of src, its line end included,
 // reading at most limit bytes (all of it when limit < 0). It returns the
 // size of the whole lines read and whether a torn last line followed them.
-func readLines(ctx context.Context, src ResultsSource, limit int64, fn func([]byte) error) (int64, bool, error) {
+func readLines(ctx context.Context, src Source, limit int64, fn func([]byte) error) (int64, bool, error) {
 	rc, err := src.Open()
 	if err != nil {
 		return 0, false, fmt.Errorf("fetch: %w", err)
@@ -230,8 +230,8 @@ type summarizer struct {
 	rep           Report
 	reportHosts   int
 	reportProxies int
-	hosts         *hostTable
-	proxies       *topTable[proxyStats]
+	hosts         *HostTable
+	proxies       *topTable[ProxyStats]
 	proxiesOther  ProxiesOther // Proxies is filled in by report
 }
 
@@ -260,10 +260,10 @@ func (s *summarizer) start() {
 		ByKind:  map[string]int{},
 		ByPhase: map[string]int{},
 	}
-	s.hosts = newHostTable(s.reportHosts)
-	s.proxies = newTopTable(s.reportProxies, func(e *topEntry[proxyStats]) {
-		e.v.rep.Attempts = e.attempts
-		s.proxiesOther.add(&e.v.rep)
+	s.hosts = NewHostTable(s.reportHosts)
+	s.proxies = newTopTable(s.reportProxies, func(e *topEntry[ProxyStats]) {
+		e.v.Proxy.Attempts = e.attempts
+		s.proxiesOther.add(&e.v.Proxy)
 	})
 }
 
@@ -295,8 +295,8 @@ func (s *summarizer) count(rec *results.Record) {
 	}
 }
 
-// attempt adds one attempt, which ended with err, as collector.attempt
-// does in a run, and as collector.ban does when err is a ban.
+// attempt adds one attempt, which ended with err, as the engine's
+// collector does in a run for an attempt, and for a ban when err is one.
 func (s *summarizer) attempt(proxy, pool, host string, ok bool, err *results.Error, phases *results.PhaseTimes) {
 	if proxy == "" {
 		return
@@ -306,14 +306,14 @@ func (s *summarizer) attempt(proxy, pool, host string, ok bool, err *results.Err
 		banned = 1
 	}
 	if host != "" {
-		s.hosts.add(host, ok, 0)
+		s.hosts.Add(host, ok, 0)
 	}
 	if banned > 0 {
-		s.hosts.ban(host)
+		s.hosts.Ban(host)
 	}
 	e := s.proxies.count(proxy)
 	if e == nil {
-		r := ProxyReport{Pool: pool, Attempts: 1, Banned: banned}
+		r := Proxy{Pool: pool, Attempts: 1, Banned: banned}
 		if ok {
 			r.OK = 1
 		} else {
@@ -323,7 +323,7 @@ func (s *summarizer) attempt(proxy, pool, host string, ok bool, err *results.Err
 		return
 	}
 	ps := &e.v
-	p := &ps.rep
+	p := &ps.Proxy
 	p.Pool = pool // Attempts and Missed are the entry's, filled in by report
 	if ok {
 		p.OK++
@@ -336,10 +336,10 @@ func (s *summarizer) attempt(proxy, pool, host string, ok bool, err *results.Err
 
 func (s *summarizer) report() *Report {
 	rep := s.rep
-	rep.Hosts, rep.HostsOther = s.hosts.report()
-	rep.Proxies = make(map[string]*ProxyReport, len(s.proxies.heap))
+	rep.Hosts, rep.HostsOther = s.hosts.Report()
+	rep.Proxies = make(map[string]*Proxy, len(s.proxies.heap))
 	for _, e := range s.proxies.heap {
-		e.v.rep.Attempts, e.v.rep.Missed = e.attempts, e.missed
+		e.v.Proxy.Attempts, e.v.Proxy.Missed = e.attempts, e.missed
 		rep.Proxies[e.key] = e.v.finish()
 	}
 	if other, n := s.proxiesOther, s.proxies.untracked(); other.Attempts > 0 || n > 0 {

@@ -1,4 +1,4 @@
-package fetch
+package report
 
 // topTable keeps what a report says of the busiest keys (hosts, or proxies
 // in a report rebuilt from records) in memory that does not grow with the

@@ -1,38 +1,38 @@
-package fetch
+package report
 
 import (
 	"math"
 	"math/bits"
 )
 
-// DefaultReportHosts is how many hosts a report lists by default
+// DefaultHosts is how many hosts a report lists by default
 // (--report-hosts): the busiest ones. The others are summed up in
 // Report.HostsOther.
-const DefaultReportHosts = 1000
+const DefaultHosts = 1000
 
-// hostTable keeps the per-host part of a report in memory that does not
+// HostTable keeps the per-host part of a report in memory that does not
 // grow with the number of hosts: exact counts for at most max hosts, the
 // busiest, chosen as topTable chooses them, and one total for the rest
 // (HostsOther). A listed host's Missed is the most attempts it may have
 // had before it was listed. It is not safe for concurrent use.
-type hostTable struct {
-	top   *topTable[HostReport]
-	other HostsOther // Hosts is filled in by report
+type HostTable struct {
+	top   *topTable[Host]
+	other HostsOther // Hosts is filled in by Report
 }
 
-// newHostTable makes a table that lists at most max hosts.
-func newHostTable(max int) *hostTable {
-	t := &hostTable{}
-	t.top = newTopTable(max, func(e *topEntry[HostReport]) {
+// NewHostTable makes a table that lists at most max hosts.
+func NewHostTable(max int) *HostTable {
+	t := &HostTable{}
+	t.top = newTopTable(max, func(e *topEntry[Host]) {
 		t.other.add(e.attempts, e.v.OK, e.v.Failed, e.v.Banned)
 	})
 	return t
 }
 
-// add counts one attempt to host, which had inFlight attempts in flight.
+// Add counts one attempt to host, which had inFlight attempts in flight.
 // A listed host's Attempts and Missed are its entry's, filled in by
-// report.
-func (t *hostTable) add(host string, ok bool, inFlight int) {
+// Report.
+func (t *HostTable) Add(host string, ok bool, inFlight int) {
 	e := t.top.count(host)
 	if e == nil {
 		t.other.count(ok)
@@ -47,9 +47,9 @@ func (t *hostTable) add(host string, ok bool, inFlight int) {
 	r.MaxInFlight = max(r.MaxInFlight, inFlight)
 }
 
-// ban counts a ban of an attempt to host, already added: on the host's
+// Ban counts a ban of an attempt to host, already added: on the host's
 // entry, or with the hosts not listed.
-func (t *hostTable) ban(host string) {
+func (t *HostTable) Ban(host string) {
 	if e := t.top.get(host); e != nil {
 		e.v.Banned++
 		return
@@ -57,10 +57,10 @@ func (t *hostTable) ban(host string) {
 	t.other.Banned++
 }
 
-// report returns the tracked hosts and, when some attempts or hosts are not
+// Report returns the tracked hosts and, when some attempts or hosts are not
 // among them, the rest.
-func (t *hostTable) report() (map[string]*HostReport, *HostsOther) {
-	hosts := make(map[string]*HostReport, len(t.top.heap))
+func (t *HostTable) Report() (map[string]*Host, *HostsOther) {
+	hosts := make(map[string]*Host, len(t.top.heap))
 	for _, e := range t.top.heap {
 		r := e.v
 		r.Attempts, r.Missed = e.attempts, e.missed

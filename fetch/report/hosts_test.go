@@ -1,4 +1,4 @@
-package fetch
+package report
 
 import (
 	"fmt"
@@ -26,7 +26,7 @@ func TestHostTable(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(tt.max)))
 			zipf := rand.NewZipf(rng, 1.2, 1, uint64(tt.distinct-1))
-			tab := newHostTable(tt.max)
+			tab := NewHostTable(tt.max)
 			type count struct{ attempts, ok int }
 			truth := map[string]*count{}
 			for i := range tt.attempts {
@@ -36,7 +36,7 @@ func TestHostTable(t *testing.T) {
 				}
 				h := fmt.Sprintf("h%d.example:80", k)
 				ok := rng.IntN(4) > 0
-				tab.add(h, ok, 1)
+				tab.Add(h, ok, 1)
 				c := truth[h]
 				if c == nil {
 					c = &count{}
@@ -47,7 +47,7 @@ func TestHostTable(t *testing.T) {
 					c.ok++
 				}
 			}
-			hosts, other := tab.report()
+			hosts, other := tab.Report()
 			if len(hosts) > tt.max {
 				t.Fatalf("%d hosts listed, max %d", len(hosts), tt.max)
 			}
@@ -113,11 +113,11 @@ func BenchmarkHostTable(b *testing.B) {
 	for i := range order {
 		order[i] = int(zipf.Uint64())
 	}
-	tab := newHostTable(DefaultReportHosts)
+	tab := NewHostTable(DefaultHosts)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		tab.add(hosts[order[i%len(order)]], true, 1)
+		tab.Add(hosts[order[i%len(order)]], true, 1)
 		i++
 	}
 }
@@ -126,22 +126,22 @@ func BenchmarkHostTable(b *testing.B) {
 // other counts to the rest when it leaves the list, and a ban of a host
 // not listed is counted with the rest.
 func TestHostTableBans(t *testing.T) {
-	tab := newHostTable(1)
-	tab.add("a:80", false, 1)
-	tab.ban("a:80")
-	tab.add("b:80", false, 1) // takes a's place: a's ban goes to the rest
-	tab.ban("b:80")
-	hosts, other := tab.report()
+	tab := NewHostTable(1)
+	tab.Add("a:80", false, 1)
+	tab.Ban("a:80")
+	tab.Add("b:80", false, 1) // takes a's place: a's ban goes to the rest
+	tab.Ban("b:80")
+	hosts, other := tab.Report()
 	if b := hosts["b:80"]; len(hosts) != 1 || b == nil || b.Banned != 1 || b.Missed != 1 {
 		t.Fatalf("hosts %v, want b:80 alone with 1 ban, 1 missed", hosts)
 	}
 	if other == nil || other.Banned != 1 || other.Attempts != 1 || other.Hosts != 1 {
 		t.Fatalf("hosts_other %+v, want a:80's attempt and ban", other)
 	}
-	tab = newHostTable(0)
-	tab.add("a:80", false, 1)
-	tab.ban("a:80")
-	if _, other := tab.report(); other == nil || other.Banned != 1 {
+	tab = NewHostTable(0)
+	tab.Add("a:80", false, 1)
+	tab.Ban("a:80")
+	if _, other := tab.Report(); other == nil || other.Banned != 1 {
 		t.Fatalf("no host listed: hosts_other %+v, want the ban", other)
 	}
 }
@@ -184,11 +184,11 @@ func TestTopTableUntracked(t *testing.T) {
 		t.Errorf("%d keys, 10 tracked: %d untracked, want %d within 2%%", exactLimit+1, got, want)
 	}
 	// A host table that lists every host has no rest.
-	h := newHostTable(DefaultReportHosts)
+	h := NewHostTable(DefaultHosts)
 	for i := range 500 {
-		h.add(fmt.Sprintf("h%d.example:443", i), true, 1)
+		h.Add(fmt.Sprintf("h%d.example:443", i), true, 1)
 	}
-	if _, other := h.report(); other != nil {
+	if _, other := h.Report(); other != nil {
 		t.Errorf("500 hosts, 1000 listed: hosts_other %+v, want none", *other)
 	}
 }

@@ -1,4 +1,4 @@
-package fetch_test
+package report_test
 
 import (
 	"context"
@@ -11,15 +11,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fetch-dev/fetch/fetch"
+	"github.com/fetch-dev/fetch/fetch/report"
 	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // sources makes a ResultsSource of each text, named r0.jsonl, r1.jsonl ...
-func sources(texts ...string) []fetch.ResultsSource {
-	var srcs []fetch.ResultsSource
+func sources(texts ...string) []report.Source {
+	var srcs []report.Source
 	for i, text := range texts {
-		srcs = append(srcs, fetch.ResultsSource{
+		srcs = append(srcs, report.Source{
 			Name: fmt.Sprintf("r%d.jsonl", i),
 			Open: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(text)), nil },
 		})
@@ -59,7 +59,7 @@ func TestSummarize_finalRecord(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sum, err := fetch.Summarize(context.Background(), sources(tt.files...))
+			sum, err := report.Summarize(context.Background(), sources(tt.files...))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,7 +102,7 @@ func TestSummarize_finalRecord(t *testing.T) {
 }
 
 func TestSummarize_tornAndNotResults(t *testing.T) {
-	sum, err := fetch.Summarize(context.Background(), sources(okRec+line2Rec[:40], line2Rec))
+	sum, err := report.Summarize(context.Background(), sources(okRec+line2Rec[:40], line2Rec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestSummarize_tornAndNotResults(t *testing.T) {
 	}
 
 	for _, text := range []string{"hello\n", okRec + "[1,2]\n", `{"url":"x"}` + "\n", okRec[:50] + "\n" + line2Rec} {
-		_, err := fetch.Summarize(context.Background(), sources(okRec, text))
+		_, err := report.Summarize(context.Background(), sources(okRec, text))
 		if !errors.Is(err, results.ErrNotResults) {
 			t.Errorf("%.30q: err = %v, want ErrNotResults", text, err)
 		} else if !strings.HasPrefix(err.Error(), "fetch: r1.jsonl: line ") || strings.Contains(err.Error(), "hello") {
@@ -121,7 +121,7 @@ func TestSummarize_tornAndNotResults(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := fetch.Summarize(ctx, sources(okRec)); !errors.Is(err, context.Canceled) {
+	if _, err := report.Summarize(ctx, sources(okRec)); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: err = %v", err)
 	}
 }
@@ -188,12 +188,12 @@ func TestSummarize_memory(t *testing.T) {
 		runtime.GC()
 		before := liveHeap()
 		var peaks []*uint64 // of each pass
-		src := fetch.ResultsSource{Name: "generated", Open: func() (io.ReadCloser, error) {
+		src := report.Source{Name: "generated", Open: func() (io.ReadCloser, error) {
 			peak := before
 			peaks = append(peaks, &peak)
 			return io.NopCloser(&generated{n: n, peak: &peak}), nil
 		}}
-		sum, err := fetch.Summarize(context.Background(), []fetch.ResultsSource{src})
+		sum, err := report.Summarize(context.Background(), []report.Source{src})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +242,7 @@ func TestSummarize_memory(t *testing.T) {
 func TestSummarize_bans(t *testing.T) {
 	banned := `{"url":"http://a.example/3","input":"u.txt","line":3,"ok":false,"status":403,"proxy":"http://127.0.0.1:8081","attempts":2,"phases":{"headers":5},"error":{"phase":"headers","kind":"banned","message":"403 Forbidden: banned (--ban-status)"},"tries":[{"proxy":"http://127.0.0.1:8081","status":403,"phases":{"headers":4},"error":{"phase":"headers","kind":"banned","message":"403 Forbidden: banned (--ban-status)"}}]}` + "\n"
 	retried := `{"url":"http://a.example/4","input":"u.txt","line":4,"ok":true,"status":200,"proxy":"http://127.0.0.1:8082","attempts":2,"phases":{"headers":5},"error":null,"tries":[{"proxy":"http://127.0.0.1:8081","status":200,"phases":{"body":4},"error":{"phase":"body","kind":"banned","message":"200 OK: banned (--ban-match in the body)"}}]}` + "\n"
-	sum, err := fetch.Summarize(context.Background(), sources(banned+retried))
+	sum, err := report.Summarize(context.Background(), sources(banned+retried))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestSummarize_proxiesListed(t *testing.T) {
 	// when k is even, else in pool "b". Every fifth record is a ban.
 	type count struct{ attempts, banned int }
 	truth := map[string]*count{}
-	pools := map[string]*fetch.Counts{}
+	pools := map[string]*report.Counts{}
 	var text strings.Builder
 	const n = 3000
 	for i := range n {
@@ -294,7 +294,7 @@ func TestSummarize_proxiesListed(t *testing.T) {
 		}
 		c.attempts++
 		if pools[pool] == nil {
-			pools[pool] = &fetch.Counts{}
+			pools[pool] = &report.Counts{}
 		}
 		if banned {
 			c.banned++
@@ -307,7 +307,7 @@ func TestSummarize_proxiesListed(t *testing.T) {
 		}
 	}
 	const listed = 20
-	sum, err := fetch.SummarizeTop(context.Background(), sources(text.String()), fetch.DefaultReportHosts, listed)
+	sum, err := report.SummarizeTop(context.Background(), sources(text.String()), report.DefaultHosts, listed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +315,7 @@ func TestSummarize_proxiesListed(t *testing.T) {
 	if len(r.Proxies) != listed {
 		t.Fatalf("%d proxies listed, want %d", len(r.Proxies), listed)
 	}
-	total := map[string]*fetch.Counts{"a": {}, "b": {}}
+	total := map[string]*report.Counts{"a": {}, "b": {}}
 	attempts := 0
 	for id, p := range r.Proxies {
 		attempts += p.Attempts
@@ -359,7 +359,7 @@ func TestSummarize_proxiesListed(t *testing.T) {
 	}
 
 	// A report that lists them all has them all, exact, and no other.
-	sum, err = fetch.SummarizeTop(context.Background(), sources(text.String()), fetch.DefaultReportHosts, len(truth))
+	sum, err = report.SummarizeTop(context.Background(), sources(text.String()), report.DefaultHosts, len(truth))
 	if err != nil {
 		t.Fatal(err)
 	}
