@@ -469,7 +469,7 @@ func (e *Engine) fetch(admit, work, stages context.Context, jobs *jobQueue, reco
 				return nil
 			}
 			e.inFlight.Add(1)
-			rec := e.runJob(work, admit, j, tr, coll)
+			rec := e.runJob(tr.parent, admit, j, tr, coll)
 			e.inFlight.Add(-1)
 			select {
 			case records <- rec:

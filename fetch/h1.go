@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fetch-dev/fetch/internal/connwatch"
 )
 
 // h1 is fetch's own HTTP/1.1 client for plain http:// requests without a
@@ -52,6 +54,7 @@ type h1 struct {
 	now         func() time.Time
 	warn        func(msg string) // told of the first answer followed by bytes nobody asked for; may be nil
 	warned      atomic.Bool
+	onReuse     func(c net.Conn) // told of an idle connection taken again for a request; may be nil
 
 	bufs sync.Pool // *h1Bufs of closed connections
 
@@ -66,9 +69,9 @@ type h1 struct {
 	spare []*h1Conn
 }
 
-func newH1(dial dialFunc, maxHeader int64, perKey, budget int, now func() time.Time, warn func(string)) *h1 {
+func newH1(dial dialFunc, maxHeader int64, perKey, budget int, now func() time.Time, warn func(string), onReuse func(net.Conn)) *h1 {
 	t := &h1{dial: dial, maxHeader: maxHeader, perKey: max(perKey, 1), budget: max(budget, 1),
-		idleTimeout: 90 * time.Second, now: now, warn: warn, idle: make(map[string][]*h1Conn)}
+		idleTimeout: 90 * time.Second, now: now, warn: warn, onReuse: onReuse, idle: make(map[string][]*h1Conn)}
 	t.lru.prev, t.lru.next = &t.lru, &t.lru
 	return t
 }
@@ -249,10 +252,6 @@ var errHeaderLimit = errors.New("h1: header limit")
 
 const unlimited = 1<<63 - 1
 
-// aLongTimeAgo is a deadline in the past: it ends the waits of a
-// connection at once.
-var aLongTimeAgo = time.Unix(1, 0)
-
 // roundTrip sends req, through proxy when it is not nil (with auth, when
 // set, as its Proxy-Authorization: see writeRequest), and returns its
 // response, whose body holds the connection until it is read to the end
@@ -304,13 +303,13 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 		return nil, ctx.Err(), false
 	}
 	h, _ := ctx.Value(trackerKey{}).(*hooked)
-	w := watchAttempt(ctx, h, pc.c)
+	w := connwatch.Start(ctx, pc.c)
 	pc.waiter = nil // not h itself when nil: a nil *hooked in an interface is not nil
 	if h != nil {
 		pc.waiter = h
 	}
 	fail := func(e error, nothing bool) (*http.Response, error, bool) {
-		w.unwatch(pc.c)
+		w.Unwatch(pc.c)
 		t.close(pc)
 		if ctx.Err() != nil {
 			e = ctx.Err()
@@ -367,33 +366,6 @@ func (t *h1) exchange(ctx context.Context, pc *h1Conn, req *http.Request, proxie
 	resp.Body = &h1Body{t: t, pc: pc, ctx: ctx, r: resp.Body, watch: w, keep: keep}
 	return resp, nil, false
 }
-
-// connWatch cuts a connection's reads and writes short (sets its deadline
-// in the past) when a context ends, until unwatch, which reports whether it
-// left the connection alone.
-type connWatch interface {
-	unwatch(c net.Conn) bool
-}
-
-// watchConn has c cut when ctx ends. An attempt's context has its tracker
-// do it (see tracker.watch); any other, context.AfterFunc.
-func watchConn(ctx context.Context, c net.Conn) connWatch {
-	h, _ := ctx.Value(trackerKey{}).(*hooked)
-	return watchAttempt(ctx, h, c)
-}
-
-// watchAttempt is watchConn for ctx, whose attempt, if it is one, is h.
-func watchAttempt(ctx context.Context, h *hooked, c net.Conn) connWatch {
-	if h != nil && h.t.watch(h.gen, c) {
-		return h.t
-	}
-	return afterFuncWatch(context.AfterFunc(ctx, func() { c.SetDeadline(aLongTimeAgo) }))
-}
-
-// afterFuncWatch is a watch by context.AfterFunc: its stop function.
-type afterFuncWatch func() bool
-
-func (f afterFuncWatch) unwatch(net.Conn) bool { return f() }
 
 // readError is err, met reading a response's headers on pc, as net/http
 // words it. A read cut at the header limit may show as another error (a
@@ -469,7 +441,9 @@ func (t *h1) take(key string) *h1Conn {
 		t.forget(pc, list[:len(list)-1])
 		t.mu.Unlock()
 		if now.Sub(pc.since) < t.idleTimeout && t.quiet(pc) {
-			keepAliveSock(pc.c)
+			if t.onReuse != nil {
+				t.onReuse(pc.c)
+			}
 			return pc
 		}
 		t.close(pc)
@@ -622,11 +596,11 @@ type h1Body struct {
 	t     *h1
 	pc    *h1Conn
 	ctx   context.Context
-	r     io.ReadCloser // http.ReadResponse's body
-	watch connWatch     // cuts the connection when the context ends
-	keep  bool          // the connection may serve another request
-	done  bool          // the connection is given back
-	err   error         // what Read returns once done: io.EOF, its error, or ErrBodyReadAfterClose
+	r     io.ReadCloser       // http.ReadResponse's body
+	watch connwatch.Unwatcher // cuts the connection when the context ends
+	keep  bool                // the connection may serve another request
+	done  bool                // the connection is given back
+	err   error               // what Read returns once done: io.EOF, its error, or ErrBodyReadAfterClose
 }
 
 func (b *h1Body) Read(p []byte) (int, error) {
@@ -661,7 +635,7 @@ func (b *h1Body) finish(keep bool) {
 	b.done = true
 	// unwatch is false when the context was done first: its deadline is
 	// on the connection, which is closed then.
-	if b.watch.unwatch(b.pc.c) && keep {
+	if b.watch.Unwatch(b.pc.c) && keep {
 		n := b.pc.br.Buffered()
 		if n == 0 {
 			b.t.put(b.pc)

@@ -49,7 +49,7 @@ func TestH1CloseBehindLastBytes(t *testing.T) {
 			})
 			url := "http://" + srv.addr + "/"
 			want := netHTTPGet(t, url)
-			h := newH1(socketDial, 1<<10, 4, 4, time.Now, nil)
+			h := newH1(socketDial, 1<<10, 4, 4, time.Now, nil, nil)
 			defer h.closeIdle()
 			for i := range 40 {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -125,7 +125,7 @@ func TestH1SendFails(t *testing.T) {
 			err = c.(*net.TCPConn).CloseWrite()
 		}
 		return c, err
-	}, 1<<10, 4, 4, time.Now, nil)
+	}, 1<<10, 4, 4, time.Now, nil, nil)
 	defer h.closeIdle()
 	_, _, _, err := get(context.Background(), h, "GET", "http://"+srv.addr+"/", nil)
 	var oe *net.OpError

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fetch-dev/fetch/fetch/results"
+	"github.com/fetch-dev/fetch/internal/dialer"
 )
 
 // rawServer is a loopback server that runs serve on each connection it
@@ -112,19 +112,17 @@ func withOneIdle(t *testing.T) (*rawServer, *h1) {
 }
 
 func testH1(perKey, budget int) *h1 {
-	return newH1(socketDial, 1<<10, perKey, budget, time.Now, nil)
+	return newH1(socketDial, 1<<10, perKey, budget, time.Now, nil, testDialer.KeepAlive)
 }
 
-// socketDial dials as h1Dial does an IP address: with dialSocket where it
-// takes the address, else with net.Dialer.
+// testDialer dials as h1's dialer does an IP address: with its own socket
+// where it takes the address, else with net.Dialer; keep-alive is set when
+// a connection is first taken again (see TestH1KeepAliveOnReuse).
+var testDialer = &dialer.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: -1, Count: -1}}
+
+// socketDial dials with testDialer.
 func socketDial(ctx context.Context, network, addr string) (net.Conn, error) {
-	if ap, err := netip.ParseAddrPort(addr); err == nil {
-		if c, done, err := dialSocket(ctx, network, ap); done {
-			return c, err
-		}
-	}
-	d := &net.Dialer{Timeout: 5 * time.Second}
-	return d.DialContext(ctx, network, addr)
+	return testDialer.Dial(ctx, network, addr)
 }
 
 // get sends a request for rawURL on t and reads its body to the end.
@@ -166,7 +164,7 @@ func TestH1Framings(t *testing.T) {
 		{"to the end of the connection", "GET", "HTTP/1.1 200 OK\r\n\r\nuntil close", "until close", false},
 		{"status under 100", "GET", "HTTP/1.1 099 Odd\r\nContent-Length: 2\r\n\r\nok", "ok", true}, // the answer, as net/http takes it
 	} {
-		// Over a connection of dialSocket (testH1's) and of net.Dialer (a
+		// Over a connection of the dialer's own socket (testH1's) and of net.Dialer (a
 		// target named by its host), which sock reads through net's
 		// RawConn.
 		for _, dial := range []struct {
@@ -182,7 +180,7 @@ func TestH1Framings(t *testing.T) {
 						}
 					}
 				})
-				h := newH1(dial.dial, 1<<10, 4, 4, time.Now, nil)
+				h := newH1(dial.dial, 1<<10, 4, 4, time.Now, nil, nil)
 				defer h.closeIdle()
 				for i := range 3 {
 					status, body, reused, err := get(context.Background(), h, tc.method, "http://"+srv.addr+"/x", nil)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/internal/clock"
+	"github.com/fetch-dev/fetch/internal/connwatch"
 )
 
 // phaseTimeout is the cancellation cause when a per-phase limit runs out.
@@ -81,16 +82,26 @@ type tracker struct {
 	flag    string
 
 	// conn is the connection an exchange of the attempt reads and writes
-	// (see watch), cut once the attempt is cancelled; unhook ends the
+	// (see Watch), cut once the attempt is cancelled; unhook ends the
 	// watch on the attempts' parent context.
 	conn   net.Conn
 	cut    bool
 	unhook func() bool
+
+	// parent is the context the worker's attempts are made from: its
+	// parent, carrying the tracker as the watcher of their connections
+	// (connwatch.With), which the HTTP/1.1 client and its dialer find
+	// there. Both run in the attempt's goroutine, so that the tracker
+	// speaks for whichever attempt is under way; put there once, for all
+	// the attempts, it costs an attempt no allocation.
+	parent context.Context
 }
+
+var _ connwatch.Watcher = (*tracker)(nil)
 
 // newTracker returns a tracker for the attempts of one worker, whose
 // contexts are all made from parent: when parent ends, the connection an
-// attempt's exchange is waiting on is cut (see watch).
+// attempt's exchange is waiting on is cut (see Watch).
 func newTracker(cfg *Config, parent context.Context) *tracker {
 	t := &tracker{
 		clock: engineClock{cfg.Clock},
@@ -106,6 +117,7 @@ func newTracker(cfg *Config, parent context.Context) *tracker {
 		GotFirstResponseByte: t.gotFirstByte,
 	}
 	t.unhook = context.AfterFunc(parent, t.interrupt)
+	t.parent = connwatch.With(parent, t)
 	return t
 }
 
@@ -298,16 +310,18 @@ func (t *tracker) stopLocked(cause error) {
 	t.cutLocked()
 }
 
-// watch has c's reads and writes cut short (its deadline set in the past)
-// once attempt gen is cancelled, by the tracker or with its parent context,
-// until unwatch: what context.AfterFunc on the attempt's context would do,
-// without adding to that context's children and making its Done channel
-// for every request. It returns false, and watches nothing, when gen is not
-// the attempt being tracked.
-func (t *tracker) watch(gen uint64, c net.Conn) bool {
+// Watch has c's reads and writes cut short (its deadline set in the past)
+// once the attempt under way is cancelled, by the tracker or with its
+// parent context, until Unwatch: what context.AfterFunc on the attempt's
+// context would do, without adding to that context's children and making
+// its Done channel for every request. The HTTP/1.1 client and the dialer
+// ask it (see connwatch), from the attempt's goroutine: the connection is
+// the attempt's. It returns false, and watches nothing, when no attempt is
+// under way.
+func (t *tracker) Watch(c net.Conn) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if gen != t.gen || t.done {
+	if t.done {
 		return false
 	}
 	t.conn, t.cut = c, false
@@ -317,9 +331,9 @@ func (t *tracker) watch(gen uint64, c net.Conn) bool {
 	return true
 }
 
-// unwatch ends the watch of c and reports whether c was left alone: false
+// Unwatch ends the watch of c and reports whether c was left alone: false
 // when it was cut, and so has its deadline in the past.
-func (t *tracker) unwatch(c net.Conn) bool {
+func (t *tracker) Unwatch(c net.Conn) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.conn != c {
@@ -349,7 +363,7 @@ func (t *tracker) interrupt() {
 func (t *tracker) cutLocked() {
 	if t.conn != nil && !t.cut {
 		t.cut = true
-		t.conn.SetDeadline(aLongTimeAgo)
+		connwatch.Cut(t.conn)
 	}
 }
 

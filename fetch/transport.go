@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fetch-dev/fetch/internal/dialer"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -198,9 +199,12 @@ func (ts *transports) dial() dialFunc {
 
 // newH1 returns an h1 with the engine's settings, keeping up to perKey
 // idle connections for each target (or proxy) and idleBudget in all, as
-// newTransport's transports do.
+// newTransport's transports do. Its dialer sets TCP keep-alive on a
+// connection when h1 first takes it again, unless it did at the dial (see
+// quietInUse).
 func (ts *transports) newH1(perKey int) *h1 {
-	return newH1(ts.h1Dial(), ts.cfg.maxHeader(), max(perKey, 2), ts.idleBudget(), engineClock{ts.cfg.Clock}.now, ts.cfg.Warn)
+	d := &dialer.Dialer{KeepAliveConfig: keepAlive, KeepAliveAtDial: ts.quietInUse()}
+	return newH1(ts.h1Dial(d), ts.cfg.maxHeader(), max(perKey, 2), ts.idleBudget(), engineClock{ts.cfg.Clock}.now, ts.cfg.Warn, d.KeepAlive)
 }
 
 // h1Dial is the dialer of h1: dial, but for an address that is an IP (a
@@ -210,30 +214,19 @@ func (ts *transports) newH1(perKey int) *h1 {
 // the connect timeout is the tracker's (see tracker.getConn), not a second
 // timer of the dialer's: h1 dials in the attempt's goroutine, with its
 // context. That is 25 allocations fewer per dial (BenchmarkPerURL's
-// http-proxy-closing, with the buffers h1 keeps: 185 instead of 212). On
-// Linux the socket is dialled by dialSocket, net.Dialer's work without
-// what a connection used once does not need (see there); elsewhere, and
-// for an address with a zone, by net.Dialer. (Not Dialer.DialTCP: it
-// binds to its local address even when that is none, and a port taken by
-// bind is taken for every destination.)
-func (ts *transports) h1Dial() dialFunc {
+// http-proxy-closing, with the buffers h1 keeps: 185 instead of 212). The
+// socket is dialled by ip (internal/dialer), net.Dialer's work without
+// what a connection used once does not need.
+func (ts *transports) h1Dial(ip *dialer.Dialer) dialFunc {
 	named := ts.dial()
-	ip := &net.Dialer{KeepAliveConfig: keepAlive}
-	quiet := ts.quietInUse()
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		h, ok := ctx.Value(trackerKey{}).(*hooked)
-		ap, err := netip.ParseAddrPort(addr)
-		if !ok || err != nil {
+		if _, err := netip.ParseAddrPort(addr); !ok || err != nil {
 			return named(ctx, network, addr)
 		}
 		hooks := dialHooks{t: h.t, gen: h.gen}
 		hooks.connectStart(network, addr)
-		c, done, err := dialSocket(ctx, network, ap)
-		if !done {
-			c, err = ip.DialContext(withoutDeadline{ctx}, network, addr)
-		} else if err == nil && quiet {
-			keepAliveSock(c)
-		}
+		c, err := ip.Dial(ctx, network, addr)
 		hooks.connectDone(network, addr, err)
 		return c, err
 	}
@@ -241,24 +234,15 @@ func (ts *transports) h1Dial() dialFunc {
 
 // quietInUse reports whether a connection in use may stay quiet for longer
 // than TCP keep-alive's first probe: when --header-timeout or
-// --idle-timeout is longer, or off. A connection of dialSocket then has
-// keep-alive from its dial; otherwise from when it is first taken again
-// (see keepAliveSock), as an idle one waits at most 90 s, where NATs keep
-// an established TCP mapping for minutes to hours (RFC 5382: at least
-// 2 h 4 min).
+// --idle-timeout is longer, or off. A connection of h1's dialer then has
+// keep-alive from its dial; otherwise from when h1 first takes it again
+// (see dialer.Dialer.KeepAlive), as an idle one waits at most 90 s, where
+// NATs keep an established TCP mapping for minutes to hours (RFC 5382: at
+// least 2 h 4 min).
 func (ts *transports) quietInUse() bool {
 	long := func(d time.Duration) bool { return d <= 0 || d > keepAlive.Idle }
 	return long(ts.cfg.HeaderTimeout) || long(ts.cfg.IdleTimeout)
 }
-
-// withoutDeadline is a context with its parent's cancellation and values
-// but no deadline. The attempt's tracker ends the context when the connect
-// timeout or the URL's deadline passes, which cuts a connect in progress;
-// with a deadline on the context as well, net's connect set it on the
-// socket and took it off again, a timer added and removed for every dial.
-type withoutDeadline struct{ context.Context }
-
-func (withoutDeadline) Deadline() (time.Time, bool) { return time.Time{}, false }
 
 // renewing returns a renewing transport made by build.
 func (ts *transports) renewing(build func() *http.Transport) *renewing {

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package fetch
+package dialer
 
 import (
 	"context"
@@ -16,4 +16,4 @@ func dialSocket(context.Context, string, netip.AddrPort) (net.Conn, bool, error)
 
 // keepAliveSock does nothing here: net's connections have keep-alive from
 // their dialer.
-func keepAliveSock(net.Conn) {}
+func keepAliveSock(net.Conn, net.KeepAliveConfig) {}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package fetch
+package dialer
 
 import (
 	"context"
@@ -37,7 +37,7 @@ import (
 // and the monitor, which then hands the P to another thread and keeps
 // waking every 20 µs, took 6% of fetch's CPU. Here the local address is
 // looked up when an error message needs it, keep-alive is set when it can
-// matter (see keepAliveSock), and only the poller's own calls and close
+// matter (see Dialer.KeepAlive), and only the poller's own calls and close
 // remain known to the monitor.
 //
 // As net does, a connect is tried again, up to twice, when the kernel had
@@ -55,8 +55,8 @@ import (
 // later).
 //
 // Errors are net's: a *net.OpError "dial" with the connect's errno as
-// os.SyscallError, or ctx's error when ctx ends first (the wait is cut as
-// an exchange's is, see watchConn).
+// os.SyscallError, or ctx's error when ctx ends first (the wait is cut by
+// connwatch, as an exchange's is).
 func dialSocket(ctx context.Context, network string, ap netip.AddrPort) (c net.Conn, ok bool, err error) {
 	return dialSocketTries(ctx, network, ap, nil)
 }
@@ -246,9 +246,9 @@ func (s *tcpSock) awaitConnect(ctx context.Context) error {
 	if ctx.Done() == nil {
 		err = rc.Write(look)
 	} else {
-		w := watchConn(ctx, s)
+		w := watch(ctx, s)
 		err = rc.Write(look)
-		if !w.unwatch(s) {
+		if !w.Unwatch(s) {
 			// Cut by the end of ctx (or not told): its deadline may be
 			// on the socket, which is closed, connected or not.
 			if ctx.Err() != nil {
@@ -399,14 +399,10 @@ func (s *tcpSock) opError(op string, err error) error {
 	return &net.OpError{Op: op, Net: s.network, Source: s.LocalAddr(), Addr: s.raddr, Err: err}
 }
 
-// keepAliveSock sets TCP keep-alive (see keepAlive) on c, once, when c is
-// one of dialSocket's. h1 sets it when a connection is first taken again
-// for another request, and at the dial only when a connection in use may
-// stay quiet longer than the first probe's 30 s (see
-// transports.quietInUse): a connection used once (a proxy that closes
-// each after its answer) costs two system calls less. net's connections
-// have it from their dialer.
-func keepAliveSock(c net.Conn) {
+// keepAliveSock sets TCP keep-alive on c, its first probe after ka.Idle,
+// once, when c is one of dialSocket's (see Dialer.KeepAlive). net's
+// connections have it from their dialer.
+func keepAliveSock(c net.Conn, ka net.KeepAliveConfig) {
 	s, ok := c.(*tcpSock)
 	if !ok || s.keptAlive {
 		return
@@ -414,7 +410,7 @@ func keepAliveSock(c net.Conn) {
 	s.keptAlive = true
 	s.raw.rc.Control(func(fd uintptr) {
 		if setsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_KEEPALIVE, 1) == 0 {
-			setsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE, int32(keepAlive.Idle/time.Second))
+			setsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE, int32(ka.Idle/time.Second))
 		}
 	})
 }

@@ -1,24 +1,23 @@
 //go:build linux
 
-package fetch
+package dialer
 
 import (
 	"context"
 	"errors"
 	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
-	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // dialBoth dials addr with dialSocket and with net.Dialer, and fails the
@@ -47,10 +46,44 @@ func startFaults(t *testing.T) *fetchtest.Faults {
 }
 
 // listening returns the address of a loopback server that accepts
-// connections and reads them until they close (startRawServer).
+// connections and reads them until they close.
 func listening(t *testing.T) string {
 	t.Helper()
-	return startRawServer(t, func(c net.Conn, _ func() *http.Request) { io.Copy(io.Discard, c) }).addr
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
 }
 
 // sockOpt is the socket option level/name of c, a connection with a
@@ -99,9 +132,6 @@ func TestDialSocketAsNet(t *testing.T) {
 		}
 		if !errors.Is(oursErr, syscall.ECONNREFUSED) {
 			t.Fatalf("%v is not ECONNREFUSED", oursErr)
-		}
-		if got := classify(oursErr, results.PhaseConnect, nil, nil); got != results.KindRefused {
-			t.Fatalf("kind %s, want %s", got, results.KindRefused)
 		}
 	})
 
@@ -282,9 +312,12 @@ func TestDialSocketAddresses(t *testing.T) {
 }
 
 // TestKeepAliveSock: a connection of dialSocket has no keep-alive until
-// it is first kept, and then a first probe after keepAlive.Idle.
+// Dialer.KeepAlive, and then a first probe after KeepAliveConfig.Idle; a
+// Dialer with KeepAliveAtDial sets it at the dial.
 func TestKeepAliveSock(t *testing.T) {
-	c, _, err := dialSocket(context.Background(), "tcp", netip.MustParseAddrPort(listening(t)))
+	addr := listening(t)
+	d := &Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: -1, Count: -1}}
+	c, err := d.Dial(context.Background(), "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,45 +328,24 @@ func TestKeepAliveSock(t *testing.T) {
 	if sockOpt(t, c, syscall.IPPROTO_TCP, syscall.TCP_NODELAY) == 0 {
 		t.Fatal("TCP_NODELAY off")
 	}
-	keepAliveSock(c)
+	if _, ok := c.(*tcpSock); !ok {
+		t.Fatalf("%T is not dialSocket's", c)
+	}
+	d.KeepAlive(c)
 	if sockOpt(t, c, syscall.SOL_SOCKET, syscall.SO_KEEPALIVE) != 1 {
 		t.Fatal("keep-alive off once kept")
 	}
-	if got, want := sockOpt(t, c, syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE), int(keepAlive.Idle/time.Second); got != want {
+	if got, want := sockOpt(t, c, syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE), int(d.KeepAliveConfig.Idle/time.Second); got != want {
 		t.Fatalf("first probe after %d s, want %d", got, want)
 	}
-}
-
-// TestH1KeepAliveOnReuse: h1 sets keep-alive on a connection of
-// dialSocket when it is first taken again, not when its first answer is
-// read (a proxy that closes every connection has it closed by then).
-func TestH1KeepAliveOnReuse(t *testing.T) {
-	srv, h := withOneIdle(t)
-	idle := func() net.Conn {
-		t.Helper()
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		list := h.idle[srv.addr]
-		if len(list) != 1 {
-			t.Fatalf("%d idle connections, want 1", len(list))
-		}
-		return list[0].c
+	d.KeepAliveAtDial = true
+	at, err := d.Dial(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
 	}
-	keepAliveOn := func(c net.Conn) bool {
-		t.Helper()
-		if _, ok := c.(*tcpSock); !ok {
-			t.Fatalf("%T is not dialSocket's", c)
-		}
-		return sockOpt(t, c, syscall.SOL_SOCKET, syscall.SO_KEEPALIVE) == 1
-	}
-	if keepAliveOn(idle()) {
-		t.Fatal("keep-alive on after the first answer")
-	}
-	if _, _, reused, err := get(context.Background(), h, "GET", "http://"+srv.addr+"/", nil); err != nil || !reused {
-		t.Fatalf("second request: reused %v, %v", reused, err)
-	}
-	if !keepAliveOn(idle()) {
-		t.Fatal("keep-alive off once taken again")
+	defer at.Close()
+	if sockOpt(t, at, syscall.SOL_SOCKET, syscall.SO_KEEPALIVE) != 1 {
+		t.Fatal("keep-alive off at the dial with KeepAliveAtDial")
 	}
 }
 
@@ -366,51 +378,6 @@ func TestDialSocketLowFD(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "LOWFD-LEFT") {
 		t.Fatalf("a socket on standard output's number was dialled as an os.File: %s", out)
-	}
-}
-
-// TestSockRawErrorsAsNet: h1's own reads (sock.read, through the socket's
-// RawConn) fail on a connection of dialSocket as on one of net.Dialer:
-// past a deadline, and after Close.
-func TestSockRawErrorsAsNet(t *testing.T) {
-	addr := listening(t)
-	for _, tc := range []struct {
-		name string
-		do   func(c net.Conn)
-		is   error
-	}{
-		{"deadline", func(c net.Conn) { c.SetReadDeadline(time.Now().Add(-time.Second)) }, os.ErrDeadlineExceeded},
-		{"closed", func(c net.Conn) { c.LocalAddr(); c.Close() }, net.ErrClosed},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ours, nets, oursErr, netErr := dialBoth(t, context.Background(), addr)
-			if oursErr != nil || netErr != nil {
-				t.Fatal(oursErr, netErr)
-			}
-			defer ours.Close()
-			defer nets.Close()
-			var errs [2]error
-			for i, c := range []net.Conn{ours, nets} {
-				var s sock
-				s.init(c)
-				if !s.canSend() {
-					t.Fatalf("%T: no socket", c)
-				}
-				la := c.LocalAddr().String()
-				tc.do(c)
-				_, errs[i] = s.read(c, make([]byte, 16))
-				if errs[i] == nil {
-					t.Fatalf("%T: read did not fail", c)
-				}
-				errs[i] = errors.New(strings.ReplaceAll(strings.ReplaceAll(errs[i].Error(), la, "LOCAL"), "raw-read", "read"))
-				if _, err := s.read(c, make([]byte, 16)); !errors.Is(err, tc.is) {
-					t.Fatalf("%T: %v is not %v", c, err, tc.is)
-				}
-			}
-			if errs[0].Error() != errs[1].Error() {
-				t.Fatalf("error %q, net's %q", errs[0], errs[1])
-			}
-		})
 	}
 }
 
@@ -471,23 +438,17 @@ func TestSockaddrPort(t *testing.T) {
 	}
 }
 
-// TestQuietInUse: keep-alive from the dial exactly when a connection in
-// use may stay quiet past the first probe.
-func TestQuietInUse(t *testing.T) {
-	for _, tc := range []struct {
-		header, idle time.Duration
-		want         bool
-	}{
-		{30 * time.Second, 30 * time.Second, false}, // the defaults
-		{10 * time.Second, 5 * time.Second, false},
-		{31 * time.Second, 30 * time.Second, true},
-		{30 * time.Second, time.Minute, true},
-		{0, 30 * time.Second, true}, // off
-		{30 * time.Second, 0, true},
-	} {
-		ts := &transports{cfg: &Config{HeaderTimeout: tc.header, IdleTimeout: tc.idle}}
-		if got := ts.quietInUse(); got != tc.want {
-			t.Errorf("header %v, idle %v: %v, want %v", tc.header, tc.idle, got, tc.want)
-		}
+// TestDialNamesByNet: an address that is not an IP and a port (a name) is
+// dialled by net.Dialer, and its connection is net's.
+func TestDialNamesByNet(t *testing.T) {
+	addr := listening(t)
+	_, port, _ := net.SplitHostPort(addr)
+	c, err := (&Dialer{}).Dial(context.Background(), "tcp4", net.JoinHostPort("localhost", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, ok := c.(*net.TCPConn); !ok {
+		t.Fatalf("%T, want net's *net.TCPConn", c)
 	}
 }
