@@ -297,13 +297,7 @@ func (s *Scheduler) dispatcher() {
 		}
 		if wait != 0 {
 			if !failed && (wait < 0 || wait > s.poll) {
-				// Poll within [poll/2, 3poll/2) for other processes' releases,
-				// in case their pub/sub message is missed, but not past a
-				// token's due time.
-				p := s.poll/2 + time.Duration(s.rand()%uint64(s.poll))
-				if wait < 0 || p < wait {
-					wait = p
-				}
+				wait = pollWait(wait, s.poll, s.rand())
 			}
 			t.Reset(wait)
 			select {
@@ -320,6 +314,19 @@ func (s *Scheduler) dispatcher() {
 		default:
 		}
 	}
+}
+
+// pollWait is how long the dispatcher sleeps when a pass says that the
+// next is due in wait (-1: only on a wake-up) and wait is longer than a
+// poll: a poll drawn by r within [poll/2, 3poll/2), so that it asks again
+// for other processes' releases in case their pub/sub message is missed,
+// but never past wait, when a rate's token comes due.
+func pollWait(wait, poll time.Duration, r uint64) time.Duration {
+	p := poll/2 + time.Duration(r%uint64(poll))
+	if wait >= 0 && wait < p {
+		return wait
+	}
+	return p
 }
 
 // batchMax is how many waiters one acquire call tries at most: enough

@@ -565,3 +565,30 @@ func TestHostBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestPollWait: the dispatcher, waiting longer than a poll, sleeps for a
+// poll drawn within [poll/2, 3poll/2), to ask again for other processes'
+// releases, but never past the time a rate's token comes due. Sleeping a
+// whole poll, it woke up to 33 ms after an 80 ms token with a 75 ms poll
+// (TestRateKeepsItsSchedule's polled case) and about a third of the
+// intervals were off.
+func TestPollWait(t *testing.T) {
+	const poll = 75 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		wait time.Duration // until the next is due; -1: a wake-up
+		draw time.Duration // r: the poll's draw past poll/2
+		want time.Duration
+	}{
+		{"until a wake-up: the shortest poll", -1, 0, poll / 2},
+		{"until a wake-up: the longest poll", -1, poll - 1, 3*poll/2 - 1},
+		{"a token in 80ms, a poll before it", 80 * time.Millisecond, 0, poll / 2},
+		{"a token in 80ms, a poll at it", 80 * time.Millisecond, 80*time.Millisecond - poll/2, 80 * time.Millisecond},
+		{"a token in 80ms, a poll after it: the token", 80 * time.Millisecond, poll - 1, 80 * time.Millisecond},
+		{"a token in a second: the longest poll", time.Second, poll - 1, 3*poll/2 - 1},
+	} {
+		if got := pollWait(tc.wait, poll, uint64(tc.draw)); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
