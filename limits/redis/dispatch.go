@@ -225,11 +225,19 @@ func (s *Scheduler) reply(ctx context.Context, c acquireCall, i int, req limits.
 			if r.hard {
 				s.rateAt = sent.Add(d)
 			}
+			// The reply to an Acquire that found none waiting does not
+			// set the queue's time, or its host's, when waiters that came
+			// meanwhile have one: theirs is the dispatcher's, taken in
+			// from calls that may have run after this one.
+			_, hostTimed := s.hostNext[req.Host]
 			switch {
 			case r.now <= 0:
 			case !r.hostOnly:
-				s.dueUs = r.now + r.waitUs
-			case s.hostRated && (!queued || s.hostWait[req.Host] > 0): // an Acquire about to wait, or a waiter
+				if queued || s.nwait == 0 || s.dueUs == 0 {
+					s.dueUs = r.now + r.waitUs
+				}
+			case !s.hostRated:
+			case queued && s.hostWait[req.Host] > 0, !queued && (s.hostWait[req.Host] == 0 || !hostTimed):
 				s.hostNext[req.Host] = hostTime{us: r.now + r.waitUs, at: sent.Add(d)}
 			}
 		}
