@@ -146,6 +146,8 @@ type acquireCall struct {
 	replies []acquireReply // a reply for each request tried, in order
 	sent    time.Time
 	err     error
+	due     int64   // the logical time sent for the global and proxy rates (µs), 0 for none
+	hostDue []int64 // the same for each request's host rate
 }
 
 // callAcquire runs the acquire script once for reqs, in order, which it tries
@@ -155,7 +157,7 @@ type acquireCall struct {
 // of reqs[i] (nil: none for any; see acquire.lua). On an error every id is
 // an orphan: the call may have run.
 func (s *Scheduler) callAcquire(ctx context.Context, reqs []limits.Request, hostDue []int64, due int64) acquireCall {
-	c := acquireCall{ids: make([]string, len(reqs))}
+	c := acquireCall{ids: make([]string, len(reqs)), due: due, hostDue: hostDue}
 	args := make([]any, 0, 2+4*len(reqs))
 	args = append(args, strconv.Itoa(len(reqs)), usArg(due))
 	for i, req := range reqs {
@@ -280,11 +282,15 @@ func (s *Scheduler) reply(ctx context.Context, c acquireCall, i int, req limits.
 	}
 	s.mu.Unlock()
 	if s.onGrant != nil {
-		at := r.charged
-		if at == 0 {
-			at = r.now // a repeated call's reply: the time it ran
+		g := grantTrace{proxy: pi, host: req.Host, sent: c.sent, ran: r.now, charged: r.charged,
+			due: c.due, global: r.global, queued: queued}
+		if g.charged == 0 {
+			g.charged = r.now // a repeated call's reply: the time it ran
 		}
-		s.onGrant(pi, req.Host, at)
+		if i < len(c.hostDue) {
+			g.hostDue = c.hostDue[i]
+		}
+		s.onGrant(g)
 	}
 	return result{lease: l}
 }

@@ -32,7 +32,8 @@ func TestRestartWithoutData(t *testing.T) {
 	var early atomic.Int64
 	for range 3 {
 		s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: ttl}, cfg)
-		s.onGrant = func(_ int, _ string, us int64) {
+		s.onGrant = func(g grantTrace) {
+			us := g.charged
 			grants.Add(1)
 			// Nothing while Redis is down, nor in the grace of one TTL
 			// that the new epoch refuses acquires for.
@@ -117,7 +118,7 @@ func TestClockSkew(t *testing.T) {
 	for _, skew := range []time.Duration{time.Hour, -time.Hour, 0} {
 		s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: 300 * time.Millisecond,
 			Now: func() time.Time { return time.Now().Add(skew) }}, cfg)
-		s.onGrant = func(p int, _ string, us int64) { mu.Lock(); at[p] = append(at[p], us); mu.Unlock() }
+		s.onGrant = func(g grantTrace) { mu.Lock(); at[g.proxy] = append(at[g.proxy], g.charged); mu.Unlock() }
 		ss = append(ss, s)
 	}
 	// A lease held for several TTLs by the skewed clock stays held.

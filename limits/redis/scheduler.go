@@ -140,7 +140,26 @@ type Scheduler struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 
-	onGrant func(proxy int, host string, redisUs int64) // tests: every grant with its host and Redis time
+	onGrant func(grantTrace) // tests only: every grant
+}
+
+// grantTrace is what Scheduler.onGrant tells a test of a grant: its proxy
+// and host; on the Redis clock (µs), when its call ran, when its rate
+// tokens were charged, the logical times the process sent with it (see
+// Scheduler.dueUs and hostNext) and when the global rate's next token
+// comes due; and on the client's clock, when the call was sent. From
+// these a test tells an ask that reached Redis late from one that the
+// scheduler charged late.
+type grantTrace struct {
+	proxy   int
+	host    string
+	sent    time.Time // when its call was sent
+	ran     int64     // when its call ran
+	charged int64     // when its rate tokens were charged; with no rate, or in a repeated call's reply, ran
+	due     int64     // the call's logical time for the global and proxy rates; 0 for none
+	hostDue int64     // the request's logical time for its host's rate; 0 for none
+	global  int64     // when the global rate's next token comes due; 0 for none
+	queued  bool      // a waiter of the local queue, not an Acquire that found none waiting
 }
 
 var _ limits.Scheduler = (*Scheduler)(nil)
