@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/fetch-dev/fetch/fetch/results"
+	"github.com/fetch-dev/fetch/internal/h1"
 	"github.com/fetch-dev/fetch/limits"
 )
 
@@ -98,11 +99,12 @@ func classify(err error, phase string, ctxErr, cause error) string {
 	return results.KindOther
 }
 
-// headersTooLarge reports whether err is net/http's for response headers
-// over the transport's MaxResponseHeaderBytes (it has no error value for
-// it: this is its text).
+// headersTooLarge reports whether err is an answer's headers over the
+// limit: h1's error, or net/http's for its transport's
+// MaxResponseHeaderBytes (it has no error value for it: this is its text).
 func headersTooLarge(err error) bool {
-	return strings.Contains(err.Error(), "server response headers exceeded")
+	var he *h1.HeadersTooLargeError
+	return errors.As(err, &he) || strings.Contains(err.Error(), "server response headers exceeded")
 }
 
 // isTimeout reports whether err says it is a timeout, as the dialer's and

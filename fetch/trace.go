@@ -12,6 +12,7 @@ import (
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/internal/clock"
 	"github.com/fetch-dev/fetch/internal/connwatch"
+	"github.com/fetch-dev/fetch/internal/h1"
 )
 
 // phaseTimeout is the cancellation cause when a per-phase limit runs out.
@@ -64,7 +65,7 @@ type tracker struct {
 	connected bool
 
 	// cfg is the run's, never changed: the per-phase limits, and what
-	// decides an answer on its head (see bodyWanted).
+	// decides an answer on its head (see BodyWanted).
 	cfg *Config
 
 	// The per-phase limit in force, if timerOn: limit, set by flag, counts
@@ -90,14 +91,18 @@ type tracker struct {
 
 	// parent is the context the worker's attempts are made from: its
 	// parent, carrying the tracker as the watcher of their connections
-	// (connwatch.With), which the HTTP/1.1 client and its dialer find
-	// there. Both run in the attempt's goroutine, so that the tracker
-	// speaks for whichever attempt is under way; put there once, for all
-	// the attempts, it costs an attempt no allocation.
+	// (connwatch.With) and as the HTTP/1.1 client's hooks (h1.WithHooks),
+	// which the client and its dialer find there. Both run in the
+	// attempt's goroutine, so that the tracker speaks for whichever
+	// attempt is under way; put there once, for all the attempts, it
+	// costs an attempt no allocation.
 	parent context.Context
 }
 
-var _ connwatch.Watcher = (*tracker)(nil)
+var (
+	_ connwatch.Watcher = (*tracker)(nil)
+	_ h1.Hooks          = (*tracker)(nil)
+)
 
 // newTracker returns a tracker for the attempts of one worker, whose
 // contexts are all made from parent: when parent ends, the connection an
@@ -117,7 +122,7 @@ func newTracker(cfg *Config, parent context.Context) *tracker {
 		GotFirstResponseByte: t.gotFirstByte,
 	}
 	t.unhook = context.AfterFunc(parent, t.interrupt)
-	t.parent = connwatch.With(parent, t)
+	t.parent = connwatch.With(h1.WithHooks(parent, t), t)
 	return t
 }
 
@@ -402,7 +407,7 @@ func (t *tracker) startBody() {
 }
 
 // gotHeaders marks the start of the body phase, unless the first read of
-// the answer marked it already (see bodyBytes): its idle clock runs from
+// the answer marked it already (see BodyBytes): its idle clock runs from
 // the last bytes that read took.
 func (t *tracker) gotHeaders() {
 	t.mu.Lock()
@@ -412,22 +417,22 @@ func (t *tracker) gotHeaders() {
 	}
 }
 
-// bodyWanted reports whether an attempt reads the body of an answer with
+// BodyWanted reports whether an attempt reads the body of an answer with
 // status code and a body of length, rather than deciding on its head
-// alone (see Config.decidesOnHead).
-func (t *tracker) bodyWanted(code int, length int64) bool {
+// alone (see Config.decidesOnHead). The HTTP/1.1 client asks it.
+func (t *tracker) BodyWanted(code int, length int64) bool {
 	return !t.cfg.decidesOnHead(code, length)
 }
 
-// bodyBytes is the word of the first read of an answer in attempt gen
-// that the head has come whole and the read waits on for the body (see
-// h1Conn.owedAnswer), and again after each read of the body that leaves
-// more to wait for: the attempt is in the body phase from the first, under
+// BodyBytes is the HTTP/1.1 client's word, in the attempt under way, that
+// the first read of an answer has its head whole and waits on for the
+// body, and again after each read of the body that leaves more to wait
+// for: the attempt is in the body phase from the first, under
 // --idle-timeout, and each later one is progress.
-func (t *tracker) bodyBytes(gen uint64) {
+func (t *tracker) BodyBytes() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if gen != t.gen || t.done || t.why != nil { // over, or being stopped in the phase it is in
+	if t.done || t.why != nil { // over, or being stopped in the phase it is in
 		return
 	}
 	if t.phase != results.IndexBody {
@@ -470,12 +475,6 @@ func (h *hooked) Err() error {
 	}
 	return err
 }
-
-// bodyWanted and bodyBytes ask and tell h's tracker (see
-// tracker.bodyWanted and tracker.bodyBytes).
-func (h *hooked) bodyWanted(code int, length int64) bool { return h.t.bodyWanted(code, length) }
-
-func (h *hooked) bodyBytes() { h.t.bodyBytes(h.gen) }
 
 func (h *hooked) Value(key any) any {
 	if key == (trackerKey{}) {

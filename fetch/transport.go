@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fetch-dev/fetch/internal/dialer"
+	"github.com/fetch-dev/fetch/internal/h1"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -97,7 +98,7 @@ type transports struct {
 	plain, https *renewing // built when a route needs them
 	// directH1 and plainH1 send the plain http:// requests of direct and
 	// http:// proxy routes (see h1), built with direct and plain.
-	directH1, plainH1 *h1
+	directH1, plainH1 *h1.Client
 	creds             *proxies.Credentials // of the proxies, by route index
 	gateways          map[gatewayKey]*gateway
 	lastKey           gatewayKey // and lastGateway: what gatewayOf found last
@@ -118,8 +119,8 @@ func (ts *transports) client(r *route) client {
 // its identities, for a rotating-proxy provider's gateway) share.
 type gateway struct {
 	tr    *renewing
-	url   *url.URL // without credentials; scheme http for an https proxy too (its TLS is the dialer's)
-	h1    *h1      // for plain requests through an http:// proxy; nil for others
+	url   *url.URL   // without credentials; scheme http for an https proxy too (its TLS is the dialer's)
+	h1    *h1.Client // for plain requests through an http:// proxy; nil for others
 	creds *proxies.Credentials
 	socks bool // a SOCKS proxy: its credentials go with its URL to the dialer, for plain requests too
 }
@@ -202,9 +203,10 @@ func (ts *transports) dial() dialFunc {
 // newTransport's transports do. Its dialer sets TCP keep-alive on a
 // connection when h1 first takes it again, unless it did at the dial (see
 // quietInUse).
-func (ts *transports) newH1(perKey int) *h1 {
+func (ts *transports) newH1(perKey int) *h1.Client {
 	d := &dialer.Dialer{KeepAliveConfig: keepAlive, KeepAliveAtDial: ts.quietInUse()}
-	return newH1(ts.h1Dial(d), ts.cfg.maxHeader(), max(perKey, 2), ts.idleBudget(), engineClock{ts.cfg.Clock}.now, ts.cfg.Warn, d.KeepAlive)
+	return h1.New(h1.Options{Dial: ts.h1Dial(d), MaxHeader: ts.cfg.maxHeader(), PerKey: max(perKey, 2), Budget: ts.idleBudget(),
+		Now: engineClock{ts.cfg.Clock}.now, Warn: ts.cfg.Warn, OnReuse: d.KeepAlive})
 }
 
 // h1Dial is the dialer of h1: dial, but for an address that is an IP (a
@@ -346,9 +348,9 @@ func (ts *transports) closeIdle() {
 			tr.CloseIdleConnections()
 		}
 	}
-	for _, t := range []*h1{ts.directH1, ts.plainH1} {
+	for _, t := range []*h1.Client{ts.directH1, ts.plainH1} {
 		if t != nil {
-			t.closeIdle()
+			t.CloseIdle()
 		}
 	}
 }
@@ -396,7 +398,7 @@ func (t *routeTransport) authorization() string {
 		return *a
 	}
 	user, pass, _, _ := t.gw.creds.Get(int(t.cred))
-	a := proxyAuth{user: user, pass: pass, set: true}.value()
+	a := h1.BasicAuth(user, pass).Value()
 	if !t.auth.CompareAndSwap(nil, &a) {
 		return *t.auth.Load()
 	}
@@ -406,13 +408,13 @@ func (t *routeTransport) authorization() string {
 // directTransport sends a direct route's plain http:// requests on h1 and
 // the others on tr.
 type directTransport struct {
-	h1 *h1
+	h1 *h1.Client
 	tr *renewing
 }
 
 func (t directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.h1.takes(req) {
-		return t.h1.roundTrip(req, nil, proxyAuth{})
+	if t.h1.Takes(req) {
+		return t.h1.RoundTrip(req, nil, h1.ProxyAuth{})
 	}
 	return t.tr.RoundTrip(req)
 }
@@ -424,7 +426,7 @@ type routeKey struct{}
 // gets it added. A round tripper must not change its request: one that
 // needs changing is copied.
 func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	plain := t.gw.h1.takes(req) // h1 needs no route in the context: it is told the gateway
+	plain := t.gw.h1.Takes(req) // h1 needs no route in the context: it is told the gateway
 	if plain && !t.rotate {
 		// Nor the credentials in the request's header: h1 writes them
 		// itself, so a plain request through an http:// proxy is sent
@@ -433,11 +435,11 @@ func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// route's request closes its connection, which makes net/http
 		// write it, see writeRequest: it takes the path below, with the
 		// route's header made once.)
-		var auth proxyAuth
+		var auth h1.ProxyAuth
 		if user, pass, _, ok := t.gw.creds.Get(int(t.cred)); ok {
-			auth = proxyAuth{user: user, pass: pass, set: true}
+			auth = h1.BasicAuth(user, pass)
 		}
-		return t.gw.h1.roundTrip(req, t.gw.url, auth)
+		return t.gw.h1.RoundTrip(req, t.gw.url, auth)
 	}
 	r := req
 	if !plain {
@@ -458,10 +460,10 @@ func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if auth {
 		r.Header = req.Header.Clone()
-		r.Header.Set(proxyAuthorization, t.authorization())
+		r.Header.Set("Proxy-Authorization", t.authorization())
 	}
 	if plain {
-		return t.gw.h1.roundTrip(r, t.gw.url, proxyAuth{})
+		return t.gw.h1.RoundTrip(r, t.gw.url, h1.ProxyAuth{})
 	}
 	return t.gw.tr.RoundTrip(r)
 }

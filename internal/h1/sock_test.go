@@ -1,6 +1,6 @@
 //go:build unix
 
-package fetch
+package h1
 
 import (
 	"bufio"
@@ -85,13 +85,14 @@ func TestH1SendThenRead(t *testing.T) {
 				for i := range filler {
 					filler[i] = 'x'
 				}
-				if _, err := c.Write(filler); !isTimeout(err) {
+				var ne net.Error
+				if _, err := c.Write(filler); !errors.As(err, &ne) || !ne.Timeout() {
 					t.Fatalf("filling: %v, want a timeout", err)
 				}
 				c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 			}
 			close(drain)
-			pc := &h1Conn{c: c, limit: unlimited}
+			pc := &conn{c: c, limit: unlimited}
 			pc.sock.init(c)
 			if !pc.canSend() {
 				t.Fatal("a TCP connection cannot sendThenRead")
@@ -118,15 +119,15 @@ func TestH1SendFails(t *testing.T) {
 	srv := startRawServer(t, answerOK())
 	d := &net.Dialer{Timeout: 5 * time.Second}
 	dials := 0
-	h := newH1(func(ctx context.Context, network, addr string) (net.Conn, error) {
+	h := New(Options{Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		dials++
 		c, err := d.DialContext(ctx, network, addr)
 		if err == nil {
 			err = c.(*net.TCPConn).CloseWrite()
 		}
 		return c, err
-	}, 1<<10, 4, 4, time.Now, nil, nil)
-	defer h.closeIdle()
+	}, MaxHeader: 1 << 10, PerKey: 4, Budget: 4})
+	defer h.CloseIdle()
 	_, _, _, err := get(context.Background(), h, "GET", "http://"+srv.addr+"/", nil)
 	var oe *net.OpError
 	if !errors.As(err, &oe) || oe.Op != "write" || !errors.Is(err, syscall.EPIPE) {
@@ -177,7 +178,7 @@ func TestH1ReadsBodyInHeadsRead(t *testing.T) {
 			defer c.Close()
 			c.SetDeadline(time.Now().Add(5 * time.Second))
 			var w countWaiter
-			pc := &h1Conn{c: c, limit: unlimited, get: true, waiter: &w}
+			pc := &conn{c: c, limit: unlimited, get: true, waiter: &w}
 			pc.sock.init(c)
 			pc.out = []byte(req)
 			p := make([]byte, 4096)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package fetch
+package h1
 
 import (
 	"syscall"
@@ -8,7 +8,7 @@ import (
 )
 
 // sysRead, sysWrite and sysPeek are read(2), write(2) and recv(2) with
-// MSG_PEEK on one of h1's sockets, which are non-blocking (Go makes every
+// MSG_PEEK on one of a Client's sockets, which are non-blocking (Go makes every
 // one so): none of them waits. They are made as the runtime makes its own
 // short calls, without telling the scheduler (syscall.RawSyscall).
 //

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package fetch
+package h1
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ var errWouldBlock = errors.New("would block")
 
 // sock cannot look at a socket without reading it here: every idle
 // connection is taken to be quiet, and a closed one is found out by the
-// request sent on it (see h1.roundTrip). Requests are written and answers
+// request sent on it (see Client.RoundTrip). Requests are written and answers
 // read as on any net.Conn.
 type sock struct{}
 

@@ -1,4 +1,4 @@
-package fetch
+package h1
 
 import (
 	"bufio"
@@ -16,7 +16,7 @@ import (
 // written returns what writeRequest writes for req with auth, and what
 // net/http's Request.Write (WriteProxy when proxied) writes for req with
 // auth's value set as its Proxy-Authorization, with their errors.
-func written(req *http.Request, proxied bool, auth proxyAuth) (ours, theirs string, oursErr, theirsErr error) {
+func written(req *http.Request, proxied bool, auth ProxyAuth) (ours, theirs string, oursErr, theirsErr error) {
 	var a, b bytes.Buffer
 	wa, wb := bufio.NewWriter(&a), bufio.NewWriter(&b)
 	header := req.Header.Clone()
@@ -94,7 +94,7 @@ func TestWriteRequestAsNetHTTP(t *testing.T) {
 			t.Errorf("%s: written by writeRequest itself: %v, want %v", tc.name, plain, tc.plain)
 		}
 		for _, proxied := range []bool{false, true} {
-			for _, auth := range []proxyAuth{{}, {user: "user-session-7", pass: "pw", set: true}, {user: "ü", set: true},
+			for _, auth := range []ProxyAuth{{}, {user: "user-session-7", pass: "pw", set: true}, {user: "ü", set: true},
 				{user: strings.Repeat("u", 300), pass: strings.Repeat("p", 200), set: true}} {
 				ours, theirs, oursErr, theirsErr := written(req, proxied, auth)
 				if ours != theirs || (oursErr == nil) != (theirsErr == nil) {
@@ -117,7 +117,7 @@ func TestWriteRequestManyHeaders(t *testing.T) {
 	if _, _, plain := plainRequest(req, &keys); plain {
 		t.Error("more names than keys holds, and written by writeRequest")
 	}
-	if ours, theirs, _, _ := written(req, true, proxyAuth{user: "u", pass: "p", set: true}); ours != theirs {
+	if ours, theirs, _, _ := written(req, true, ProxyAuth{user: "u", pass: "p", set: true}); ours != theirs {
 		t.Errorf("writeRequest wrote\n%q\nnet/http\n%q", ours, theirs)
 	}
 }
@@ -137,7 +137,7 @@ func FuzzWriteRequest(f *testing.F) {
 			host = u.Host
 		}
 		req := &http.Request{Method: method, URL: u, Host: host, Header: http.Header{key: {value}, "User-Agent": {ua}}}
-		for _, auth := range []proxyAuth{{}, {user: key, pass: value, set: true}} {
+		for _, auth := range []ProxyAuth{{}, {user: key, pass: value, set: true}} {
 			ours, theirs, oursErr, theirsErr := written(req, proxied, auth)
 			if ours != theirs || (oursErr == nil) != (theirsErr == nil) {
 				t.Errorf("writeRequest wrote\n%q (%v)\nnet/http\n%q (%v)", ours, oursErr, theirs, theirsErr)
@@ -159,9 +159,9 @@ func BenchmarkWriteRequest(b *testing.B) {
 		name  string
 		write func(*bufio.Writer) error
 	}{
-		{"fetch", func(w *bufio.Writer) error { return writeRequest(w, req, true, proxyAuth{}) }},
+		{"fetch", func(w *bufio.Writer) error { return writeRequest(w, req, true, ProxyAuth{}) }},
 		{"fetch-credentials", func(w *bufio.Writer) error {
-			return writeRequest(w, bare, true, proxyAuth{user: "user-session-12345", pass: "pw", set: true})
+			return writeRequest(w, bare, true, ProxyAuth{user: "user-session-12345", pass: "pw", set: true})
 		}},
 		{"net-http", func(w *bufio.Writer) error { return req.WriteProxy(w) }},
 	} {

@@ -1,4 +1,4 @@
-package fetch
+package h1
 
 import (
 	"context"
@@ -49,8 +49,8 @@ func TestH1CloseBehindLastBytes(t *testing.T) {
 			})
 			url := "http://" + srv.addr + "/"
 			want := netHTTPGet(t, url)
-			h := newH1(socketDial, 1<<10, 4, 4, time.Now, nil, nil)
-			defer h.closeIdle()
+			h := New(Options{Dial: socketDial, MaxHeader: 1 << 10, PerKey: 4, Budget: 4})
+			defer h.CloseIdle()
 			for i := range 40 {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				start := time.Now()

@@ -1,4 +1,4 @@
-package fetch
+package h1
 
 import (
 	"bufio"
@@ -8,18 +8,18 @@ import (
 
 // writeRequest writes req on w as net/http's Request.Write does
 // (WriteProxy, in absolute form, when proxied), byte for byte. For the
-// requests h1 sends most (GET or HEAD, a plain host, a few headers with
+// requests a Client sends most (GET or HEAD, a plain host, a few headers with
 // nothing to clean) it writes them itself: no fmt, no header sorter, no
 // string made for the request URI: 0.24 µs and no allocation for the
 // engine's request through a proxy, against 0.77 µs and 7 allocations
 // (BenchmarkWriteRequest). Every other request is written by net/http.
 //
 // auth, when set, is the Proxy-Authorization sent with req in place of any
-// it has, as if set in its header: h1 writes it, encoded straight into w,
+// it has, as if set in its header: writeRequest writes it, encoded straight into w,
 // so that a request through an http:// proxy with credentials needs
 // neither a copy of its header nor its route a header value made and kept
-// (see routeTransport.RoundTrip).
-func writeRequest(w *bufio.Writer, req *http.Request, proxied bool, auth proxyAuth) error {
+// (see the engine's routeTransport.RoundTrip).
+func writeRequest(w *bufio.Writer, req *http.Request, proxied bool, auth ProxyAuth) error {
 	var keys [maxPlainHeaders]string
 	n, path, ok := plainRequest(req, &keys)
 	if !ok {
@@ -29,7 +29,7 @@ func writeRequest(w *bufio.Writer, req *http.Request, proxied bool, auth proxyAu
 			if r.Header == nil {
 				r.Header = http.Header{}
 			}
-			r.Header.Set(proxyAuthorization, auth.value())
+			r.Header.Set(proxyAuthorization, auth.Value())
 			req = &r
 		}
 		if proxied {
@@ -100,30 +100,35 @@ func writeRequest(w *bufio.Writer, req *http.Request, proxied bool, auth proxyAu
 
 const proxyAuthorization = "Proxy-Authorization"
 
-// proxyAuth is the Basic credentials of an http:// proxy, which h1 writes
-// in a request's Proxy-Authorization (see writeRequest). The strings are
-// views of the route's credentials.
-type proxyAuth struct {
+// ProxyAuth is the Basic credentials of an http:// proxy, which a Client
+// writes in a request's Proxy-Authorization (see writeRequest). The zero
+// value is none; make one with BasicAuth. It keeps the strings it is given,
+// not a copy: the engine's are views of a route's credentials.
+type ProxyAuth struct {
 	user, pass string
 	set        bool
 }
 
-// value is the header's value: "Basic " and base64 of "user:pass".
-func (a proxyAuth) value() string {
+// BasicAuth returns the Basic credentials user and pass, for a request
+// through an http:// proxy.
+func BasicAuth(user, pass string) ProxyAuth { return ProxyAuth{user: user, pass: pass, set: true} }
+
+// Value is the header's value: "Basic " and base64 of "user:pass".
+func (a ProxyAuth) Value() string {
 	var b [256]byte
 	return string(a.basic(append(b[:0], "Basic "...)))
 }
 
 // write writes the header's line on w, encoded into w's buffer: no
 // allocation for credentials of up to 191 bytes while w has room.
-func (a proxyAuth) write(w *bufio.Writer) {
+func (a ProxyAuth) write(w *bufio.Writer) {
 	w.WriteString(proxyAuthorization + ": Basic ")
 	w.Write(a.basic(w.AvailableBuffer()))
 	w.WriteString("\r\n")
 }
 
 // basic appends base64 of "user:pass" to b.
-func (a proxyAuth) basic(b []byte) []byte {
+func (a ProxyAuth) basic(b []byte) []byte {
 	var cb [192]byte
 	return base64.StdEncoding.AppendEncode(b, append(append(append(cb[:0], a.user...), ':'), a.pass...))
 }

@@ -1,4 +1,4 @@
-package fetch
+package h1
 
 import (
 	"bufio"
@@ -77,7 +77,7 @@ func readAs(read func(*bufio.Reader, *http.Request, errorReplayer) (*http.Respon
 // then a byte at a time (or, with wholeTail, all the rest at once), and
 // counts what it gave. At the end it fails once with fail, when set, and
 // then gives io.EOF, as a socket tells a reset; replayError gives its last
-// error once more, as h1Conn does.
+// error once more, as conn does.
 type lineReader struct {
 	rest      string
 	read      int
@@ -370,7 +370,7 @@ func TestOwed(t *testing.T) {
 		{"folded line ended", "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nX: a\r\n b\r\n\r\n", false, false},
 	} {
 		var w countWaiter
-		pc := &h1Conn{waiter: &w}
+		pc := &conn{waiter: &w}
 		got := pc.owedAnswer(roomy(tc.buf))
 		if got != tc.owed {
 			t.Errorf("%s: owedAnswer(%q) = %v, want %v", tc.name, tc.buf, got, tc.owed)
@@ -382,7 +382,7 @@ func TestOwed(t *testing.T) {
 	}
 	// A body the waiter does not want (the head decides) is not waited for.
 	w := countWaiter{refuse: true}
-	pc := &h1Conn{waiter: &w}
+	pc := &conn{waiter: &w}
 	if pc.owedAnswer(roomy(head)) || w.told != 0 {
 		t.Errorf("a body the waiter does not want is waited for (told %d times)", w.told)
 	}
@@ -394,7 +394,7 @@ func TestOwed(t *testing.T) {
 func TestOwedAnswerAsItComes(t *testing.T) {
 	const answer = "HTTP/1.1 200 OK\r\nServer: squid\r\nContent-Length: 4\r\n\r\nabcd"
 	var w countWaiter
-	pc := &h1Conn{waiter: &w}
+	pc := &conn{waiter: &w}
 	for _, step := range []struct {
 		n     int // bytes in so far
 		owed  bool
@@ -425,9 +425,9 @@ type countWaiter struct {
 	told   int
 }
 
-func (w *countWaiter) bodyWanted(int, int64) bool { return !w.refuse }
+func (w *countWaiter) BodyWanted(int, int64) bool { return !w.refuse }
 
-func (w *countWaiter) bodyBytes() { w.told++ }
+func (w *countWaiter) BodyBytes() { w.told++ }
 
 func b2i(b bool) int {
 	if b {
@@ -468,7 +468,7 @@ func asksMore(start string) (asked bool, err error) {
 // its end), would wait for more: so that h1 waiting for more, where it
 // would have returned the bytes to the reader, waits no longer than
 // net/http would. (A reader that decides on the head alone, not reading
-// the body, says so to owedAnswer through its waiter: see bodyWanted.)
+// the body, says so to owedAnswer through its waiter: see Hooks.BodyWanted.)
 func FuzzOwed(f *testing.F) {
 	f.Add("HTTP/1.1 200 OK\r\nServer: squid\r\nContent-Length: 4\r\n\r\nabcd")
 	f.Add("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\n")
@@ -477,7 +477,7 @@ func FuzzOwed(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string) {
 		for k := 1; k <= len(raw); k++ {
 			start := raw[:k]
-			pc := &h1Conn{}
+			pc := &conn{}
 			if !pc.owedAnswer(roomy(start)) {
 				continue
 			}

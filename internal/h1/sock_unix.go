@@ -1,6 +1,6 @@
 //go:build unix
 
-package fetch
+package h1
 
 import (
 	"io"
@@ -12,12 +12,12 @@ import (
 // errWouldBlock is peek's answer for a socket with nothing to read.
 var errWouldBlock = syscall.EAGAIN
 
-// sock does what h1 does with a connection's socket beyond net.Conn: a
+// sock does what a Client does with a connection's socket beyond net.Conn: a
 // look at what waits on it (peek), and a request written with its answer
 // awaited in one step (sendThenRead). It is set up once per connection,
 // one function value for both, so that neither allocates.
 //
-// Its fields are named apart from h1Conn's, which embeds it: h1Conn's out
+// Its fields are named apart from conn's, which embeds it: conn's out
 // and werr are the held request and the write's error as exchange reports
 // it; sock's pending and writeErr are what its callback has still to write
 // and the errno it met.
@@ -87,7 +87,7 @@ func (s *sock) canSend() bool { return s.raw != nil }
 // sendThenRead writes out and reads the start of its answer into p,
 // reading on while owed, when not nil, says that the bytes read so far of
 // the answer must be followed by more (a head not ended, or the body of a
-// head that came alone: see h1Conn.owedAnswer). owed is given them with
+// head that came alone: see conn.owedAnswer). owed is given them with
 // the room of p as their capacity.
 //
 // Why: net.Conn's Read tries the socket before it waits, and right after a

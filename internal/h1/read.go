@@ -1,4 +1,4 @@
-package fetch
+package h1
 
 import (
 	"bufio"
@@ -11,9 +11,9 @@ import (
 
 // readResponse reads the response to req from br as http.ReadResponse
 // does: the same Response, the same bytes of its body and the same bytes
-// left on br (closing a body not read to its end is h1Body's: it closes
+// left on br (closing a body not read to its end is body's: it closes
 // the connection, where net/http's body would read what is left). The
-// answers h1 reads most (HTTP/1.1, a final status with a body, one
+// answers a Client reads most (HTTP/1.1, a final status with a body, one
 // Content-Length, headers on one line each, a head that fits br's buffer)
 // it reads itself: one string for the whole header block, from
 // which every name and value is cut, where net/http makes a string of
@@ -29,7 +29,7 @@ import (
 // A read that fails while the head is waited for leaves the answer to
 // http.ReadResponse, which must meet the same error, and then what the
 // source says after it, as it would have: src, br's source, gives that
-// error once more (h1Conn does; a source whose reads repeat their error,
+// error once more (conn does; a source whose reads repeat their error,
 // as a strings.Reader's end, needs nothing and may be nil).
 func readResponse(br *bufio.Reader, req *http.Request, src errorReplayer) (*http.Response, error) {
 	seen := 0 // the head's lines already looked at while it came
@@ -423,7 +423,7 @@ func asciiEqualFold[T text](s T, t string) bool {
 
 // fixedBody is a body of n bytes more on r. As net/http's, it returns
 // io.EOF with its last bytes, and io.ErrUnexpectedEOF when r ends first;
-// its Close does nothing (h1Body closes the connection instead).
+// its Close does nothing (body closes the connection instead).
 type fixedBody struct {
 	r *bufio.Reader
 	n int64

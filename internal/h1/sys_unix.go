@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package fetch
+package h1
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 )
 
 // sysRead, sysWrite and sysPeek are read(2), write(2) and recv(2) with
-// MSG_PEEK on one of h1's sockets, through the syscall package (see the
+// MSG_PEEK on one of a Client's sockets, through the syscall package (see the
 // Linux version for why it makes them raw there).
 func sysRead(fd int, p []byte) (int, syscall.Errno) { return errno(syscall.Read(fd, p)) }
 
