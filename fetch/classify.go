@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"syscall"
@@ -100,11 +101,11 @@ func classify(err error, phase string, ctxErr, cause error) string {
 }
 
 // headersTooLarge reports whether err is an answer's headers over the
-// limit: h1's error, or net/http's for its transport's
-// MaxResponseHeaderBytes (it has no error value for it: this is its text).
+// limit: h1's error, or net/http's (typed by stdError).
 func headersTooLarge(err error) bool {
 	var he *h1.HeadersTooLargeError
-	return errors.As(err, &he) || strings.Contains(err.Error(), "server response headers exceeded")
+	var se *stdHeadersTooLargeError
+	return errors.As(err, &he) || errors.As(err, &se)
 }
 
 // isTimeout reports whether err says it is a timeout, as the dialer's and
@@ -112,4 +113,31 @@ func headersTooLarge(err error) bool {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// credentialsRejected reports whether err is a proxy refusing its
+// credentials: a CONNECT answered 407 (or 401, which some proxies send), or
+// a SOCKS5 proxy failing the user/password authentication (or accepting no
+// method fetch offered: it wants credentials that were not given). A 407
+// to a plain request is seen by the caller, as a response.
+func credentialsRejected(err error) bool {
+	var pse *proxyStatusError
+	if errors.As(err, &pse) {
+		return pse.code == http.StatusProxyAuthRequired || pse.code == http.StatusUnauthorized
+	}
+	var se *socksError
+	return errors.As(err, &se) && se.rejected
+}
+
+// targetSide reports whether err is a proxy saying that it could not reach
+// the target: a CONNECT answered 5xx (502 Bad Gateway, 504), or a SOCKS
+// reply that the target's host or network is unreachable or refused. That
+// is news about the target, and must not bench a proxy that did its job.
+func targetSide(err error) bool {
+	var pse *proxyStatusError
+	if errors.As(err, &pse) {
+		return pse.code >= 500
+	}
+	var se *socksError
+	return errors.As(err, &se) && se.targetSide
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -890,40 +889,4 @@ func outcome(rt *route, res result) limits.Outcome {
 		}
 	}
 	return limits.Neutral
-}
-
-// credentialsRejected reports whether err is a proxy refusing its
-// credentials: a CONNECT answered 407 (or 401, which some proxies send), or
-// a SOCKS5 proxy failing the user/password authentication (or accepting no
-// method fetch offered: it wants credentials that were not given). A 407
-// to a plain request is seen by the caller, as a response.
-func credentialsRejected(err error) bool {
-	var pse *proxyStatusError
-	if errors.As(err, &pse) {
-		return pse.code == http.StatusProxyAuthRequired || pse.code == http.StatusUnauthorized
-	}
-	msg := err.Error()
-	return strings.Contains(msg, "socks connect") &&
-		(strings.HasSuffix(msg, "username/password authentication failed") || strings.HasSuffix(msg, "no acceptable authentication methods"))
-}
-
-// targetSide reports whether err is a proxy saying that it could not reach
-// the target: a CONNECT answered 5xx (502 Bad Gateway, 504), or a SOCKS
-// reply that the target's host or network is unreachable or refused. That
-// is news about the target, and must not bench a proxy that did its job.
-func targetSide(err error) bool {
-	var pse *proxyStatusError
-	if errors.As(err, &pse) {
-		return pse.code >= 500
-	}
-	msg := err.Error()
-	if !strings.Contains(msg, "socks connect") {
-		return false
-	}
-	for _, reply := range []string{"network unreachable", "host unreachable", "connection refused", "TTL expired"} {
-		if strings.HasSuffix(msg, "unknown error "+reply) {
-			return true
-		}
-	}
-	return false
 }

@@ -10,7 +10,9 @@ import (
 const renewFailures = 8192
 
 // renewing is an http.RoundTripper on a transport that it replaces with a
-// fresh one every renewFailures failed round trips.
+// fresh one every renewFailures failed round trips. Every net/http round
+// trip of the engine goes through one, which types the errors net/http
+// gives no type (see stdError).
 //
 // net/http keeps a request that waited for a connection to a host in that
 // host's queue of waiters until a connection to the host becomes idle
@@ -39,11 +41,12 @@ func newRenewing(every int64, build func() *http.Transport) *renewing {
 func (r *renewing) RoundTrip(req *http.Request) (*http.Response, error) {
 	tr := r.cur.Load()
 	resp, err := tr.RoundTrip(req)
-	if err != nil && r.failures.Add(1)%r.every == 0 {
-		if r.cur.CompareAndSwap(tr, r.build()) {
+	if err != nil {
+		if r.failures.Add(1)%r.every == 0 && r.cur.CompareAndSwap(tr, r.build()) {
 			r.renewals.Add(1)
 			tr.CloseIdleConnections()
 		}
+		err = stdError(err)
 	}
 	return resp, err
 }
