@@ -1,7 +1,3 @@
-// Package fetch is the engine: it reads URL lines, turns them into jobs, runs
-// each job's attempts through the proxy that can start it soonest within every
-// limit, traces the phases of each attempt, classifies failures, and writes one
-// record per URL line plus a report.
 package fetch
 
 import (
