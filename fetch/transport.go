@@ -97,7 +97,7 @@ type transports struct {
 	direct       *renewing
 	plain, https *renewing // built when a route needs them
 	// directH1 and plainH1 send the plain http:// requests of direct and
-	// http:// proxy routes (see h1), built with direct and plain.
+	// http:// proxy routes (see internal/h1), built with direct and plain.
 	directH1, plainH1 *h1.Client
 	creds             *proxies.Credentials // of the proxies, by route index
 	gateways          map[gatewayKey]*gateway
@@ -433,7 +433,7 @@ func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// without a copy of its header, and a route of a pool of 100,000
 		// identities keeps no Proxy-Authorization of its own. (A rotating
 		// route's request closes its connection, which makes net/http
-		// write it, see writeRequest: it takes the path below, with the
+		// write it, see h1.writeRequest: it takes the path below, with the
 		// route's header made once.)
 		var auth h1.ProxyAuth
 		if user, pass, _, ok := t.gw.creds.Get(int(t.cred)); ok {
