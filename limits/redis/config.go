@@ -199,12 +199,12 @@ const seedArg = 15 // index in header of the per-call random seed
 // setup makes sure the namespace holds this process's limits: it claims an
 // empty namespace and installs them, or checks that the live ones are the
 // same. reset says Redis lost its data under a running namespace: the new
-// epoch then refuses acquires for a grace period.
-func (s *Scheduler) setup(ctx context.Context, reset bool) error {
+// epoch then refuses acquires for a grace period. within bounds each call.
+func (s *Scheduler) setup(ctx context.Context, reset bool, within time.Duration) error {
 	s.setupMu.Lock()
 	defer s.setupMu.Unlock()
 	for range 3 {
-		v, err := s.run(ctx, s.scripts.setup, "claim", s.plan.sum, s.id)
+		v, err := s.runWithin(ctx, within, s.scripts.setup, "claim", s.plan.sum, s.id)
 		if err != nil {
 			return err
 		}
@@ -213,7 +213,7 @@ func (s *Scheduler) setup(ctx context.Context, reset bool) error {
 			s.setEpoch(r.epoch)
 			return nil
 		case "differ":
-			return s.difference(ctx)
+			return s.difference(ctx, within)
 		}
 		const chunk = 500
 		items := s.plan.items
@@ -223,12 +223,12 @@ func (s *Scheduler) setup(ctx context.Context, reset bool) error {
 			for _, it := range items[:n] {
 				args = append(args, it.kind, it.field, it.value)
 			}
-			v, err := s.run(ctx, s.scripts.setup, args...)
+			v, err := s.runWithin(ctx, within, s.scripts.setup, args...)
 			if err != nil {
 				return err
 			}
 			if decodeSetup(v).step == "differ" {
-				return s.difference(ctx)
+				return s.difference(ctx, within)
 			}
 			items = items[n:]
 		}
@@ -239,7 +239,7 @@ func (s *Scheduler) setup(ctx context.Context, reset bool) error {
 		case s.trustEmpty:
 			flag = "n"
 		}
-		v, err = s.run(ctx, s.scripts.setup, "seal", s.plan.sum, strconv.Itoa(s.plan.nfields),
+		v, err = s.runWithin(ctx, within, s.scripts.setup, "seal", s.plan.sum, strconv.Itoa(s.plan.nfields),
 			strconv.Itoa(s.plan.seq), newID(), flag)
 		if err != nil {
 			return err
@@ -249,7 +249,7 @@ func (s *Scheduler) setup(ctx context.Context, reset bool) error {
 			s.setEpoch(r.epoch)
 			return nil
 		case "differ":
-			return s.difference(ctx)
+			return s.difference(ctx, within)
 		}
 		// incomplete: Redis lost data while we installed; start over
 	}
@@ -257,8 +257,8 @@ func (s *Scheduler) setup(ctx context.Context, reset bool) error {
 }
 
 // difference names the first line where the live limits and ours differ.
-func (s *Scheduler) difference(ctx context.Context) error {
-	v, err := s.run(ctx, s.scripts.setup, "dump", s.plan.sum)
+func (s *Scheduler) difference(ctx context.Context, within time.Duration) error {
+	v, err := s.runWithin(ctx, within, s.scripts.setup, "dump", s.plan.sum)
 	if err != nil {
 		return err
 	}

@@ -209,7 +209,7 @@ func (s *Scheduler) reply(ctx context.Context, c acquireCall, i int, req limits.
 	case "":
 		return result{err: r.err}
 	case "reset":
-		if err := s.setup(ctx, true); err != nil {
+		if err := s.setup(ctx, true, s.opTimeout); err != nil {
 			return result{err: err}
 		}
 		s.mu.Lock()

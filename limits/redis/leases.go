@@ -131,7 +131,7 @@ func (s *Scheduler) renew(hs []*held) bool {
 		}
 		r := decodeRenew(v, len(hs))
 		if r.reset {
-			if s.setup(s.base, true) != nil {
+			if s.setup(s.base, true, s.opTimeout) != nil {
 				return false
 			}
 			continue

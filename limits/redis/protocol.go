@@ -76,8 +76,13 @@ func (s *Scheduler) argv(args []any) []any {
 
 // run runs sc with the header and args, and returns its reply.
 func (s *Scheduler) run(ctx context.Context, sc *goredis.Script, args ...any) ([]any, error) {
+	return s.runWithin(ctx, s.opTimeout, sc, args...)
+}
+
+// runWithin is run with a timeout of its own.
+func (s *Scheduler) runWithin(ctx context.Context, within time.Duration, sc *goredis.Script, args ...any) ([]any, error) {
 	all := s.argv(args)
-	ctx, cancel := context.WithTimeout(ctx, s.opTimeout)
+	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	v, err := sc.Run(ctx, s.c, s.keys, all...).Slice()
 	if err != nil {

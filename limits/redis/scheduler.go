@@ -168,7 +168,8 @@ var _ limits.Scheduler = (*Scheduler)(nil)
 // installs cfg's limits if the namespace is new, or checks that they equal
 // the live ones (the error then wraps ErrConflict and names the first
 // difference). With Redis unreachable it returns an error naming the
-// server's address.
+// server's address. Each of its calls may take as long as Dial's first
+// answer (5 seconds), whatever the lease TTL.
 func New(ctx context.Context, c rediser, opt Options, cfg limits.Config) (*Scheduler, error) {
 	if opt.Namespace == "" {
 		opt.Namespace = "fetch"
@@ -223,7 +224,11 @@ func New(ctx context.Context, c rediser, opt Options, cfg limits.Config) (*Sched
 		stop:       make(chan struct{}),
 	}
 	s.hdr = header(cfg, opt.LeaseTTL, opt.Candidates, s.channel())
-	if err := s.setup(ctx, false); err != nil {
+	// At the start, a call may take as long as Dial's answer: the
+	// timeout of a call in a run (LeaseTTL/6, 166ms for a TTL of 1s) is
+	// for a Redis that stops answering while leases wait on it, not for
+	// one that is slow to answer first (a loaded machine, a Redis busy).
+	if err := s.setup(ctx, false, max(s.opTimeout, dialTimeout)); err != nil {
 		if errors.Is(err, ErrConflict) {
 			return nil, err
 		}
