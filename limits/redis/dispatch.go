@@ -78,6 +78,9 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 		s.hostWait[req.Host]++
 	}
 	s.mu.Unlock()
+	if s.onQueued != nil {
+		s.onQueued()
+	}
 	s.wake()
 	var stopped error // context.Canceled when req.Stop ended the wait
 	select {

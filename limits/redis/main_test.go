@@ -46,6 +46,19 @@ func newSched(t testing.TB, srv *redistest.Server, opt Options, cfg limits.Confi
 	return s
 }
 
+// queued makes s tell a test of each Acquire that joins its local queue,
+// once it is there, on the channel it returns: up to n not yet taken.
+func queued(s *Scheduler, n int) <-chan struct{} {
+	ch := make(chan struct{}, n)
+	s.onQueued = func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	return ch
+}
+
 // proxies returns a config of n proxies, each its own budget sp.
 func proxies(n int, sp limits.Spec) limits.Config {
 	cfg := limits.Config{}
@@ -80,7 +93,9 @@ func TestSmoke(t *testing.T) {
 	if err == nil {
 		t.Fatal("third acquire granted past both caps")
 	}
-	go func() { time.Sleep(20 * time.Millisecond); a.Release() }()
+	// a gives its permit back once the next Acquire waits for it.
+	waits := queued(s, 1)
+	go func() { <-waits; a.Release() }()
 	c, err := s.Acquire(ctx, limits.Request{Host: "h:80"})
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +123,7 @@ func TestStop(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	got := make(chan error, 1)
+	waits := queued(s, 1)
 	go func() {
 		l, err := s.Acquire(ctx, limits.Request{Host: "h:80", Stop: stop})
 		if l != nil {
@@ -115,11 +131,7 @@ func TestStop(t *testing.T) {
 		}
 		got <- err
 	}()
-	for waiting := 0; waiting == 0; time.Sleep(time.Millisecond) { // bounded by ctx
-		s.mu.Lock()
-		waiting = s.nwait
-		s.mu.Unlock()
-	}
+	<-waits // it waits in the queue
 	close(stop)
 	if err := <-got; !errors.Is(err, context.Canceled) || ctx.Err() != nil {
 		t.Fatalf("stopped wait: err = %v (ctx %v), want context.Canceled", err, ctx.Err())

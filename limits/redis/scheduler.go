@@ -140,7 +140,10 @@ type Scheduler struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 
-	onGrant func(grantTrace) // tests only: every grant
+	// Tests only: onGrant sees every grant; onQueued, every Acquire that
+	// joins the local queue, once it is there.
+	onGrant  func(grantTrace)
+	onQueued func()
 }
 
 // grantTrace is what Scheduler.onGrant tells a test of a grant: its proxy

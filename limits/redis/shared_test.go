@@ -622,6 +622,7 @@ func TestHostAtCapDoesNotBlockOthers(t *testing.T) {
 	// only that the free host's waiter is not held up and the busy ones
 	// end cleanly).
 	blocked := make(chan error, 2)
+	waits := queued(s, 2)
 	bctx, cancel := context.WithCancel(ctx)
 	for range 2 {
 		go func() {
@@ -632,7 +633,8 @@ func TestHostAtCapDoesNotBlockOthers(t *testing.T) {
 			blocked <- err
 		}()
 	}
-	time.Sleep(20 * time.Millisecond)
+	<-waits // both wait in the queue, ahead of the free host's
+	<-waits
 	tctx, tcancel := context.WithTimeout(ctx, time.Second)
 	defer tcancel()
 	b, err := s.Acquire(tctx, limits.Request{Host: "free:80"})
