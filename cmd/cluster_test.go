@@ -60,24 +60,18 @@ func startFleet(t *testing.T, redis func(k int) string) *fleet {
 // underway waits until the processes have written some records.
 func (f *fleet) underway(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitFor(t, 30*time.Second, "15 records", func() bool {
 		lines := 0
 		for _, out := range f.outs {
 			b, _ := os.ReadFile(out)
 			lines += strings.Count(string(b), "\n")
 		}
-		if lines >= 15 {
-			return
+		return lines >= 15
+	}, func() {
+		for i, p := range f.procs {
+			t.Logf("process %d stderr:\n%s", i+1, p.stderr)
 		}
-		if time.Now().After(deadline) {
-			for i, p := range f.procs {
-				t.Logf("process %d stderr:\n%s", i+1, p.stderr.String())
-			}
-			t.Fatal("fewer than 15 records within 30s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	})
 }
 
 // running fails t unless some process still runs: what the test did

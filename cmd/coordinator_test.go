@@ -48,16 +48,10 @@ func TestDistributed_redisGoneStopsAndResumes(t *testing.T) {
 		"--redis", rds.URL, "--lease-ttl", "1s", "--pool-wait", "1s", "-o", out, "--report", rep, urls}
 	p := startFetch(t, "", args...)
 	// Wait for the first records: the run is under way.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if b, _ := os.ReadFile(out); strings.Count(string(b), "\n") >= 5 {
-			break
-		}
-		if time.Now().After(deadline) || !p.running() {
-			t.Fatalf("no records within 30s; stderr:\n%s", p.stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	p.waitFor(t, 30*time.Second, "5 records", func() bool {
+		b, _ := os.ReadFile(out)
+		return strings.Count(string(b), "\n") >= 5
+	})
 	rds.Shutdown()
 	down := time.Now()
 	// --pool-wait 1s, the dispatcher's back-off (at most 3s) and the grace

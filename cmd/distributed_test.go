@@ -123,17 +123,11 @@ func TestDistributed_usageErrors(t *testing.T) {
 		px := "http://" + closedAddr(t) // never reached: the first process holds its URL in the proxy's budget... or fails it
 		first := startFetch(t, "", "-q", "--redis", rds.URL, "--proxy-concurrency", "2", "--pool-wait", "0", "--proxy", px, "-o", filepath.Join(dir, "a.jsonl"), slow)
 		// Wait until the first process has set the namespace up.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		waitFor(t, 10*time.Second, "the first process's namespace in Redis", func() bool {
 			v, _ := rds.Do("EXISTS", "{fetch}:limits")
-			if n, ok := v.(int64); ok && n == 1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the first process never set up its namespace; stderr:\n%s", first.stderr.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			n, ok := v.(int64)
+			return ok && n == 1
+		}, func() { t.Logf("stderr of the first process:\n%s", first.stderr) })
 		ios, _, _, stderr := Test()
 		code := Run(context.Background(), ios, []string{"--redis", rds.URL, "--proxy-concurrency", "3", "--proxy", px, urls})
 		if code != ExitUsage {

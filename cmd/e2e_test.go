@@ -248,27 +248,34 @@ func TestRun_interrupted(t *testing.T) {
 	dir := t.TempDir()
 	urls := writeFile(t, dir, "urls.txt", lb.target.URL+"/ok\n"+lb.target.URL+"/hang?hang=1\n")
 	reportPath := filepath.Join(dir, "report.json")
-	ios, _, stdout, stderr := Test()
+	ios, _, _, _ := Test()
+	stdout, stderr := newLockedBuffer(), newLockedBuffer() // read while Run writes them
+	ios.Out, ios.ErrOut = stdout, stderr
 
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	var code int
+	ended := make(chan struct{})
 	go func() {
-		// Cancel once the fast URL is done and the hanging one is in flight.
-		for lb.target.InFlight() == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
-		time.Sleep(50 * time.Millisecond)
-		cancel()
+		defer close(ended)
+		code = Run(ctx, ios, []string{"-p", lb.proxyFile, "--grace", "100ms", "--report", reportPath, urls})
 	}()
-	start := time.Now()
-	code := Run(ctx, ios, []string{"-p", lb.proxyFile, "--grace", "100ms", "--report", reportPath, urls})
+	defer func() { cancel(); <-ended }()
+	// Cancel once the fast URL's record is out and the hanging request has
+	// reached the target.
+	waitFor(t, 10*time.Second, "the fast URL's record and the hanging request at the target", func() bool {
+		return strings.Count(stdout.String(), "\n") >= 1 && lb.target.Hits("/hang?hang=1") >= 1
+	}, func() { t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr) })
+	cancelled := time.Now()
+	cancel()
+	<-ended
 	if code != ExitInterrupted {
 		t.Errorf("exit code %d, want %d; stderr:\n%s", code, ExitInterrupted, stderr)
 	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("interrupted run took %v", d)
+	// --grace 100ms, and a wide margin for a loaded machine.
+	if d := time.Since(cancelled); d > 10*time.Second {
+		t.Errorf("interrupted run took %v to end after the cancel", d)
 	}
-	recs := readRecords(t, stdout.Bytes())
+	recs := readRecords(t, []byte(stdout.String()))
 	if len(recs) != 2 {
 		t.Fatalf("%d records, want 2:\n%s", len(recs), stdout)
 	}

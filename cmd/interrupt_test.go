@@ -38,15 +38,17 @@ func TestInterrupts_steps(t *testing.T) {
 
 	// The third waits for a write of records in progress, then exits.
 	release := make(chan struct{})
-	w := guardWrites(ctx, writerFunc(func(p []byte) (int, error) { <-release; return len(p), nil }))
-	writing := make(chan struct{})
-	go func() {
+	writing := make(chan struct{}) // closed by the write, which holds the lock then
+	w := guardWrites(ctx, writerFunc(func(p []byte) (int, error) {
 		close(writing)
-		w.Write([]byte("{}\n"))
-	}()
+		<-release
+		return len(p), nil
+	}))
+	go w.Write([]byte("{}\n"))
 	<-writing
-	time.Sleep(10 * time.Millisecond) // let the write take the lock
 	go in.signal(os.Interrupt)
+	// A window for a wrong exit, not a wait for an event: while the write
+	// holds the lock a right one cannot exit, however slow the machine.
 	select {
 	case <-exited:
 		t.Fatal("third interrupt exited in the middle of a write")

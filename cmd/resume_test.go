@@ -57,10 +57,10 @@ func fetchBinary(t *testing.T) string {
 	return binary.path
 }
 
-// proc is a running fetch.
+// proc is a running fetch. Its stdout and stderr may be read while it runs.
 type proc struct {
 	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
+	stdout, stderr *lockedBuffer
 	done           chan struct{}
 	start          time.Time
 }
@@ -68,9 +68,10 @@ type proc struct {
 // startFetch starts the fetch binary with args and stdin.
 func startFetch(t *testing.T, stdin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(fetchBinary(t), args...), done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(fetchBinary(t), args...), done: make(chan struct{}),
+		stdout: newLockedBuffer(), stderr: newLockedBuffer()}
 	p.cmd.Stdin = strings.NewReader(stdin)
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	p.start = time.Now()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -102,6 +103,21 @@ func (p *proc) running() bool {
 	}
 }
 
+// waitFor waits as waitFor does, while p runs: it fails t, with p's
+// stderr, if p ends before cond holds.
+func (p *proc) waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	waitFor(t, within, what, func() bool {
+		if cond() {
+			return true
+		}
+		if !p.running() {
+			t.Fatalf("fetch ended before %s; stderr:\n%s", what, p.stderr)
+		}
+		return false
+	}, func() { t.Logf("stderr:\n%s", p.stderr) })
+}
+
 // wait waits for the process to end, at most limit, and returns its exit
 // code, or -N when signal N ended it.
 func (p *proc) wait(t *testing.T, limit time.Duration) int {
@@ -111,7 +127,7 @@ func (p *proc) wait(t *testing.T, limit time.Duration) int {
 	case <-time.After(limit):
 		p.cmd.Process.Kill()
 		<-p.done
-		t.Fatalf("fetch still running after %s; stderr:\n%s", limit, &p.stderr)
+		t.Fatalf("fetch still running after %s; stderr:\n%s", limit, p.stderr)
 	}
 	ws := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {
@@ -299,10 +315,10 @@ func (rc *resumeCase) resume(t *testing.T, out string, args []string) string {
 		}
 	}
 	if code != want {
-		t.Errorf("resume: exit code %d, want %d; stderr:\n%s", code, want, &p.stderr)
+		t.Errorf("resume: exit code %d, want %d; stderr:\n%s", code, want, p.stderr)
 	}
 	if !strings.Contains(p.stderr.String(), "resumed "+out) {
-		t.Errorf("resume: stderr does not say what was resumed:\n%s", &p.stderr)
+		t.Errorf("resume: stderr does not say what was resumed:\n%s", p.stderr)
 	}
 	return p.stderr.String()
 }
@@ -362,12 +378,15 @@ func TestResume_interruptAnywhere(t *testing.T) {
 			}
 
 			p := startFetch(t, rc.stdin(args), append([]string{"-o", out}, args...)...)
+			// Not a wait for an event: the signal is to land at an
+			// arbitrary moment of the run, and that is what is tested.
 			time.Sleep(at)
-			for atLine > 0 && p.running() {
-				if data, _ := os.ReadFile(out); bytes.Count(data, []byte("\n")) >= atLine {
-					break
-				}
-				time.Sleep(200 * time.Microsecond)
+			if atLine > 0 {
+				// Or as the output reaches atLine lines: the run's end.
+				waitFor(t, 20*time.Second, fmt.Sprintf("%d lines of output or the run's end", atLine), func() bool {
+					data, _ := os.ReadFile(out)
+					return bytes.Count(data, []byte("\n")) >= atLine || !p.running()
+				}, func() { t.Logf("stderr:\n%s", p.stderr) })
 			}
 			p.signal(t, sig)
 			code := p.wait(t, 20*time.Second)
@@ -377,7 +396,7 @@ func TestResume_interruptAnywhere(t *testing.T) {
 			case code == ExitInterrupted:
 				for _, s := range []string{"fetch: interrupted", "jobs", "(interrupted)"} {
 					if !strings.Contains(p.stderr.String(), s) {
-						t.Errorf("stderr does not contain %q:\n%s", s, &p.stderr)
+						t.Errorf("stderr does not contain %q:\n%s", s, p.stderr)
 					}
 				}
 			case code == ExitOK || code == ExitNotAllOK:
@@ -386,7 +405,7 @@ func TestResume_interruptAnywhere(t *testing.T) {
 				// Killed before the signal handler was in place: nothing was
 				// written then.
 			default:
-				t.Fatalf("exit code %d, want 130; stderr:\n%s", code, &p.stderr)
+				t.Fatalf("exit code %d, want 130; stderr:\n%s", code, p.stderr)
 			}
 			t.Logf("first run: exit %d after %s, %d lines", code, time.Since(p.start).Round(time.Millisecond), bytes.Count(first, []byte("\n")))
 
@@ -418,6 +437,8 @@ func TestResume_afterKill(t *testing.T) {
 			out := filepath.Join(dir, "out.jsonl")
 			args := []string{"-q", "-c", "4", "--retries", "0", writeFile(t, dir, "urls.txt", rc.text)}
 			p := startFetch(t, "", append([]string{"-o", out}, args...)...)
+			// Not a wait for an event: the kill is to land at an
+			// arbitrary moment of the run, and that is what is tested.
 			time.Sleep(at)
 			p.signal(t, os.Kill)
 			p.wait(t, 20*time.Second)
@@ -474,12 +495,7 @@ func hangingRun(t *testing.T) (*proc, string) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out.jsonl")
 	p := startFetch(t, "", "-o", out, "-c", "4", "--grace", "30s", writeFile(t, dir, "urls.txt", urls.String()))
-	for deadline := time.Now().Add(10 * time.Second); target.InFlight() < 4; {
-		if time.Now().After(deadline) || !p.running() {
-			t.Fatalf("4 requests never in flight; stderr:\n%s", &p.stderr)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	p.waitFor(t, 10*time.Second, "4 requests in flight", func() bool { return target.InFlight() >= 4 })
 	return p, out
 }
 
@@ -489,9 +505,11 @@ func hangingRun(t *testing.T) (*proc, string) {
 func TestInterrupt_secondStopsNow(t *testing.T) {
 	p, out := hangingRun(t)
 	p.signal(t, os.Interrupt)
-	time.Sleep(300 * time.Millisecond)
+	// Handled: the second comes after it, not coalesced with it. That the
+	// run went on meanwhile shows in "stopping now" below.
+	p.stderr.waitFor(t, "finishing work in flight")
 	if !p.running() {
-		t.Fatalf("the first interrupt did not leave a grace period; stderr:\n%s", &p.stderr)
+		t.Fatalf("the first interrupt did not leave a grace period; stderr:\n%s", p.stderr)
 	}
 	second := time.Now()
 	p.signal(t, os.Interrupt)
@@ -500,11 +518,11 @@ func TestInterrupt_secondStopsNow(t *testing.T) {
 		t.Errorf("the second interrupt took %s to end the run", took)
 	}
 	if code != ExitInterrupted {
-		t.Errorf("exit code %d, want %d; stderr:\n%s", code, ExitInterrupted, &p.stderr)
+		t.Errorf("exit code %d, want %d; stderr:\n%s", code, ExitInterrupted, p.stderr)
 	}
 	for _, s := range []string{"finishing work in flight", "stopping now", "fetch: interrupted", "jobs", "cancelled"} {
 		if !strings.Contains(p.stderr.String(), s) {
-			t.Errorf("stderr does not contain %q:\n%s", s, &p.stderr)
+			t.Errorf("stderr does not contain %q:\n%s", s, p.stderr)
 		}
 	}
 	data, _ := os.ReadFile(out)
@@ -525,16 +543,20 @@ func TestInterrupt_secondStopsNow(t *testing.T) {
 func TestInterrupt_third(t *testing.T) {
 	p, out := hangingRun(t)
 	start := time.Now()
-	for range 3 {
+	// Each signal after the one before was handled: signals sent at once
+	// may be coalesced into one.
+	for _, handled := range []string{"finishing work in flight", "stopping now", ""} {
 		p.signal(t, os.Interrupt)
-		time.Sleep(20 * time.Millisecond)
+		if handled != "" {
+			p.stderr.waitFor(t, handled)
+		}
 	}
 	code := p.wait(t, 10*time.Second)
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("three interrupts took %s to end the run", took)
 	}
 	if code != ExitInterrupted {
-		t.Errorf("exit code %d, want %d; stderr:\n%s", code, ExitInterrupted, &p.stderr)
+		t.Errorf("exit code %d, want %d; stderr:\n%s", code, ExitInterrupted, p.stderr)
 	}
 	data, _ := os.ReadFile(out)
 	for _, r := range parseRecords(t, data) {

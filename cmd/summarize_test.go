@@ -86,18 +86,26 @@ func TestSummarize_resumedRunsAddUp(t *testing.T) {
 	parts := filepath.Join(dir, "parts.jsonl")
 	for i, stopAt := range []int{10, 30, 0} {
 		ctx, cancel := context.WithCancel(context.Background())
-		if stopAt > 0 {
-			go func() {
-				for ctx.Err() == nil {
-					if data, _ := os.ReadFile(parts); bytes.Count(data, []byte("\n")) >= stopAt {
-						cancel()
-					}
-					time.Sleep(2 * time.Millisecond)
-				}
-			}()
-		}
 		ios, _, _, stderr := Test()
-		code := Run(ctx, ios, append(args, "--resume", "-o", parts, list))
+		var code int
+		ended := make(chan struct{})
+		go func() {
+			defer close(ended)
+			code = Run(ctx, ios, append(args, "--resume", "-o", parts, list))
+		}()
+		if stopAt > 0 {
+			waitFor(t, time.Minute, fmt.Sprintf("run %d: %d records in all, or its end", i+1, stopAt), func() bool {
+				select {
+				case <-ended:
+					return true // too soon: the exit code below says so
+				default:
+				}
+				data, _ := os.ReadFile(parts)
+				return bytes.Count(data, []byte("\n")) >= stopAt
+			}, func() { cancel(); <-ended; t.Logf("stderr:\n%s", stderr) })
+			cancel()
+		}
+		<-ended
 		cancel()
 		if want := map[bool]int{true: ExitInterrupted, false: ExitNotAllOK}[stopAt > 0]; code != want {
 			t.Fatalf("run %d: exit code %d, want %d; stderr:\n%s", i+1, code, want, stderr)
