@@ -43,5 +43,5 @@ func TestBansShared(t *testing.T) {
 	if len(ev) != 1 || ev[0].State != "benched" || ev[0].Proxy != 0 || ev[0].Cooldown != 300*time.Millisecond {
 		t.Fatalf("ban by the %dth distinct host: events %+v, want proxy 0 benched for 300ms", limits.BanHosts, ev)
 	}
-	checkIdle(t, srv)
+	checkIdle(t, srv, a, b)
 }

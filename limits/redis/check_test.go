@@ -4,24 +4,22 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/fetch-dev/fetch/limits/redis/redistest"
 )
 
 // checkIdle checks invariant 3 on an idle namespace "t": no leases, and
-// no count left over or negative. It gives a release still under way (a
-// dispatcher giving back a grant that raced with a cancellation) a second.
-func checkIdle(t testing.TB, srv *redistest.Server) {
+// no count left over or negative. It closes ss first, the schedulers the
+// test is done with: Close waits for each one's background work (a
+// dispatcher giving back a grant that raced with a cancellation, orphans
+// on their way back) and gives back what it had yet to, so that the
+// counts are final when they are read, once.
+func checkIdle(t testing.TB, srv *redistest.Server, ss ...*Scheduler) {
 	t.Helper()
-	var errs []string
-	for range 100 {
-		if errs = counts(t, srv, "t", true); len(errs) == 0 {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	for _, s := range ss {
+		s.Close()
 	}
-	for _, e := range errs {
+	for _, e := range counts(t, srv, "t", true) {
 		t.Error(e)
 	}
 }

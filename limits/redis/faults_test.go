@@ -104,7 +104,7 @@ func TestRestartWithoutData(t *testing.T) {
 	}
 	checkCaps(t, cfg, cnt, 0)
 	t.Logf("%d grants before the restart, %d after", before, after-atRestart)
-	checkIdle(t, srv)
+	checkIdle(t, srv, ss...)
 }
 
 // TestClockSkew: schedulers whose clocks are an hour ahead and an hour
@@ -143,7 +143,7 @@ func TestClockSkew(t *testing.T) {
 		checkBound(t, fmt.Sprint("proxy ", p), append([]int64(nil), ts...), 10000, 2)
 	}
 	mu.Unlock()
-	checkIdle(t, srv)
+	checkIdle(t, srv, ss...)
 }
 
 // TestRenewRacesRelease: with renewals every 20ms, leases released at
@@ -160,16 +160,44 @@ func TestRenewRacesRelease(t *testing.T) {
 	defer cancel()
 	hammer(ctx, t, ss, cfg, 8, []string{"a:1", "b:1"}, 25*time.Millisecond, cnt)
 	checkCaps(t, cfg, cnt, 0)
-	checkIdle(t, srv)
+	checkIdle(t, srv, ss...)
 }
 
 // TestLostLease: a lease that Redis no longer has (another process swept
-// it as expired), and a lease that cannot be renewed because Redis is
-// gone, close Lost in time.
+// it as expired) is reported lost by the next renewal, and its counts go
+// back with that heartbeat; a lease that cannot be renewed because Redis
+// is gone is reported lost once 3/4 of a TTL has passed since its last
+// renewal, by the scheduler's clock, and not before.
+//
+// The test waits for renewals (a goredis hook tells when each is sent),
+// not for time, and the scheduler's clock is one it moves itself: before,
+// it wanted the loss within ttl/3+200ms and within the TTL of the wall
+// clock, which a loaded machine's late timers can pass.
 func TestLostLease(t *testing.T) {
 	srv := redistest.Start(t)
 	const ttl = 300 * time.Millisecond
-	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: ttl}, proxies(1, limits.Spec{Concurrency: 2}))
+	clk := &stoppedClock{t: time.Now()}
+	renewals := make(chan struct{}, 1)
+	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: ttl, Now: clk.Now}, proxies(1, limits.Spec{Concurrency: 2}),
+		&scriptHook{hash: newScripts().renew.Hash(), sent: func(cmd goredis.Cmder) {
+			if cmd.Name() != "evalsha" { // a renewal sent again whole: the same one
+				return
+			}
+			select {
+			case renewals <- struct{}{}:
+			default:
+			}
+		}})
+	// renewed returns once a heartbeat that began after it was called is
+	// done: two renewals were sent since, and a heartbeat renews first.
+	renewed := func() {
+		select {
+		case <-renewals:
+		default:
+		}
+		<-renewals
+		<-renewals
+	}
 	ctx := context.Background()
 	a, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
 	if err != nil {
@@ -183,30 +211,57 @@ func TestLostLease(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	renewed()
 	select {
 	case <-a.Lost:
-	case <-time.After(ttl/3 + 200*time.Millisecond):
+	default:
 		t.Fatal("a lease Redis dropped was not reported lost at the next renewal")
 	}
 	a.Release() // harmless
-	checkIdle(t, srv)
+	for _, e := range counts(t, srv, "t", true) {
+		t.Errorf("after the heartbeat that lost it: %s", e)
+	}
 
 	b, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	srv.Shutdown()
+	clk.advance(s.lostAfter() - time.Microsecond)
+	renewed()
 	select {
 	case <-b.Lost:
-		if d := time.Since(start); d > ttl {
-			t.Errorf("lost %s after Redis went, want within the TTL %s", d, ttl)
-		}
-	case <-time.After(2 * ttl):
-		t.Fatal("a lease that could not be renewed was not reported lost")
+		t.Fatal("a lease was lost before 3/4 of a TTL had passed since its last renewal")
+	default:
+	}
+	clk.advance(time.Microsecond)
+	renewed()
+	select {
+	case <-b.Lost:
+	default:
+		t.Fatal("a lease that could not be renewed for 3/4 of a TTL was not reported lost")
 	}
 	b.Release()
 	srv.Restart()
+}
+
+// stoppedClock is a clock for Options.Now that moves only when a test
+// moves it.
+type stoppedClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *stoppedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *stoppedClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
 }
 
 // TestFailClosed: with Redis unreachable, Acquire waits until its context
@@ -236,7 +291,7 @@ func TestFailClosed(t *testing.T) {
 		t.Fatalf("after Redis came back: %v", err)
 	}
 	l.Release()
-	checkIdle(t, srv)
+	checkIdle(t, srv, s)
 }
 
 // TestConfigConflict: a process whose limits differ from the namespace's
@@ -405,7 +460,7 @@ func TestHealthShared(t *testing.T) {
 		t.Fatalf("after the probe: %v, %v", l, err)
 	}
 	l.Release()
-	checkIdle(t, srv)
+	checkIdle(t, srv, a, b)
 }
 
 // TestPushbackShared: a target's pushback through a proxy, seen by one
@@ -448,7 +503,7 @@ func TestPushbackShared(t *testing.T) {
 	}
 	l4.Release()
 	l5.Release()
-	checkIdle(t, srv)
+	checkIdle(t, srv, a, b)
 }
 
 // TestRejectedShared: a proxy that refused its credentials in one process
@@ -492,7 +547,7 @@ func TestRejectedShared(t *testing.T) {
 			t.Errorf("Acquire once every proxy is rejected: %v, want a PoolError of 2 rejected", err)
 		}
 	}
-	checkIdle(t, srv)
+	checkIdle(t, srv, a, b)
 }
 
 // TestPoolWaitShared: the pool's wait is measured on the shared state: once
@@ -533,7 +588,7 @@ func TestPoolWaitShared(t *testing.T) {
 	if err := fail(b); !errors.As(err, &pe) {
 		t.Errorf("b: %v, want a PoolError", err)
 	}
-	checkIdle(t, srv)
+	checkIdle(t, srv, a, b)
 }
 
 // TestNamespaceFreedAtTheEnd: once every process has left a namespace (or
@@ -567,7 +622,7 @@ func TestNamespaceFreedAtTheEnd(t *testing.T) {
 	for _, l := range ls {
 		l.Finish(limits.Success)
 	}
-	checkIdle(t, srv)
+	checkIdle(t, srv, b)
 }
 
 // TestNewcomerAfterEmptyRestart: Redis restarted without its data while a
@@ -632,7 +687,7 @@ func TestNewcomerAfterEmptyRestart(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the newcomer got no permit within 5s of the release")
 	}
-	checkIdle(t, srv)
+	checkIdle(t, srv, old, newcomer)
 }
 
 // TestCoordinatorGoneStops: with Redis unreachable for the pool wait, a
@@ -686,7 +741,7 @@ func TestGrantsWaitForAReplica(t *testing.T) {
 		t.Fatalf("Acquire on a master without a replica: %v", err)
 	}
 	s.Close()
-	checkIdle(t, srv)
+	checkIdle(t, srv, s)
 
 	sn := redistest.StartSentinel(t)
 	tg, err := ParseTarget([]string{sn.URL}, nil)

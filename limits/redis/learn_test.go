@@ -74,12 +74,13 @@ func TestLearnsAsLocal(t *testing.T) {
 	defer local.Close()
 	want := run(t, local)
 	srv := redistest.Start(t)
-	got := run(t, newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg))
+	rs := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+	got := run(t, rs)
 	if !slices.Equal(got, want) {
 		t.Errorf("Redis events:\n%q\nlimits.Local's:\n%q", got, want)
 	}
 	if len(want) != 12 {
 		t.Errorf("%d events, want 12 (5 benches, the last by bans; 4 probes; 3 healthy): %q", len(want), want)
 	}
-	checkIdle(t, srv)
+	checkIdle(t, srv, rs)
 }

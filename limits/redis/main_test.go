@@ -106,7 +106,7 @@ func TestSmoke(t *testing.T) {
 	b.Release()
 	c.Release()
 	c.Release()
-	checkIdle(t, srv)
+	checkIdle(t, srv, s)
 }
 
 // TestStop: closing a request's Stop ends its wait with context.Canceled,
@@ -145,5 +145,5 @@ func TestStop(t *testing.T) {
 		t.Fatalf("the permit did not come back: %v", err)
 	}
 	next.Release()
-	checkIdle(t, srv)
+	checkIdle(t, srv, s)
 }

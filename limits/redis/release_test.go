@@ -188,7 +188,7 @@ func TestReleasesWhileRedisHangs(t *testing.T) {
 	renewed := make(chan struct{}, 64) // a renewal Redis answered once it was resumed
 	c := goredis.NewClient(&goredis.Options{Network: "unix", Addr: srv.Sock, MaxRetries: -1,
 		ReadTimeout: -1, WriteTimeout: -1, ContextTimeoutEnabled: true})
-	c.AddHook(&scriptHook{hash: newScripts().release.Hash(), sent: func() { once.Do(func() { close(releasing) }) }})
+	c.AddHook(&scriptHook{hash: newScripts().release.Hash(), sent: func(goredis.Cmder) { once.Do(func() { close(releasing) }) }})
 	c.AddHook(&scriptHook{hash: newScripts().renew.Hash(), done: func(err error) {
 		if err == nil && resumed.Load() {
 			select {
@@ -264,11 +264,13 @@ func TestReleasesWhileRedisHangs(t *testing.T) {
 }
 
 // scriptHook is a goredis.Hook that tells of the calls of the script of
-// hash, by EVALSHA or by EVAL: sent, if not nil, before each is sent, and
-// done, if not nil, with its error once it has returned.
+// hash, by EVALSHA or by EVAL: sent, if not nil, before each command is
+// sent, and done, if not nil, with its error once it has returned. A call
+// whose EVALSHA finds the script missing is sent again by EVAL: two
+// commands for one call.
 type scriptHook struct {
 	hash string
-	sent func()
+	sent func(goredis.Cmder)
 	done func(error)
 }
 
@@ -280,7 +282,7 @@ func (h *scriptHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 			return next(ctx, cmd)
 		}
 		if h.sent != nil {
-			h.sent()
+			h.sent(cmd)
 		}
 		err := next(ctx, cmd)
 		if h.done != nil {

@@ -129,7 +129,7 @@ func TestCapsAcrossSchedulers(t *testing.T) {
 			}
 			cnt.mu.Unlock()
 			t.Logf("%d grants", cnt.grants.Load())
-			checkIdle(t, srv)
+			checkIdle(t, srv, ss...)
 		})
 	}
 }
@@ -179,7 +179,7 @@ func TestRateAcrossSchedulers(t *testing.T) {
 			if want := 0.75 * float64(run) / float64(tc.per); float64(len(got)) < want {
 				t.Errorf("%d admissions in %s, want at least %.0f", len(got), run, want)
 			}
-			checkIdle(t, srv)
+			checkIdle(t, srv, ss...)
 		})
 	}
 }
@@ -649,7 +649,7 @@ func TestHostAtCapDoesNotBlockOthers(t *testing.T) {
 		}
 	}
 	a.Release()
-	checkIdle(t, srv)
+	checkIdle(t, srv, s)
 }
 
 // TestAvoid: a proxy in Avoid is taken only when no other can start.
@@ -671,7 +671,7 @@ func TestAvoid(t *testing.T) {
 	for _, l := range ls {
 		l.Release()
 	}
-	checkIdle(t, srv)
+	checkIdle(t, srv, s)
 }
 
 // TestHostBatch: a call asks for one more of a host's waiters than the

@@ -212,5 +212,5 @@ func TestKilledProcessPermitsReturn(t *testing.T) {
 	for _, l := range ls {
 		l.Release()
 	}
-	checkIdle(t, srv)
+	checkIdle(t, srv, s)
 }
