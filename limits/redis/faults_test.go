@@ -22,26 +22,61 @@ import (
 // down, the scripts come back (NOSCRIPT) and grants resume after the grace.
 func TestRestartWithoutData(t *testing.T) {
 	srv := redistest.Start(t)
-	// The outage (300ms) is well within what a lease survives: lost at
-	// 3/4 TTL after its last renewal, up to TTL/3 before the outage.
+	// The outage lasts until every scheduler has seen a call fail: well
+	// within what a lease survives (lost at 3/4 TTL after its last
+	// renewal, up to TTL/3 before the outage).
 	const ttl = 1500 * time.Millisecond
 	cfg := proxies(2, limits.Spec{Concurrency: 2})
 	var ss []*Scheduler
 	var grants atomic.Int64
 	var downAt, upAt atomic.Int64 // unix µs
 	var early atomic.Int64
+	var stopping atomic.Bool // Redis is being shut down
+	var mu sync.Mutex
+	var want int64          // grants awaited
+	var reached chan<- bool // closed when grants reach want
+	var failed sync.WaitGroup
+	failed.Add(3)
 	for range 3 {
-		s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: ttl}, cfg)
+		var once sync.Once
+		sawDown := &scriptHook{hash: newScripts().acquire.Hash(), done: func(err error) {
+			if err != nil && stopping.Load() {
+				once.Do(failed.Done) // this scheduler has seen Redis gone
+			}
+		}}
+		s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: ttl}, cfg, sawDown)
 		s.onGrant = func(g grantTrace) {
 			us := g.charged
-			grants.Add(1)
+			n := grants.Add(1)
 			// Nothing while Redis is down, nor in the grace of one TTL
 			// that the new epoch refuses acquires for.
 			if d := downAt.Load(); d != 0 && us > d && (upAt.Load() == 0 || us < upAt.Load()+ttl.Microseconds()) {
 				early.Add(1)
 			}
+			mu.Lock()
+			if reached != nil && n >= want {
+				close(reached)
+				reached = nil
+			}
+			mu.Unlock()
 		}
 		ss = append(ss, s)
+	}
+	// await returns once there have been n grants in all.
+	await := func(n int64, what string) {
+		ch := make(chan bool)
+		mu.Lock()
+		want, reached = n, ch
+		if grants.Load() >= n {
+			close(ch)
+			reached = nil
+		}
+		mu.Unlock()
+		select {
+		case <-ch:
+		case <-time.After(time.Minute): // only a run that goes wrong
+			t.Fatalf("%d grants in all, want %d %s", grants.Load(), n, what)
+		}
 	}
 	cnt := newCounter()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -74,18 +109,16 @@ func TestRestartWithoutData(t *testing.T) {
 			})
 		}
 	}
-	time.Sleep(300 * time.Millisecond)
+	await(50, "before the restart")
 	before := grants.Load()
+	stopping.Store(true)
 	srv.Shutdown()
 	downAt.Store(time.Now().UnixMicro())
-	time.Sleep(300 * time.Millisecond)
+	failed.Wait()
 	upAt.Store(time.Now().UnixMicro())
 	srv.Restart()
-	deadline := time.Now().Add(ttl + 2*time.Second)
 	atRestart := grants.Load()
-	for grants.Load() < atRestart+20 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	await(atRestart+20, "after the restart")
 	select {
 	case <-long.Lost:
 		t.Error("the lease held across the restart was lost: it should have registered again")
