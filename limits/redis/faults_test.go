@@ -39,8 +39,8 @@ func TestRestartWithoutData(t *testing.T) {
 	failed.Add(3)
 	for range 3 {
 		var once sync.Once
-		sawDown := &scriptHook{hash: newScripts().acquire.Hash(), done: func(err error) {
-			if err != nil && stopping.Load() {
+		sawDown := &scriptHook{hash: newScripts().acquire.Hash(), done: func(cmd goredis.Cmder) {
+			if cmd.Err() != nil && stopping.Load() {
 				once.Do(failed.Done) // this scheduler has seen Redis gone
 			}
 		}}

@@ -189,8 +189,8 @@ func TestReleasesWhileRedisHangs(t *testing.T) {
 	c := goredis.NewClient(&goredis.Options{Network: "unix", Addr: srv.Sock, MaxRetries: -1,
 		ReadTimeout: -1, WriteTimeout: -1, ContextTimeoutEnabled: true})
 	c.AddHook(&scriptHook{hash: newScripts().release.Hash(), sent: func(goredis.Cmder) { once.Do(func() { close(releasing) }) }})
-	c.AddHook(&scriptHook{hash: newScripts().renew.Hash(), done: func(err error) {
-		if err == nil && resumed.Load() {
+	c.AddHook(&scriptHook{hash: newScripts().renew.Hash(), done: func(cmd goredis.Cmder) {
+		if cmd.Err() == nil && resumed.Load() {
 			select {
 			case renewed <- struct{}{}:
 			default:
@@ -264,14 +264,14 @@ func TestReleasesWhileRedisHangs(t *testing.T) {
 }
 
 // scriptHook is a goredis.Hook that tells of the calls of the script of
-// hash, by EVALSHA or by EVAL: sent, if not nil, before each command is
-// sent, and done, if not nil, with its error once it has returned. A call
-// whose EVALSHA finds the script missing is sent again by EVAL: two
-// commands for one call.
+// hash, by EVALSHA or by EVAL: sent, if not nil, of each command before
+// it is sent, and done, if not nil, once it has returned (with its reply
+// or error). A call whose EVALSHA finds the script missing is sent again
+// by EVAL: two commands for one call.
 type scriptHook struct {
 	hash string
 	sent func(goredis.Cmder)
-	done func(error)
+	done func(goredis.Cmder)
 }
 
 func (*scriptHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
@@ -286,7 +286,7 @@ func (h *scriptHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 		}
 		err := next(ctx, cmd)
 		if h.done != nil {
-			h.done(err)
+			h.done(cmd)
 		}
 		return err
 	}
