@@ -247,6 +247,9 @@ func (s *Scheduler) reply(ctx context.Context, c acquireCall, i int, req limits.
 			}
 		}
 		s.mu.Unlock()
+		if s.onWait != nil {
+			s.onWait(waitTrace{sent: sent, ran: r.now, waitUs: r.waitUs, hard: r.hard, hostOnly: r.hostOnly})
+		}
 		return result{wait: d, host: r.hostOnly}
 	case "dead":
 		return result{err: &limits.PoolError{Total: r.total, Rejected: r.rejected, Benched: r.total - r.rejected,

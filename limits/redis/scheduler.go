@@ -140,9 +140,11 @@ type Scheduler struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 
-	// Tests only: onGrant sees every grant; onQueued, every Acquire that
-	// joins the local queue, once it is there.
+	// Tests only: onGrant sees every grant, onWait every request told to
+	// wait; onQueued, every Acquire that joins the local queue, once it is
+	// there.
 	onGrant  func(grantTrace)
+	onWait   func(waitTrace)
 	onQueued func()
 }
 
@@ -163,6 +165,16 @@ type grantTrace struct {
 	hostDue int64     // the request's logical time for its host's rate; 0 for none
 	global  int64     // when the global rate's next token comes due; 0 for none
 	queued  bool      // a waiter of the local queue, not an Acquire that found none waiting
+}
+
+// waitTrace is what Scheduler.onWait tells a test of a request told to
+// wait: when its call was sent (client clock) and ran (Redis clock, µs),
+// the wait (µs; -1: until a release), and whether nothing of any process
+// starts before (hard) or only its host is limited.
+type waitTrace struct {
+	sent           time.Time
+	ran, waitUs    int64
+	hard, hostOnly bool
 }
 
 var _ limits.Scheduler = (*Scheduler)(nil)

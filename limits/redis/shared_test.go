@@ -459,25 +459,76 @@ func proxyRate(c *limits.Config, r limits.Rate) {
 // asks for the next waiter before then nor when a release wakes it: each
 // such ask could only be told to wait (--rate 1000/s made 1.7 of them per
 // start).
+//
+// Checked call by call on the process's own clock (Scheduler.onGrant and
+// onWait tell when each call was sent and what its replies said): no call
+// is sent before the time the replies before it told of the global
+// rate's next token. Such a time is reckoned from when the call that told
+// it was sent, so an ask sent at it may still reach Redis a little before
+// the token, when its way there is shorter, and be told to wait: the
+// machine's doing, for which the test allowed one ask in four (1.25 a
+// start), a bound a loaded machine can pass. The run lasts 200 starts.
 func TestGlobalRateAsksOncePerStart(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := proxies(2, limits.Spec{})
 	cfg.Global = limits.Rate{N: 200, Per: time.Second}
-	acquires := &countHook{hash: newScripts().acquire.Hash()}
-	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg, acquires)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cnt := newCounter()
-	hammer(ctx, t, []*Scheduler{s}, cfg, 16, []string{"x:80", "y:80"}, time.Millisecond, cnt)
-	grants, asks := cnt.grants.Load(), acquires.n.Load()
-	if grants < 150 {
-		t.Fatalf("%d starts in 1s at 200/s", grants)
+	// A reply taken in: when its call was sent and, on the process's
+	// clock, when it says the global rate's next token comes due (zero:
+	// it says nothing of that), in the order the process took them in.
+	type reply struct{ sent, next time.Time }
+	var mu sync.Mutex
+	var replies []reply
+	var settled time.Time
+	starts := 0
+	s.onGrant = func(g grantTrace) {
+		r := reply{sent: g.sent}
+		if g.global > g.ran {
+			r.next = g.sent.Add(time.Duration(g.global-g.ran) * time.Microsecond)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		replies = append(replies, r)
+		if !settled.IsZero() && !g.sent.Before(settled) {
+			if starts++; starts == 200 {
+				cancel()
+			}
+		}
 	}
-	// A stalled machine's timer may let an ask through a little early: it
-	// is told to wait. 1.25 asks per start leaves room for one in four.
-	if float64(asks) > 1.25*float64(grants) {
-		t.Errorf("%d acquire calls for %d starts", asks, grants)
+	s.onWait = func(w waitTrace) {
+		r := reply{sent: w.sent}
+		if w.hard && w.waitUs >= 0 {
+			r.next = w.sent.Add(time.Duration(w.waitUs) * time.Microsecond)
+		}
+		mu.Lock()
+		replies = append(replies, r)
+		mu.Unlock()
 	}
+	// Once every worker has had a lease, only the dispatcher asks, one
+	// call after another, each once the one before is taken in.
+	keepAsking(ctx, t, s, []string{"x:80", "y:80"}, 16, func() { mu.Lock(); settled = time.Now(); mu.Unlock() })
+	mu.Lock()
+	defer mu.Unlock()
+	if starts < 200 {
+		t.Fatalf("%d starts in a minute at 200/s", starts)
+	}
+	var next time.Time // the global rate's next token, as the process was last told
+	calls, early := 0, 0
+	for i, r := range replies {
+		if first := i == 0 || !r.sent.Equal(replies[i-1].sent); first && r.sent.After(settled) {
+			calls++
+			if r.sent.Before(next) {
+				early++
+				t.Errorf("a call sent %v before the global rate's next token, as the replies before it told", next.Sub(r.sent))
+			}
+		}
+		if !r.next.IsZero() {
+			next = r.next
+		}
+	}
+	t.Logf("%d acquire calls for %d starts, %d sent early", calls, starts, early)
 }
 
 // TestNoTokensFromALull: after a lull shorter than LATE, attempts that
