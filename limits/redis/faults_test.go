@@ -452,7 +452,7 @@ func TestHealthShared(t *testing.T) {
 		}
 		l.Release()
 	}
-	time.Sleep(350 * time.Millisecond)
+	sleepPastBench(t, srv, "t", cfg.ProxyIDs[0])
 	// Both want proxy 0: only one probe goes, the rest go to proxy 1.
 	var probes []*limits.Lease
 	var others []*limits.Lease
@@ -494,6 +494,23 @@ func TestHealthShared(t *testing.T) {
 	}
 	l.Release()
 	checkIdle(t, srv, a, b)
+}
+
+// sleepPastBench sleeps until the bench of proxy p in namespace ns is over
+// by the Redis clock: its end is p's score in the bench set.
+func sleepPastBench(t *testing.T, srv *redistest.Server, ns, p string) {
+	t.Helper()
+	c := srv.Client()
+	defer c.Close()
+	end, err := c.ZScore(t.Context(), "{"+ns+"}:bench", p).Result()
+	if err != nil {
+		t.Fatalf("the bench of %s: %v", p, err)
+	}
+	now, err := c.Time(t.Context()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Duration(int64(end)-now.UnixMicro()+1) * time.Microsecond)
 }
 
 // TestPushbackShared: a target's pushback through a proxy, seen by one
@@ -557,7 +574,9 @@ func TestRejectedShared(t *testing.T) {
 	if ev := a.Events(nil); len(ev) != 1 || ev[0].State != "rejected" || ev[0].Proxy != 0 {
 		t.Fatalf("events %+v, want proxy 0 rejected", ev)
 	}
-	time.Sleep(300 * time.Millisecond) // past any cooldown: a rejection is no bench that ends
+	// Past any cooldown (100ms): a rejection is no bench that ends. The
+	// sleep is the time the test is about, and longer is as good.
+	time.Sleep(300 * time.Millisecond)
 	for range 6 {
 		l, err := b.Acquire(ctx, limits.Request{Host: "h:1", Avoid: []int{1}})
 		if err != nil {
