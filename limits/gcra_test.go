@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/fetch-dev/fetch/internal/clock"
@@ -219,69 +220,68 @@ func TestLateTimersDoNotAddUp(t *testing.T) {
 	}
 }
 
+// testLateTimers runs in a synctest bubble: synctest.Wait returns once
+// every asking goroutine is granted or blocked in the list, where the test
+// polled the list's length every 50µs.
 func testLateTimers(t *testing.T, cfg limits.Config, late, step time.Duration) {
-	clock := limits.NewFakeClock(start)
-	cfg.Clock = &movingClock{lateClock: lateClock{clock, late}, step: step}
-	s := limits.NewLocal(cfg)
-	defer s.Close()
-	var times []time.Time
-	granted := make(chan *limits.Lease, 8)
-	ask := func() {
-		go func() {
-			l, err := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
-			if err != nil {
-				l = nil
-			}
-			granted <- l
-		}()
-	}
-	const asking = 3
-	for range asking {
-		ask()
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for len(times) < 101 {
-		// Wait until every goroutine is granted or queued, then
-		// move to the next timer.
-		for limits.Waiting(s) < asking && len(granted) == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the goroutines neither queued nor were granted")
-			}
-			time.Sleep(50 * time.Microsecond)
+	synctest.Test(t, func(t *testing.T) {
+		clock := limits.NewFakeClock(start)
+		cfg.Clock = &movingClock{lateClock: lateClock{clock, late}, step: step}
+		s := limits.NewLocal(cfg)
+		defer s.Close()
+		var times []time.Time
+		granted := make(chan *limits.Lease, 8)
+		ask := func() {
+			go func() {
+				l, err := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
+				if err != nil {
+					l = nil
+				}
+				granted <- l
+			}()
 		}
-		select {
-		case l := <-granted:
-			if l == nil {
-				t.Fatal("Acquire failed")
-			}
-			times = append(times, clock.Now())
-			l.Release()
+		const asking = 3
+		for range asking {
 			ask()
-			continue
-		default:
 		}
-		if !clock.AdvanceToTimer() {
-			t.Fatal("no timer armed while attempts wait")
+		for len(times) < 101 {
+			// Once every goroutine is granted or queued, move to the next
+			// timer.
+			synctest.Wait()
+			select {
+			case l := <-granted:
+				if l == nil {
+					t.Fatal("Acquire failed")
+				}
+				times = append(times, clock.Now())
+				l.Release()
+				ask()
+				continue
+			default:
+			}
+			if !clock.AdvanceToTimer() {
+				t.Fatal("no timer armed while attempts wait")
+			}
 		}
-	}
-	span := times[100].Sub(times[0])
-	// 100 intervals of 10ms, and the last start at most one
-	// timer's lateness behind its schedule.
-	// The scheduler reads the moving clock several times within one
-	// instant, each read a step later, and charges a start at what it
-	// read: a start may come up to three steps before its time by the
-	// fake clock the starts are timed by (2.5 the most seen in 300 runs;
-	// up to two while NewLocal's read of the clock was the first of the
-	// first instant and so pushed every later one a step on).
-	if lo := time.Second - 3*step; span < lo || span > time.Second+late {
-		t.Fatalf("101 starts at 100/s with timers %s late took %s, want %s to 1s+%s", late, span, lo, late)
-	}
-	s.Close()
-	for range asking {
-		if l := <-granted; l != nil {
-			l.Release()
+		span := times[100].Sub(times[0])
+		// 100 intervals of 10ms, and the last start at most one
+		// timer's lateness behind its schedule.
+		// The scheduler reads the moving clock several times within one
+		// instant, each read a step later, and charges a start at what it
+		// read: a start may come up to three steps before its time by the
+		// fake clock the starts are timed by (2.5 the most seen in 300 runs;
+		// up to two while NewLocal's read of the clock was the first of the
+		// first instant and so pushed every later one a step on).
+		if lo := time.Second - 3*step; span < lo || span > time.Second+late {
+			t.Fatalf("101 starts at 100/s with timers %s late took %s, want %s to 1s+%s", late, span, lo, late)
 		}
-	}
+		s.Close()
+		for range asking {
+			if l := <-granted; l != nil {
+				l.Release()
+			}
+		}
+	})
 }
 
 // BenchmarkRate measures the rate greedy attempts achieve under a global

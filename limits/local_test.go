@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/fetch-dev/fetch/limits"
@@ -70,6 +71,8 @@ func TestCapsHoldUnderLoad(t *testing.T) {
 						if n := hostIn[h].Add(1); n > 4 {
 							t.Errorf("host %s: %d in flight, cap 4", host, n)
 						}
+						// The attempt's own time, which makes the
+						// contention: the behaviour, not a wait for it.
 						time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
 						hostIn[h].Add(-1)
 						budgetIn[b].Add(-1)
@@ -334,44 +337,49 @@ func TestCancelledWaiterRealDeadline(t *testing.T) {
 // TestStoppedWaiterTakesNothing: closing a request's Stop ends its wait
 // with context.Canceled while its context goes on, and the permit it
 // waited for goes to the next request; a Stop closed already ends the
-// request before it queues.
+// request before it queues. In a synctest bubble: synctest.Wait returns
+// once the waiting Acquire is blocked in the list, where the test polled
+// the list's length every millisecond.
 func TestStoppedWaiterTakesNothing(t *testing.T) {
-	s := limits.NewLocal(limits.Config{Budgets: []limits.Spec{{Concurrency: 1}}, BudgetOf: []int{0}})
-	defer s.Close()
-	hold, err := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	got := make(chan error, 1)
-	go func() {
-		l, err := s.Acquire(context.Background(), limits.Request{Host: "h:1", Stop: stop})
-		if l != nil {
-			l.Release()
+	synctest.Test(t, func(t *testing.T) {
+		s := limits.NewLocal(limits.Config{Budgets: []limits.Spec{{Concurrency: 1}}, BudgetOf: []int{0}})
+		defer s.Close()
+		hold, err := s.Acquire(context.Background(), limits.Request{Host: "h:1"})
+		if err != nil {
+			t.Fatal(err)
 		}
-		got <- err
-	}()
-	for limits.Waiting(s) == 0 { // bounded by the test's timeout
-		time.Sleep(time.Millisecond)
-	}
-	close(stop)
-	if err := <-got; !errors.Is(err, context.Canceled) {
-		t.Fatalf("stopped wait: err = %v, want context.Canceled", err)
-	}
-	if limits.Waiting(s) != 0 {
-		t.Fatal("the stopped waiter is still queued")
-	}
-	if _, err := s.Acquire(context.Background(), limits.Request{Host: "h:1", Stop: stop}); !errors.Is(err, context.Canceled) {
-		t.Fatalf("stopped before asking: err = %v, want context.Canceled", err)
-	}
-	hold.Release()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	next, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
-	if err != nil {
-		t.Fatalf("the permit did not come back: %v", err)
-	}
-	next.Release()
+		stop := make(chan struct{})
+		got := make(chan error, 1)
+		go func() {
+			l, err := s.Acquire(context.Background(), limits.Request{Host: "h:1", Stop: stop})
+			if l != nil {
+				l.Release()
+			}
+			got <- err
+		}()
+		synctest.Wait()
+		if n := limits.Waiting(s); n != 1 {
+			t.Fatalf("%d waiting, want the one Acquire", n)
+		}
+		close(stop)
+		if err := <-got; !errors.Is(err, context.Canceled) {
+			t.Fatalf("stopped wait: err = %v, want context.Canceled", err)
+		}
+		if limits.Waiting(s) != 0 {
+			t.Fatal("the stopped waiter is still queued")
+		}
+		if _, err := s.Acquire(context.Background(), limits.Request{Host: "h:1", Stop: stop}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("stopped before asking: err = %v, want context.Canceled", err)
+		}
+		hold.Release()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		next, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
+		if err != nil {
+			t.Fatalf("the permit did not come back: %v", err)
+		}
+		next.Release()
+	})
 }
 
 // TestFIFO: waiters are served first come, first served.
