@@ -127,6 +127,7 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 		if ctx.Err() != nil {
 			break
 		}
+		// The nodes agree by gossip among other processes: polled.
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("redistest: the cluster of %d did not come up in 30s: %v", masters, err)
@@ -279,6 +280,7 @@ func (c *Cluster) MigrateSlot(ctx context.Context, slot, to int) error {
 		if wctx.Err() != nil {
 			return fail("the nodes did not agree on the new owner", err)
 		}
+		// The nodes agree by gossip among other processes: polled.
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -509,6 +511,7 @@ func (p *proc) waitReady(d time.Duration) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("no answer in %v: %w", d, err)
 		}
+		// Another process says nothing when it is ready: polled.
 		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -72,6 +72,8 @@ func (s *Server) Restart() {
 		if i == 200 {
 			s.t.Fatal("redistest: redis-server did not answer: ", err)
 		}
+		// redis-server is another process, and says nothing when it is
+		// ready: its answer is polled, at most 200 times.
 		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -109,6 +109,7 @@ func StartSentinel(t testing.TB) *Sentinel {
 		if ctx.Err() != nil {
 			break
 		}
+		// The sentinel learns of the servers by itself: polled.
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("redistest: the sentinel did not know the master and its replica in 30s: %v", err)
@@ -205,6 +206,7 @@ func (s *Sentinel) Failover(ctx context.Context) (newMaster string, err error) {
 		if ctx.Err() != nil {
 			return fail("SENTINEL FAILOVER", err)
 		}
+		// Polled: the sentinel's state, another process's.
 		time.Sleep(50 * time.Millisecond)
 	}
 	for {
@@ -228,6 +230,7 @@ func (s *Sentinel) Failover(ctx context.Context) (newMaster string, err error) {
 		if ctx.Err() != nil {
 			return fail("the replica was not promoted", err)
 		}
+		// Polled: the sentinel's and the servers' state, other processes'.
 		time.Sleep(50 * time.Millisecond)
 	}
 	if err := s.admin[m].Do(ctx, "REPLICAOF", "127.0.0.1", s.servers[r].ports[0]).Err(); err != nil {
@@ -266,6 +269,7 @@ func (s *Sentinel) waitReplica(ctx context.Context, r, m int) error {
 		if ctx.Err() != nil {
 			return err
 		}
+		// Polled: replication between other processes.
 		time.Sleep(20 * time.Millisecond)
 	}
 }

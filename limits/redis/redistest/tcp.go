@@ -106,6 +106,7 @@ func waitListening(t testing.TB, addr string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("redistest: nothing listens on %s: %v", addr, err)
 		}
+		// Another process's socket: polled, there is no event to wait for.
 		time.Sleep(10 * time.Millisecond)
 	}
 }
