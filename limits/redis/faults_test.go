@@ -39,8 +39,8 @@ func TestRestartWithoutData(t *testing.T) {
 	failed.Add(3)
 	for range 3 {
 		var once sync.Once
-		sawDown := &scriptHook{hash: newScripts().acquire.Hash(), done: func(cmd goredis.Cmder) {
-			if cmd.Err() != nil && stopping.Load() {
+		sawDown := &scriptHook{hash: newScripts().acquire.Hash(), done: func(_ goredis.Cmder, err error) {
+			if err != nil && stopping.Load() {
 				once.Do(failed.Done) // this scheduler has seen Redis gone
 			}
 		}}
@@ -114,7 +114,13 @@ func TestRestartWithoutData(t *testing.T) {
 	stopping.Store(true)
 	srv.Shutdown()
 	downAt.Store(time.Now().UnixMicro())
-	failed.Wait()
+	noticed := make(chan struct{})
+	go func() { failed.Wait(); close(noticed) }()
+	select {
+	case <-noticed:
+	case <-time.After(time.Minute): // only a run that goes wrong
+		t.Fatal("a scheduler had no call fail within a minute of Redis going")
+	}
 	upAt.Store(time.Now().UnixMicro())
 	srv.Restart()
 	atRestart := grants.Load()

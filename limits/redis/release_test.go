@@ -189,8 +189,8 @@ func TestReleasesWhileRedisHangs(t *testing.T) {
 	c := goredis.NewClient(&goredis.Options{Network: "unix", Addr: srv.Sock, MaxRetries: -1,
 		ReadTimeout: -1, WriteTimeout: -1, ContextTimeoutEnabled: true})
 	c.AddHook(&scriptHook{hash: newScripts().release.Hash(), sent: func(goredis.Cmder) { once.Do(func() { close(releasing) }) }})
-	c.AddHook(&scriptHook{hash: newScripts().renew.Hash(), done: func(cmd goredis.Cmder) {
-		if cmd.Err() == nil && resumed.Load() {
+	c.AddHook(&scriptHook{hash: newScripts().renew.Hash(), done: func(_ goredis.Cmder, err error) {
+		if err == nil && resumed.Load() {
 			select {
 			case renewed <- struct{}{}:
 			default:
@@ -265,13 +265,15 @@ func TestReleasesWhileRedisHangs(t *testing.T) {
 
 // scriptHook is a goredis.Hook that tells of the calls of the script of
 // hash, by EVALSHA or by EVAL: sent, if not nil, of each command before
-// it is sent, and done, if not nil, once it has returned (with its reply
-// or error). A call whose EVALSHA finds the script missing is sent again
+// it is sent, and done, if not nil, once it has returned, with its error
+// (the command holds its reply, but not every error: go-redis sets one
+// that comes before a reply, a failed dial, on the command only after
+// the hooks). A call whose EVALSHA finds the script missing is sent again
 // by EVAL: two commands for one call.
 type scriptHook struct {
 	hash string
 	sent func(goredis.Cmder)
-	done func(goredis.Cmder)
+	done func(goredis.Cmder, error)
 }
 
 func (*scriptHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
@@ -286,7 +288,7 @@ func (h *scriptHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 		}
 		err := next(ctx, cmd)
 		if h.done != nil {
-			h.done(cmd)
+			h.done(cmd, err)
 		}
 		return err
 	}

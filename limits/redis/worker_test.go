@@ -216,7 +216,10 @@ func TestKilledProcessPermitsReturn(t *testing.T) {
 	var mu sync.Mutex
 	var asks []ask
 	var granted []int64 // when each grant's call ran
-	trace := &scriptHook{hash: newScripts().acquire.Hash(), done: func(cmd goredis.Cmder) {
+	trace := &scriptHook{hash: newScripts().acquire.Hash(), done: func(cmd goredis.Cmder, err error) {
+		if err != nil {
+			return
+		}
 		v, err := cmd.(*goredis.Cmd).Slice()
 		if err != nil {
 			return
