@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -140,7 +141,10 @@ func TestCapsAcrossSchedulers(t *testing.T) {
 
 // TestRateAcrossSchedulers: the admissions of four schedulers, on the
 // Redis clock, meet the GCRA bound for a proxy's rate, a host's rate and
-// the global rate, and reach the rate.
+// the global rate, and reach the rate: at least 90% of the tokens the
+// machine left them (checkRate). Before, the test wanted 75% of 1.5s's
+// tokens, lower than the brief's 90% for a shared machine's late timers,
+// and failed at 109 of 112 under load.
 func TestRateAcrossSchedulers(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -160,32 +164,68 @@ func TestRateAcrossSchedulers(t *testing.T) {
 			srv := redistest.Start(t)
 			cfg := proxies(1, limits.Spec{})
 			tc.set(&cfg)
+			// The run lasts until the rate has made 1.5s's admissions; the
+			// deadline only bounds a run that goes wrong.
+			want := int(1500 * time.Millisecond / tc.per)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
 			var mu sync.Mutex
-			var at []int64
+			var gs []grantTrace
 			var ss []*Scheduler
 			for range 4 {
 				s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
-				s.onGrant = func(g grantTrace) { mu.Lock(); at = append(at, g.charged); mu.Unlock() }
+				s.onGrant = func(g grantTrace) {
+					mu.Lock()
+					if gs = append(gs, g); len(gs) == want {
+						cancel()
+					}
+					mu.Unlock()
+				}
 				ss = append(ss, s)
 			}
-			const run = 1500 * time.Millisecond
-			ctx, cancel := context.WithTimeout(context.Background(), run)
-			defer cancel()
 			cnt := newCounter()
 			hammer(ctx, t, ss, cfg, 4, []string{"x:80"}, 0, cnt)
 			mu.Lock() // not held over checkIdle: a late grant's onGrant must not block its give-back
-			got := append([]int64(nil), at...)
+			got := slices.Clone(gs)
 			mu.Unlock()
-			checkBound(t, tc.name, got, float64(tc.per.Microseconds()), tc.b)
-			// The brief asks for 90%; with burst 1 every late timer is lost
-			// capacity, and the test machine is shared: 75% still catches
-			// over-blocking.
-			if want := 0.75 * float64(run) / float64(tc.per); float64(len(got)) < want {
-				t.Errorf("%d admissions in %s, want at least %.0f", len(got), run, want)
+			if len(got) < want {
+				t.Fatalf("%d admissions in a minute, want %d", len(got), want)
 			}
+			checkBound(t, tc.name, chargedAt(got), float64(tc.per.Microseconds()), tc.b)
+			checkRate(t, tc.name, got, tc.per.Microseconds(), tc.b, 0.9)
 			checkIdle(t, srv, ss...)
 		})
 	}
+}
+
+// checkRate checks that the grants of a rate of period T (µs) and burst
+// b, asked for all along, use at least frac of the tokens of their span
+// (on the Redis clock) that the machine did not take: a grant whose ask
+// reached Redis more than LATE after the limiter would have let it start
+// (replayed by gcraModel) is charged when it arrived, by design, and the
+// time it came late is not counted.
+func checkRate(t *testing.T, name string, gs []grantTrace, T int64, b int, frac float64) {
+	t.Helper()
+	slices.SortFunc(gs, func(x, y grantTrace) int { return cmp.Compare(x.charged, y.charged) })
+	g := gcraModel{t: float64(T), tau: float64(T) * float64(max(b, 1))}
+	L := float64(late.Microseconds())
+	var held int
+	var heldUs float64
+	for i, x := range gs {
+		allow := g.tat + g.t - g.tau // when the limiter would have let it start
+		if i > 0 && float64(x.ran)-allow > L {
+			held++
+			heldUs += float64(x.charged) - allow
+		}
+		g.tat = math.Max(g.tat, float64(x.charged)) + g.t
+	}
+	span := float64(gs[len(gs)-1].charged - gs[0].charged)
+	tokens := (span-heldUs)/float64(T) + 1
+	if float64(len(gs)) < frac*tokens {
+		t.Errorf("%s: %d grants, want at least %.2f of the %.0f tokens of their %.0fms less %.0fms of asks held back",
+			name, len(gs), frac, tokens, span/1000, heldUs/1000)
+	}
+	t.Logf("%s: %d grants, %.2f of %.0f tokens; %d asks held back %.0fms in all", name, len(gs), float64(len(gs))/tokens, tokens, held, heldUs/1000)
 }
 
 // TestRateKeepsItsSchedule: waiters of one process, for a global, a
