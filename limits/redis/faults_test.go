@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -152,16 +153,36 @@ func TestRestartWithoutData(t *testing.T) {
 func TestClockSkew(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := proxies(2, limits.Spec{Concurrency: 2, Rate: limits.Rate{N: 100, Per: time.Second}, Burst: 2})
+	const ttl = 300 * time.Millisecond
 	var mu sync.Mutex
 	at := map[int][]int64{}
+	// When the renewals of the process an hour ahead that Redis answered
+	// were sent, by the test's clock.
+	var renewed []time.Time
+	sent := map[goredis.Cmder]time.Time{}
+	renewals := &scriptHook{hash: newScripts().renew.Hash(),
+		sent: func(cmd goredis.Cmder) { mu.Lock(); sent[cmd] = time.Now(); mu.Unlock() },
+		done: func(cmd goredis.Cmder, err error) {
+			mu.Lock()
+			if err == nil {
+				renewed = append(renewed, sent[cmd])
+			}
+			delete(sent, cmd)
+			mu.Unlock()
+		}}
 	var ss []*Scheduler
-	for _, skew := range []time.Duration{time.Hour, -time.Hour, 0} {
-		s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: 300 * time.Millisecond,
-			Now: func() time.Time { return time.Now().Add(skew) }}, cfg)
+	for i, skew := range []time.Duration{time.Hour, -time.Hour, 0} {
+		var hooks []goredis.Hook
+		if i == 0 {
+			hooks = append(hooks, renewals)
+		}
+		s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: ttl,
+			Now: func() time.Time { return time.Now().Add(skew) }}, cfg, hooks...)
 		s.onGrant = func(g grantTrace) { mu.Lock(); at[g.proxy] = append(at[g.proxy], g.charged); mu.Unlock() }
 		ss = append(ss, s)
 	}
 	// A lease held for several TTLs by the skewed clock stays held.
+	heldAt := time.Now()
 	held, err := ss[0].Acquire(context.Background(), limits.Request{Host: "h:1"})
 	if err != nil {
 		t.Fatal(err)
@@ -170,12 +191,31 @@ func TestClockSkew(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	hammer(ctx, t, ss, cfg, 3, []string{"h:1"}, 5*time.Millisecond, cnt)
+	// A lease is lost, by the scheduler's rule, when its last renewal that
+	// Redis answered was sent 3/4 of a TTL before; with renewals every
+	// TTL/3, only a renewal that comes late does it: a loaded machine's.
+	// The skew taken wrongly would lose it with every renewal on time,
+	// TTL/3 apart, less than half that margin.
 	select {
 	case <-held.Lost:
-		t.Error("a lease of the skewed process was lost")
+		mu.Lock()
+		ts := append([]time.Time{heldAt}, renewed...)
+		mu.Unlock()
+		slices.SortFunc(ts, time.Time.Compare)
+		var gap time.Duration
+		for i := 1; i < len(ts); i++ {
+			gap = max(gap, ts[i].Sub(ts[i-1]))
+		}
+		if margin := ss[0].lostAfter(); gap < margin/2 {
+			t.Errorf("a lease of the skewed process was lost, with renewals at most %v apart (lost at %v)", gap, margin)
+		} else {
+			t.Logf("a lease of the skewed process was lost after renewals %v apart, a loaded machine's", gap)
+		}
 	default:
+		// It was in flight all along (a lost one's permit may have gone to
+		// another attempt).
+		cnt.add(fmt.Sprint("b", cfg.BudgetOf[held.Proxy]), 1)
 	}
-	cnt.add(fmt.Sprint("b", cfg.BudgetOf[held.Proxy]), 1) // for checkCaps: it was in flight all along
 	held.Release()
 	checkCaps(t, cfg, cnt, 0)
 	mu.Lock()
@@ -518,6 +558,27 @@ func sleepPastBench(t *testing.T, srv *redistest.Server, ns, p string) {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Duration(int64(end)-now.UnixMicro()+1) * time.Microsecond)
+}
+
+// waitHook is a goredis.Hook that calls done once each pipeline with a
+// WAIT in it has returned: a grant sent with its WAIT (runConfirmed).
+type waitHook func()
+
+func (waitHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (waitHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return next }
+
+func (done waitHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if c.Name() == "wait" {
+				done()
+				break
+			}
+		}
+		return err
+	}
 }
 
 // TestPushbackShared: a target's pushback through a proxy, seen by one
@@ -876,11 +937,34 @@ func TestCoordinatorGoneStops(t *testing.T) {
 func TestGrantsWaitForAReplica(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := proxies(1, limits.Spec{Concurrency: 2})
-	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second, Replicas: 1}, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
-	_, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
+	// Half a call's timeout bounds WAIT: 500ms here.
+	confirmed := make(chan struct{}, 2) // a grant sent with its WAIT has returned
+	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second, Replicas: 1, opTimeout: time.Second}, cfg,
+		waitHook(func() {
+			select {
+			case confirmed <- struct{}{}:
+			default:
+			}
+		}))
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan error, 1)
+	go func() {
+		_, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
+		got <- err
+	}()
+	// Two grants not acknowledged: the first's failure is taken in by the
+	// time the second returns. Then the Acquire's context ends, as when a
+	// deadline would (it waited for a deadline of 600ms, which a loaded
+	// machine's first call can outlast).
+	for range 2 {
+		select {
+		case <-confirmed:
+		case <-time.After(time.Minute): // only a run that goes wrong
+			t.Fatal("no grant sent with its WAIT returned within a minute")
+		}
+	}
 	cancel()
-	if !errors.Is(err, limits.ErrCoordinator) || !strings.Contains(err.Error(), "replicas acknowledged") {
+	if err := <-got; !errors.Is(err, limits.ErrCoordinator) || !strings.Contains(err.Error(), "replicas acknowledged") {
 		t.Fatalf("Acquire on a master without a replica: %v", err)
 	}
 	s.Close()

@@ -34,6 +34,14 @@ func newSched(t testing.TB, srv *redistest.Server, opt Options, cfg limits.Confi
 	// The test's Redis is its own and new: no run's leases can be out
 	// (TestNewcomerAfterEmptyRestart tests the grace this skips).
 	opt.trustEmpty = true
+	// It answers, if slowly on a loaded machine: a call gets testCall,
+	// not LeaseTTL/6 (50ms for the TTL of 300ms some tests use), so that
+	// a slow answer is not taken for a Redis that stopped answering
+	// (a release left to expire, a lease lost). The tests of such a Redis
+	// set their own, or call New.
+	if opt.opTimeout == 0 {
+		opt.opTimeout = testCall
+	}
 	for _, h := range hooks {
 		c.AddHook(h)
 	}
@@ -45,6 +53,9 @@ func newSched(t testing.TB, srv *redistest.Server, opt Options, cfg limits.Confi
 	t.Cleanup(func() { s.Close(); c.Close() })
 	return s
 }
+
+// testCall is the timeout of a call to a test's Redis that answers.
+const testCall = 5 * time.Second
 
 // queued makes s tell a test of each Acquire that joins its local queue,
 // once it is there, on the channel it returns: up to n not yet taken.

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -47,6 +48,10 @@ type Options struct {
 	// trustEmpty: an empty namespace is a new one, whatever Redis's
 	// uptime (tests whose Redis is their own; see setup.lua's seal).
 	trustEmpty bool
+	// opTimeout: the timeout of a call in a run, 0 for LeaseTTL/6 within
+	// [50ms, 2s] (tests whose Redis answers, on a machine that may be
+	// slow to let it).
+	opTimeout time.Duration
 }
 
 // Scheduler is a limits.Scheduler whose limits, proxy health, pushback and
@@ -221,7 +226,7 @@ func New(ctx context.Context, c rediser, opt Options, cfg limits.Config) (*Sched
 		keys:       keys(opt.Namespace),
 		plan:       pl,
 		ttl:        opt.LeaseTTL,
-		opTimeout:  min(max(opt.LeaseTTL/6, 50*time.Millisecond), 2*time.Second),
+		opTimeout:  cmp.Or(opt.opTimeout, min(max(opt.LeaseTTL/6, 50*time.Millisecond), 2*time.Second)),
 		poll:       opt.Poll,
 		addr:       opt.Addr,
 		now:        opt.Now,

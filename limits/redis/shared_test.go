@@ -42,9 +42,10 @@ func (c *counter) add(key string, d int) {
 // hammer runs workers goroutines per scheduler, each acquiring for a
 // random one of hosts and holding the lease for up to hold, until ctx ends.
 // The hold is the attempt's own time, which makes the contention the
-// tests are about (a sleep that is the behaviour, not a wait for it):
-// the tests that use hammer check caps and bounds that hold whatever it
-// lasts.
+// tests are about (a timer that is the behaviour, not a wait for it): the
+// tests that use hammer check caps and bounds that hold whatever it
+// lasts. An attempt whose lease is lost ends then, as fetch's does: once
+// a lease is lost, Redis may give its permit to another.
 func hammer(ctx context.Context, t *testing.T, ss []*Scheduler, cfg limits.Config, workers int, hosts []string, hold time.Duration, cnt *counter) {
 	var wg sync.WaitGroup
 	for si, s := range ss {
@@ -67,7 +68,10 @@ func hammer(ctx context.Context, t *testing.T, ss []*Scheduler, cfg limits.Confi
 					cnt.add(p, 1)
 					cnt.add(b, 1)
 					cnt.add("h"+host, 1)
-					time.Sleep(time.Duration(rng.Int64N(int64(hold) + 1)))
+					select { // the attempt: cancelled if its lease is lost, as fetch's are
+					case <-time.After(time.Duration(rng.Int64N(int64(hold) + 1))):
+					case <-l.Lost:
+					}
 					cnt.add(p, -1)
 					cnt.add(b, -1)
 					cnt.add("h"+host, -1)

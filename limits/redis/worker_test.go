@@ -48,7 +48,9 @@ func workerMain() int {
 	c := goredis.NewClient(&goredis.Options{Network: "unix", Addr: sock, MaxRetries: -1})
 	defer c.Close()
 	cfg := workerConfig()
-	s, err := New(context.Background(), c, Options{Namespace: "t", LeaseTTL: ttl}, cfg)
+	// As fetch starts one (no test shortcut), but for the timeout of a
+	// call: its Redis answers, if slowly on a loaded machine (newSched).
+	s, err := New(context.Background(), c, Options{Namespace: "t", LeaseTTL: ttl, opTimeout: testCall}, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -200,13 +202,15 @@ func TestProcessesNeverExceedCaps(t *testing.T) {
 // before. Checked on the Redis clock, call by call; before, the test
 // wanted them back within TTL+TTL/3+150ms of the wall clock, which a
 // loaded machine's late poll can pass.
+//
+// This process joins the namespace first, so that the worker does not
+// wait out a grace from Redis's start, and the worker is killed as soon
+// as it holds every permit, so that a loaded machine does not have it
+// lose leases first (it gives a lost lease back, and its permit is free
+// before the others).
 func TestKilledProcessPermitsReturn(t *testing.T) {
 	srv := redistest.Start(t)
 	const ttl = 600 * time.Millisecond
-	w := startWorker(t, "hold,"+srv.Sock+","+ttl.String())
-	if line, err := w.out.ReadString('\n'); err != nil || line != "held\n" {
-		t.Fatalf("worker said %q, %v", line, err)
-	}
 	// Each acquire call of this process: when it ran, and whether a
 	// request of it was told to wait.
 	type ask struct {
@@ -240,23 +244,22 @@ func TestKilledProcessPermitsReturn(t *testing.T) {
 	}}
 	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: ttl}, workerConfig(), trace)
 	s.onGrant = func(g grantTrace) { mu.Lock(); granted = append(granted, g.ran); mu.Unlock() }
-	ctx := context.Background()
-	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	if _, err := s.Acquire(short, limits.Request{Host: "h:1"}); err == nil {
-		t.Fatal("a permit was free while the worker held them all")
+	w := startWorker(t, "hold,"+srv.Sock+","+ttl.String())
+	if line, err := w.out.ReadString('\n'); err != nil || line != "held\n" {
+		t.Fatalf("worker said %q, %v", line, err)
 	}
-	cancel()
 	if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
 	_ = w.cmd.Wait()
 	// The dead process's leases expire at their last renewal's score.
+	ctx := context.Background()
 	c := srv.Client()
 	leases, err := c.ZRangeWithScores(ctx, "{t}:leases", 0, -1).Result()
 	c.Close()
-	if err != nil || len(leases) != 8 {
-		t.Fatalf("the dead process's leases: %v, %v; want 8", leases, err)
+	if err != nil || len(leases) == 0 {
+		t.Fatalf("the dead process's leases: %v, %v", leases, err)
 	}
 	expired := int64(leases[len(leases)-1].Score) // the last to expire, µs
 	var ls []*limits.Lease
@@ -269,10 +272,16 @@ func TestKilledProcessPermitsReturn(t *testing.T) {
 	}
 	t.Logf("permits back %s after the kill", time.Since(killed))
 	mu.Lock()
+	early := 0
 	for _, at := range granted {
 		if at < expired {
-			t.Errorf("a permit granted %dµs before the dead process's leases expired", expired-at)
+			early++
 		}
+	}
+	// Only the permits of leases the worker had given back (8 less those
+	// it still held when killed) may go before its leases expire.
+	if free := 8 - len(leases); early > free {
+		t.Errorf("%d permits granted before the dead process's leases expired, %d of them free", early, free)
 	}
 	for _, a := range asks {
 		if a.ran >= expired && a.waited {
