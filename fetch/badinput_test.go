@@ -54,7 +54,7 @@ func TestBadInput(t *testing.T) {
 		{"line over 8 KiB", strings.NewReader(tg.URL + "/" + strings.Repeat("x", input.MaxLineBytes) + "\n" + ok + "\n"), []want{{1, true}, {2, false}}},
 		{"comment and blank lines over 8 KiB", strings.NewReader("# " + strings.Repeat("c", input.MaxLineBytes) + "\n" + strings.Repeat(" ", input.MaxLineBytes+5) + "\n" + ok + "\n"), []want{{3, false}}},
 		{"line of exactly 8 KiB", strings.NewReader(tg.URL + "/" + strings.Repeat("x", input.MaxLineBytes-len(tg.URL)-1) + "\r\n"), []want{{1, false}}},
-		{"10 MiB line without a line end", &endless{prefix: ok, n: 10 << 20}, []want{{1, true}}},
+		{"10 MiB line without a line end", &fetchtest.Endless{Prefix: ok, N: 10 << 20}, []want{{1, true}}},
 		{"bom at the start of a later file", strings.NewReader(ok + "\n\ufeff" + ok + "\n\ufeff# comment\n"), []want{{1, false}, {2, false}}},
 		{"port outside 1-65535", strings.NewReader(tg.URL[:strings.LastIndexByte(tg.URL, ':')] + ":0/\n" + "http://127.0.0.1:65536/\nhttp://127.0.0.1:99999999999999999999/\n"),
 			[]want{{1, true}, {2, true}, {3, true}}},
@@ -105,29 +105,4 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
-}
-
-// endless yields prefix and then n bytes of filler, never a line end.
-type endless struct {
-	prefix string
-	n      int64
-	off    int64
-}
-
-func (e *endless) Read(p []byte) (int, error) {
-	total := int64(len(e.prefix)) + e.n
-	if e.off >= total {
-		return 0, io.EOF
-	}
-	k := 0
-	for k < len(p) && e.off < total {
-		if e.off < int64(len(e.prefix)) {
-			p[k] = e.prefix[e.off]
-		} else {
-			p[k] = 'a'
-		}
-		k++
-		e.off++
-	}
-	return k, nil
 }

@@ -2,7 +2,6 @@ package input
 
 import (
 	"bytes"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -10,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/fetch-dev/fetch/fetch/fetchtest"
 )
 
 // Credential markers: the fuzzer's "{user}" and "{pass}" become these, so
@@ -175,31 +176,6 @@ func FuzzParseLine(f *testing.F) {
 	})
 }
 
-// endless yields prefix and then n bytes of filler, never a line end.
-type endless struct {
-	prefix string
-	n      int64
-	off    int64
-}
-
-func (e *endless) Read(p []byte) (int, error) {
-	total := int64(len(e.prefix)) + e.n
-	if e.off >= total {
-		return 0, io.EOF
-	}
-	k := 0
-	for k < len(p) && e.off < total {
-		if e.off < int64(len(e.prefix)) {
-			p[k] = e.prefix[e.off]
-		} else {
-			p[k] = 'a'
-		}
-		k++
-		e.off++
-	}
-	return k, nil
-}
-
 // TestHugeLineMemory reads a 10 MiB line with no line end: one invalid
 // job, and far less than 10 MiB allocated on the way.
 func TestHugeLineMemory(t *testing.T) {
@@ -207,7 +183,7 @@ func TestHugeLineMemory(t *testing.T) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	s := NewScanner(Source{Name: "huge", R: &endless{prefix: "http://example.com/", n: size}}, Shard{}, nil)
+	s := NewScanner(Source{Name: "huge", R: &fetchtest.Endless{Prefix: "http://example.com/", N: size}}, Shard{}, nil)
 	var jobs []*Line
 	for s.Scan() {
 		jobs = append(jobs, s.Line())
