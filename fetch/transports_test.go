@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
@@ -91,6 +92,13 @@ func TestTransportsAgree(t *testing.T) {
 				cfg.Transport = tp
 				cfg.MaxBody = 200000
 				cfg.Retries = 1
+				// No line here waits for a timeout: limits far above what
+				// a loaded machine takes, so that the records compare what
+				// each client made of the answers, not how busy the machine
+				// was (with the fault rows' 2 s, a retry under load ran out
+				// of its deadline on one transport and not the other).
+				cfg.ConnectTimeout, cfg.HeaderTimeout, cfg.IdleTimeout = 10*time.Second, 10*time.Second, 10*time.Second
+				cfg.Timeout = 30 * time.Second
 				if route.proxy != "" {
 					cfg.Proxies = []proxies.Proxy{proxyOf(t, route.proxy, nil)}
 					cfg.ProxyMaxFailures = 0
