@@ -201,8 +201,12 @@ func TestKeepLive(t *testing.T) {
 	collections(64 << 20)
 	small := f.Percent()
 	f.KeepLive() // a few hundred KiB live: the floor decides
-	if p := f.Percent(); p != small || p <= 100 {
-		t.Errorf("percentage %d after KeepLive of a small heap, want the floor's %d (more than 100)", p, small)
+	// The floor's percentage follows the live heap of each collection, and
+	// one may run between the two reads (the test binary's other
+	// goroutines allocate): what must hold is that the floor still
+	// decides, above 100, not the kept heap's base, about 50.
+	if p := f.Percent(); p <= 100 {
+		t.Errorf("percentage %d after KeepLive of a small heap, want the floor's (%d before it; more than 100)", p, small)
 	}
 	var nilFloor *Floor
 	nilFloor.KeepLive()
