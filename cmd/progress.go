@@ -1,11 +1,8 @@
 package cmd
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -372,46 +369,4 @@ func shortDuration(d time.Duration) string {
 		return fmt.Sprintf("%dm%ds", s/60, s%60)
 	}
 	return fmt.Sprintf("%dh%dm", s/3600, s%3600/60)
-}
-
-// countLines counts the URL lines of r as the progress bar did before its
-// total followed the engine's reader (see linesTaken, which also strips a
-// byte order mark from any line, not only the first, and takes --shard and
-// --resume into account). Only TestCountLines calls it still.
-func countLines(ctx context.Context, r io.Reader) (int64, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var n int64
-	first, start := true, true
-	for i := 0; ; i++ {
-		if i%4096 == 0 && ctx.Err() != nil {
-			return 0, ctx.Err()
-		}
-		piece, err := br.ReadSlice('\n')
-		if start && len(piece) > 0 {
-			t := piece
-			if first {
-				t = bytes.TrimPrefix(t, []byte("\ufeff"))
-				first = false
-			}
-			t = bytes.TrimSpace(t)
-			if len(t) > 0 && t[0] != '#' {
-				n++
-			}
-			// A piece that is only white space at the start of a long line
-			// is followed by the rest; treat that rest as a line start.
-			start = len(t) == 0
-		}
-		if err == nil {
-			start = true
-		}
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		if err == io.EOF {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
-		}
-	}
 }
