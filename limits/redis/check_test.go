@@ -2,8 +2,13 @@ package redis
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/fetch-dev/fetch/limits/redis/redistest"
 )
@@ -98,4 +103,51 @@ func splitInfo(s string) []string {
 		}
 	}
 	return append(out, s[start:])
+}
+
+// renewals is a goredis.Hook that keeps when each renewal that Redis
+// answered was sent, by the test's clock.
+type renewals struct {
+	*scriptHook
+	mu   sync.Mutex
+	sent map[goredis.Cmder]time.Time
+	ok   []time.Time
+}
+
+func newRenewals() *renewals {
+	r := &renewals{sent: map[goredis.Cmder]time.Time{}}
+	r.scriptHook = &scriptHook{hash: newScripts().renew.Hash(),
+		sent: func(cmd goredis.Cmder) { r.mu.Lock(); r.sent[cmd] = time.Now(); r.mu.Unlock() },
+		done: func(cmd goredis.Cmder, err error) {
+			r.mu.Lock()
+			if err == nil {
+				r.ok = append(r.ok, r.sent[cmd])
+			}
+			delete(r.sent, cmd)
+			r.mu.Unlock()
+		}}
+	return r
+}
+
+// excuseLoss is for a lease of s, taken at since, that was lost: s loses
+// a lease, by its rule, once the last renewal of it that Redis answered
+// was sent 3/4 of a TTL before, so with renewals every TTL/3 only one
+// that comes late, a loaded machine's, loses it. It fails the test if
+// the renewals came less than half that margin apart (taken wrongly, the
+// clocks lose it with every renewal on time), and says why otherwise.
+func excuseLoss(t *testing.T, what string, s *Scheduler, r *renewals, since time.Time) {
+	t.Helper()
+	r.mu.Lock()
+	ts := append([]time.Time{since}, r.ok...)
+	r.mu.Unlock()
+	slices.SortFunc(ts, time.Time.Compare)
+	var gap time.Duration
+	for i := 1; i < len(ts); i++ {
+		gap = max(gap, ts[i].Sub(ts[i-1]))
+	}
+	if margin := s.lostAfter(); gap < margin/2 {
+		t.Errorf("%s was lost, with renewals at most %v apart (lost at %v)", what, gap, margin)
+		return
+	}
+	t.Logf("%s was lost after renewals %v apart, a loaded machine's", what, gap)
 }
