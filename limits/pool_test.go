@@ -3,6 +3,7 @@ package limits_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -155,16 +156,38 @@ func TestPoolWaitStartsOver(t *testing.T) {
 	}
 }
 
-// tryAcquire asks s for a lease, waiting a millisecond of real time at
-// most (the fake clock does not move meanwhile).
+// tryAcquire asks s for a lease and returns what Acquire returned at
+// once, or, once it waits in the list, its error when cancelled then. It
+// gave Acquire a millisecond of real time before: on a loaded machine the
+// context could end before Acquire looked at the pool (it looks at the
+// context first), and the pool's error was taken for a deadline.
 func tryAcquire(s *limits.Local) (*limits.Lease, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	l, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
-	if l != nil {
-		l.Release()
+	type result struct {
+		l   *limits.Lease
+		err error
 	}
-	return l, err
+	done := make(chan result, 1)
+	before := limits.Waiting(s)
+	go func() {
+		l, err := s.Acquire(ctx, limits.Request{Host: "h:1"})
+		done <- result{l, err}
+	}()
+	for {
+		select {
+		case r := <-done:
+			if r.l != nil {
+				r.l.Release()
+			}
+			return r.l, r.err
+		default:
+		}
+		if limits.Waiting(s) > before {
+			cancel() // it waits: what a deadline would have ended
+		}
+		runtime.Gosched()
+	}
 }
 
 // TestWaitErrorNamesThePool: a request whose context ends while no proxy is
