@@ -880,6 +880,60 @@ func TestNewcomerAfterEmptyRestart(t *testing.T) {
 	checkIdle(t, srv, old, newcomer)
 }
 
+// TestGraceFromRedisStart: a process that finds the namespace empty on a
+// Redis that started less than a grace ago (restarted without its data,
+// perhaps under a running run) makes acquires wait until a grace after
+// that start. Redis tells its uptime in whole seconds of the wall clock,
+// the second it reads less the second it started in, so one started at
+// x.95s says 1 at x+1.05s; taken for a second old, a Redis 0.1s old got
+// no grace at all with a TTL of 1s. The test starts Redis in the last
+// tenth of a second and seals the namespace in the next (waiting for
+// those phases of the wall clock is the case under test), and checks the
+// grace against when Redis was started, by the same clock: it ends no
+// earlier than a grace after that, or there is none and a grace has
+// passed since.
+func TestGraceFromRedisStart(t *testing.T) {
+	srv := redistest.Start(t)
+	const ttl = time.Second // the grace
+	cfg := proxies(1, limits.Spec{Concurrency: 2})
+	srv.Shutdown()
+	for time.Now().Nanosecond() < 900_000_000 {
+		time.Sleep(time.Millisecond)
+	}
+	started := time.Now() // Redis starts after this
+	srv.Restart()
+	for time.Now().Nanosecond() >= 900_000_000 {
+		time.Sleep(time.Millisecond)
+	}
+	c := srv.Client()
+	defer c.Close()
+	s, err := New(context.Background(), c, Options{Namespace: "t", LeaseTTL: ttl}, cfg) // as fetch starts one
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	v, err := srv.Do("GET", "{t}:epoch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(fmt.Sprint(v))
+	if len(f) != 2 {
+		t.Fatalf("epoch %q", v)
+	}
+	end, _ := strconv.ParseInt(f[1], 10, 64)
+	now, err := c.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := started.Add(ttl).UnixMicro()
+	switch {
+	case end == 0 && now.UnixMicro() < want:
+		t.Errorf("no grace, %v after Redis was started: want one until a grace after", now.Sub(started))
+	case end != 0 && end < want:
+		t.Errorf("the grace ends %v after Redis was started, want at least %v", time.Duration(end-started.UnixMicro())*time.Microsecond, ttl)
+	}
+}
+
 // TestCoordinatorGoneStops: with Redis unreachable for the pool wait, a
 // waiting Acquire fails with limits.ErrCoordinatorDown (not at its own,
 // much later, deadline), naming the server, and so does every Acquire

@@ -75,9 +75,13 @@ elseif how == '0' then
   -- whoever reaches it first, acquires wait until one grace after Redis
   -- started. By then every holder has registered its leases again or
   -- lost them. A Redis up for longer than that holds no such leases.
+  -- Its uptime is whole seconds of the wall clock, the second it reads
+  -- less the second it started in: one started 0.1s ago may say 1. Its
+  -- start is taken as late as that allows, a second later, so that the
+  -- grace is never cut short (it was skipped, for a grace of 1s).
   local up = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
   if up then
-    local e = now - up * 1000000 + grace
+    local e = now - math.max(up - 1, 0) * 1000000 + grace
     if e > now then g = e end
   else
     g = now + grace
