@@ -17,11 +17,13 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 
 # Real proxies and servers the loopback tests run: microsocks (SOCKS5),
-# tinyproxy (HTTP with Basic authentication) and redis-server (distributed
-# mode). Each is installed with apt-get when missing.
+# tinyproxy (HTTP with Basic authentication), squid (CONNECT tunnels and its
+# own error answers) and redis-server (distributed mode). Each is installed
+# with apt-get when missing.
 missing=()
 command -v microsocks >/dev/null 2>&1 || missing+=(microsocks)
 command -v tinyproxy >/dev/null 2>&1 || missing+=(tinyproxy)
+command -v squid >/dev/null 2>&1 || missing+=(squid)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 if [ ${#missing[@]} -gt 0 ]; then
 	sudo=""
