@@ -86,8 +86,64 @@ type Record struct {
 	Tries     []Try      `json:"tries"`
 	File      string     `json:"file,omitempty"`
 
+	// ID and Meta are a JSON request line's "id" and "meta", copied
+	// unchanged (compact JSON), or nil.
+	ID   json.RawMessage `json:"id,omitempty"`
+	Meta json.RawMessage `json:"meta,omitempty"`
+
+	// Facts of the final response, when known (see Facts).
+	Facts
+
+	// ProxyStatus is the proxy's Proxy-Status header (RFC 9209) on the
+	// final attempt's answer, when it had one.
+	ProxyStatus *ProxyStatus `json:"proxy_status,omitempty"`
+
 	// Body is the start of the final attempt's body, with Config.KeepBody.
 	Body []byte `json:"-"`
+}
+
+// Facts are what a record tells of the final response beyond its status:
+// where the URL ended up, how, over what. Each is omitted when unknown.
+type Facts struct {
+	FinalURL      string      `json:"final_url,omitempty"`      // after redirects, user information removed
+	Redirects     []Redirect  `json:"redirects,omitempty"`      // each hop in order, when there were any
+	Proto         string      `json:"proto,omitempty"`          // HTTP/1.1, HTTP/2.0
+	RemoteAddr    string      `json:"remote_addr,omitempty"`    // the target's address, or the proxy's when proxied
+	ContentType   string      `json:"content_type,omitempty"`   // the header's value
+	ContentLength json.Number `json:"content_length,omitempty"` // the header's value, a decimal number
+	TLS           *TLS        `json:"tls,omitempty"`            // https targets
+	Headers       Headers     `json:"headers,omitempty"`        // --record-headers
+	SHA256        string      `json:"sha256,omitempty"`         // --record-hash: hex, of the bytes read
+}
+
+// Redirect is one hop of a redirect chain: the status that sent the
+// request on, and the URL it was sent to.
+type Redirect struct {
+	Status int    `json:"status"`
+	URL    string `json:"url"`
+}
+
+// TLS is what a record tells of an https target's TLS connection.
+type TLS struct {
+	Version      string `json:"version"`                  // TLS1.2, TLS1.3
+	Cipher       string `json:"cipher"`                   // crypto/tls's name of the suite
+	ALPN         string `json:"alpn,omitempty"`           // the protocol negotiated
+	ServerName   string `json:"server_name,omitempty"`    // the name sent (SNI)
+	CertNotAfter string `json:"cert_not_after,omitempty"` // the leaf's expiry, RFC 3339 in UTC
+	CertIssuer   string `json:"cert_issuer,omitempty"`    // the leaf's issuer, as pkix.Name.String writes it
+}
+
+// Headers are response headers copied into a record: lower-case names,
+// each with its values in order. As JSON, names are sorted.
+type Headers map[string][]string
+
+// ProxyStatus is a proxy's Proxy-Status header (RFC 9209): the name of
+// the proxy that answered (the first member), its error parameter and
+// details, when it had them.
+type ProxyStatus struct {
+	Proxy   string `json:"proxy"`
+	Error   string `json:"error,omitempty"`
+	Details string `json:"details,omitempty"`
 }
 
 // Try is an earlier attempt of a record.

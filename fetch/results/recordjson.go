@@ -1,8 +1,13 @@
 package results
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -63,7 +68,136 @@ func appendRecord(b []byte, r *Record) ([]byte, error) {
 		b = append(b, `,"file":`...)
 		b = appendJSONString(b, r.File)
 	}
+	if len(r.ID) > 0 {
+		b = append(b, `,"id":`...)
+		if b, err = appendRaw(b, r.ID); err != nil {
+			return b, err
+		}
+	}
+	if len(r.Meta) > 0 {
+		b = append(b, `,"meta":`...)
+		if b, err = appendRaw(b, r.Meta); err != nil {
+			return b, err
+		}
+	}
+	if b, err = appendFacts(b, &r.Facts); err != nil {
+		return b, err
+	}
+	if ps := r.ProxyStatus; ps != nil {
+		b = append(b, `,"proxy_status":{"proxy":`...)
+		b = appendJSONString(b, ps.Proxy)
+		b = appendOptString(b, `,"error":`, ps.Error)
+		b = appendOptString(b, `,"details":`, ps.Details)
+		b = append(b, '}')
+	}
 	return append(b, '}'), nil
+}
+
+// appendFacts appends the facts that are known, each with its leading
+// comma, in Facts' order.
+func appendFacts(b []byte, f *Facts) ([]byte, error) {
+	b = appendOptString(b, `,"final_url":`, f.FinalURL)
+	if len(f.Redirects) > 0 {
+		b = append(b, `,"redirects":[`...)
+		for i, r := range f.Redirects {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"status":`...)
+			b = strconv.AppendInt(b, int64(r.Status), 10)
+			b = append(b, `,"url":`...)
+			b = appendJSONString(b, r.URL)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = appendOptString(b, `,"proto":`, f.Proto)
+	b = appendOptString(b, `,"remote_addr":`, f.RemoteAddr)
+	b = appendOptString(b, `,"content_type":`, f.ContentType)
+	if f.ContentLength != "" {
+		if !decimal(string(f.ContentLength)) {
+			return b, fmt.Errorf("content_length %q: not a decimal number", string(f.ContentLength))
+		}
+		b = append(b, `,"content_length":`...)
+		b = append(b, f.ContentLength...)
+	}
+	if t := f.TLS; t != nil {
+		b = append(b, `,"tls":{"version":`...)
+		b = appendJSONString(b, t.Version)
+		b = append(b, `,"cipher":`...)
+		b = appendJSONString(b, t.Cipher)
+		b = appendOptString(b, `,"alpn":`, t.ALPN)
+		b = appendOptString(b, `,"server_name":`, t.ServerName)
+		b = appendOptString(b, `,"cert_not_after":`, t.CertNotAfter)
+		b = appendOptString(b, `,"cert_issuer":`, t.CertIssuer)
+		b = append(b, '}')
+	}
+	if len(f.Headers) > 0 {
+		b = append(b, `,"headers":`...)
+		b = f.Headers.appendJSON(b)
+	}
+	b = appendOptString(b, `,"sha256":`, f.SHA256)
+	return b, nil
+}
+
+// appendJSON appends h as encoding/json writes a map: names sorted, a
+// nil list as null.
+func (h Headers) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	for i, k := range slices.Sorted(maps.Keys(h)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		vs := h[k]
+		if vs == nil {
+			b = append(b, "null"...)
+			continue
+		}
+		b = append(b, '[')
+		for j, v := range vs {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, v)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+// decimal reports whether s is a JSON number without sign, fraction or
+// exponent: digits, no leading zero.
+func decimal(s string) bool {
+	if s == "" || len(s) > 1 && s[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// appendOptString appends key and s when s is not empty (omitempty).
+func appendOptString(b []byte, key, s string) []byte {
+	if s == "" {
+		return b
+	}
+	b = append(b, key...)
+	return appendJSONString(b, s)
+}
+
+// appendRaw appends raw JSON compacted, as encoding/json writes a
+// json.RawMessage; it fails on raw that is not JSON, as encoding/json does.
+func appendRaw(b []byte, raw []byte) ([]byte, error) {
+	buf := bytes.NewBuffer(b)
+	if err := json.Compact(buf, raw); err != nil {
+		return b, err
+	}
+	return buf.Bytes(), nil
 }
 
 func appendTry(b []byte, t *Try) ([]byte, error) {

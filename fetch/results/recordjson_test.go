@@ -68,6 +68,40 @@ func randRecord(rng *rand.Rand) *Record {
 	if rng.IntN(3) == 0 {
 		r.File = randString(rng)
 	}
+	if rng.IntN(4) == 0 {
+		r.ID = json.RawMessage([]string{`"item-17"`, `17`, `-1.5e3`, `"a\u2028b"`}[rng.IntN(4)])
+	}
+	if rng.IntN(4) == 0 {
+		r.Meta = json.RawMessage([]string{`{"batch": 3, "error": {"kind": "x"}}`, "[1, 2,\n 3]", `null`, `"<&>"`}[rng.IntN(4)])
+	}
+	if rng.IntN(3) == 0 {
+		r.FinalURL = randString(rng)
+		for range rng.IntN(3) {
+			r.Redirects = append(r.Redirects, Redirect{Status: 300 + rng.IntN(9), URL: randString(rng)})
+		}
+		r.Proto = randString(rng)
+		r.RemoteAddr = randString(rng)
+		r.ContentType = randString(rng)
+		r.ContentLength = json.Number([]string{"", "0", "1024", "18446744073709551615"}[rng.IntN(4)])
+		r.SHA256 = randString(rng)
+	}
+	if rng.IntN(4) == 0 {
+		r.TLS = &TLS{Version: randString(rng), Cipher: randString(rng), ALPN: randString(rng), ServerName: randString(rng),
+			CertNotAfter: randString(rng), CertIssuer: randString(rng)}
+	}
+	if rng.IntN(4) == 0 {
+		r.Headers = Headers{}
+		for range rng.IntN(4) {
+			var vs []string
+			for range rng.IntN(3) {
+				vs = append(vs, randString(rng))
+			}
+			r.Headers[randString(rng)] = vs
+		}
+	}
+	if rng.IntN(4) == 0 {
+		r.ProxyStatus = &ProxyStatus{Proxy: randString(rng), Error: randString(rng), Details: randString(rng)}
+	}
 	if rng.IntN(5) > 0 {
 		r.Tries = []Try{}
 		for range rng.IntN(3) {
@@ -248,4 +282,28 @@ func TestPhaseTimesFormat(t *testing.T) {
 // record: rounded to a hundredth.
 func millis(d time.Duration) float64 {
 	return float64(d.Round(10*time.Microsecond)) / float64(time.Millisecond)
+}
+
+// TestAppendRecord_badRaw: an id, meta or content_length that is not what
+// its field holds fails, as with encoding/json, and nothing is written.
+func TestAppendRecord_badRaw(t *testing.T) {
+	for _, r := range []*Record{
+		{ID: json.RawMessage(`{"a":`)},
+		{Meta: json.RawMessage(`nope`)},
+		{Facts: Facts{ContentLength: "+5"}},
+		{Facts: Facts{ContentLength: "007"}},
+	} {
+		if _, err := json.Marshal(r); err == nil {
+			t.Fatalf("encoding/json took %+v", r)
+		}
+		var out bytes.Buffer
+		w := NewJSONLWriter(&out)
+		if err := w.Write(r); err == nil {
+			t.Errorf("Write(%+v) = nil, want an error", r)
+		}
+		w.Flush()
+		if out.Len() > 0 {
+			t.Errorf("wrote %q", out.Bytes())
+		}
+	}
 }
