@@ -46,7 +46,9 @@ func StartSquid(dir string) (*Proxy, error) {
 }
 
 // squidConf is a forward proxy on addr with no cache and no logs but
-// dir/cache.log.
+// dir/cache.log. Its name server, 127.0.0.1:53, does not answer, so a
+// name that does not resolve fails once dns_timeout has passed: 2 s with
+// a query sent again after 1 s, not squid's default of 30 s.
 func squidConf(addr, dir string) string {
 	return fmt.Sprintf(`http_port %s
 http_access allow all
@@ -57,6 +59,8 @@ cache_log %s/cache.log
 pid_filename %s/squid.pid
 coredump_dir %s
 dns_nameservers 127.0.0.1
+dns_timeout 2 seconds
+dns_retransmit_interval 1 seconds
 pinger_enable off
 shutdown_lifetime 0 seconds
 via off
