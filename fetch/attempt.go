@@ -86,11 +86,16 @@ type result struct {
 	rejected   bool   // the proxy refused its credentials
 	banned     bool   // the response was a ban (--ban-status, --ban-match)
 	body       []byte // the start of the body, with Config.KeepBody
+
+	// What the proxy said in its answer: the Proxy-Status member for the
+	// record, and whose failure it reported, when fetch knows.
+	proxyStatus *results.ProxyStatus
+	said        side
 }
 
 func (e *Engine) fill(rec *results.Record, res result) {
 	rec.OK, rec.Status, rec.Bytes, rec.File, rec.Body = res.ok, res.status, res.bytes, res.file, res.body
-	rec.Phases, rec.Error = res.phases, res.err
+	rec.Phases, rec.Error, rec.ProxyStatus = res.phases, res.err, res.proxyStatus
 	if res.proxy >= 0 {
 		rec.Proxy, rec.Pool = e.routes[res.proxy].id, e.routes[res.proxy].pool
 	}
@@ -176,10 +181,14 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *input.Line, tr 
 	tr.leased(rt.handshake(j.URL), rt.via())
 	defer func() { // after the body is closed and the tracker has finished
 		sawByte := tr.sawByte.Load()
+		down, answered := noResponse(rt, res, sawByte), res.status != 0 || sawByte
+		if res.said != sideUnknown { // the proxy said whether the target answered
+			down, answered = res.said == sideUnreached, false
+		}
 		switch {
-		case noResponse(rt, res, sawByte):
+		case down:
 			e.hostFails.failed(j.Host)
-		case res.status != 0 || sawByte:
+		case answered:
 			e.hostFails.answered(j.Host)
 		}
 		if res.banned {
@@ -225,6 +234,9 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *input.Line, tr 
 		res.targetSide = targetSide(err)
 		res.inTunnel = rt.tunnels(j.URL) && afterTunnel(res.err.Phase)
 		res.rejected = credentialsRejected(err)
+		if pse := (*proxyStatusError)(nil); errors.As(err, &pse) && !res.rejected {
+			e.heard(&res, &pse.says, pse.status)
+		}
 		return res
 	}
 	tr.gotHeaders()
@@ -241,6 +253,13 @@ func (e *Engine) respond(ctx context.Context, j *input.Line, tr *tracker, rt *ro
 	body.r = resp.Body
 	defer resp.Body.Close()
 
+	if rt.proxy() && !rt.tunnels(j.URL) && resp.StatusCode != http.StatusProxyAuthRequired {
+		// The proxy's own answer: what it says may be the target's failure.
+		if says := readProxySays(resp.Header, resp.StatusCode); e.heard(res, &says, resp.Status) {
+			io.Copy(io.Discard, io.LimitReader(body, 64<<10)) // let the connection be reused
+			return
+		}
+	}
 	var rest io.Reader = body // the body still to be read
 	if !rt.proxy() || resp.StatusCode != http.StatusProxyAuthRequired {
 		b, start, err := e.checkBan(resp, body)
@@ -343,7 +362,7 @@ func outcome(rt *route, res result) limits.Outcome {
 			return limits.PushedBack
 		}
 		return limits.Success // the proxy carried it; the target answered
-	case !rt.proxy(), res.targetSide, res.inTunnel:
+	case !rt.proxy(), res.targetSide, res.inTunnel, res.said == sidePolicy:
 		return limits.Neutral
 	case res.rejected:
 		return limits.Rejected

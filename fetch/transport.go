@@ -65,10 +65,12 @@ func (r *route) via() *routeTransport {
 	return &r.proxied
 }
 
-// proxyStatusError is a proxy's refusal of a CONNECT.
+// proxyStatusError is a proxy's refusal of a CONNECT, and what it says
+// of it (see readProxySays).
 type proxyStatusError struct {
 	code   int
 	status string
+	says   proxySays
 }
 
 func (e *proxyStatusError) Error() string { return "proxy refused CONNECT: " + e.status }
@@ -177,7 +179,7 @@ func (ts *transports) newTransport(perHost int) *http.Transport {
 		ExpectContinueTimeout:  time.Second,
 		OnProxyConnectResponse: func(_ context.Context, _ *url.URL, _ *http.Request, res *http.Response) error {
 			if res.StatusCode != http.StatusOK {
-				return &proxyStatusError{code: res.StatusCode, status: res.Status}
+				return &proxyStatusError{code: res.StatusCode, status: res.Status, says: readProxySays(res.Header, res.StatusCode)}
 			}
 			return nil
 		},

@@ -137,9 +137,10 @@ type TLS struct {
 // each with its values in order. As JSON, names are sorted.
 type Headers map[string][]string
 
-// ProxyStatus is a proxy's Proxy-Status header (RFC 9209): the name of
-// the proxy that answered (the first member), its error parameter and
-// details, when it had them.
+// ProxyStatus is a member of a proxy's Proxy-Status header (RFC 9209):
+// the intermediary's name, its error parameter and details, when it had
+// them. The member is the first with an error (the intermediary nearest
+// the origin that failed), else the last (the proxy that answered).
 type ProxyStatus struct {
 	Proxy   string `json:"proxy"`
 	Error   string `json:"error,omitempty"`
