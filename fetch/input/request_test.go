@@ -247,3 +247,18 @@ func TestRequestSize(t *testing.T) {
 		t.Errorf("sizes %d and %d", none.Size(), r.Size())
 	}
 }
+
+// BenchmarkJSONLine measures reading a JSON request line with a body of
+// 1 MiB of text: one op is one line.
+func BenchmarkJSONLine(b *testing.B) {
+	line := []byte(`{"url":"http://a.example/x","method":"POST","header":{"Content-Type":"text/plain"},"id":1,"body":"` +
+		strings.Repeat("a", 1<<20) + `"}` + "\n")
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		s := NewScanner(Source{Name: "in", R: bytes.NewReader(line)}, Shard{}, nil)
+		if !s.Scan() || s.Line().Invalid != "" {
+			b.Fatal("not read")
+		}
+	}
+}
