@@ -184,6 +184,7 @@ JSON record per URL line.`,
 	f.StringArrayVarP(&opts.Headers, "header", "H", nil, "request `HEADER` \"K: V\" (repeatable; replaces a default of the same name)")
 	f.IntVar(&cfg.MaxRedirects, "max-redirects", cfg.MaxRedirects, "`N` redirects followed (0 does not follow)")
 	f.Var(sizeValue{&cfg.MaxBody}, "max-body", "larger bodies fail with kind too_large (64MiB, 10MB, 512k …)")
+	f.Var(sizeValue{&cfg.MaxRequestBody}, "max-request-body", "largest body of a JSON request line; larger is invalid")
 	f.Var(sizeValue{&cfg.MaxHeader}, "max-header", "larger response headers fail with kind too_large in phase headers")
 	f.StringVar(&cfg.SaveDir, "save-dir", "", "write the body of each ok record to a file in `DIR`")
 	f.BoolVarP(&cfg.Insecure, "insecure", "k", false, "do not verify target TLS certificates")
@@ -249,6 +250,7 @@ const (
 	maxCount       = 1_000_000 // per proxy or host: concurrency, bursts, failures (as a proxy line's concurrency= and burst=)
 	maxRetries     = 100       // --retries, --max-redirects
 	maxBanScan     = 64 << 20  // --ban-scan: what is read of a body is held in memory
+	maxRequestBody = 256 << 20 // --max-request-body: a JSON line of twice that is read whole
 )
 
 // countFlag is a flag that takes a count, its value and the counts it
@@ -324,6 +326,7 @@ func checkConfig(cfg *fetch.Config) error {
 		{!isToken(cfg.Method), "--method", "a method name such as GET"},
 		{cfg.MaxBody < 1, "--max-body", "at least 1 byte"},
 		{cfg.MaxHeader < 1, "--max-header", "at least 1 byte"},
+		{cfg.MaxRequestBody < 1 || cfg.MaxRequestBody > maxRequestBody, "--max-request-body", "from 1 byte to 256MiB"},
 		{cfg.BanScan < 1 || cfg.BanScan > maxBanScan, "--ban-scan", "from 1 byte to 64MiB"},
 	}
 	for _, c := range checks {

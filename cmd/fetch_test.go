@@ -92,6 +92,11 @@ func Test_NewCmdFetch(t *testing.T) {
 			},
 		},
 		{
+			name:    "max request body",
+			args:    []string{"--max-request-body", "2MiB"},
+			wantCfg: func(c *fetch.Config) { c.MaxRequestBody = 2 << 20 },
+		},
+		{
 			name:    "output",
 			args:    []string{"-o", "out.jsonl", "--report", "report.json", "-q"},
 			wantCfg: func(c *fetch.Config) {},
@@ -143,6 +148,8 @@ func Test_NewCmdFetch(t *testing.T) {
 		{name: "bad rate period", args: []string{"--rate", "5/0s"}, wantErr: "bad rate"},
 		{name: "bad size", args: []string{"--max-body", "lots"}, wantErr: "bad size"},
 		{name: "zero size", args: []string{"--max-body", "0"}, wantErr: "--max-body"},
+		{name: "zero request body", args: []string{"--max-request-body", "0"}, wantErr: "--max-request-body"},
+		{name: "huge request body", args: []string{"--max-request-body", "1GiB"}, wantErr: "--max-request-body"},
 		{name: "bad status", args: []string{"--retry-status", "429,abc"}, wantErr: "bad status"},
 		{name: "status out of range", args: []string{"--retry-status", "42"}, wantErr: "bad status"},
 		{name: "bad duration", args: []string{"-t", "soon"}, wantErr: "invalid argument"},

@@ -22,6 +22,9 @@ func (e *Engine) runJob(ctx, admit context.Context, j *input.Line, tr *tracker, 
 	clk := e.clock()
 	start := clk.now()
 	rec := &results.Record{URL: j.Shown, Input: j.Input, Line: j.Number, Tries: []results.Try{}}
+	if r := j.Request; r != nil {
+		rec.ID, rec.Meta = r.ID, r.Meta
+	}
 	defer func() { rec.ElapsedMS = millis(clk.since(start)) }()
 	if j.Invalid != "" {
 		rec.Error = &results.Error{Phase: results.PhaseInput, Kind: results.KindInvalid, Message: j.Invalid}
@@ -225,7 +228,7 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *input.Line, tr 
 		coll.attempt(rt, j.Host, res.ok, lease.ProxyInFlight, lease.HostInFlight, &res.phases)
 	}()
 
-	req := e.newRequest(tr.withHooks(), j.URL)
+	req := e.newRequest(tr.withHooks(), j)
 	tr.set(results.IndexConnect)
 	c := e.transports.client(rt)
 	resp, err := c.Do(req)

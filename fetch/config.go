@@ -39,6 +39,7 @@ const (
 	DefaultPushbackMax      = time.Minute
 	DefaultBanScan          = 64 << 10
 	DefaultHostMaxFailures  = 30
+	DefaultMaxRequestBody   = input.DefaultMaxRequestBody
 )
 
 // DefaultRetryStatus lists the statuses retried by default.
@@ -146,10 +147,13 @@ type Config struct {
 	Header       http.Header // replaces default headers of the same name
 	MaxRedirects int         // 0 does not follow
 	MaxBody      int64
-	MaxHeader    int64 // most bytes of response headers, status line included; 0 is DefaultMaxHeader
-	SaveDir      string
-	Insecure     bool
-	RootCAs      *x509.CertPool // nil: the system pool; trusted for targets and https proxies
+	// MaxRequestBody is the largest body a JSON request line may carry
+	// (input.Request); 0 is DefaultMaxRequestBody.
+	MaxRequestBody int64
+	MaxHeader      int64 // most bytes of response headers, status line included; 0 is DefaultMaxHeader
+	SaveDir        string
+	Insecure       bool
+	RootCAs        *x509.CertPool // nil: the system pool; trusted for targets and https proxies
 
 	// ListDropped, when set, is called by New once the engine holds no
 	// reference to Proxies, before it builds the scheduler (see New).
@@ -229,6 +233,7 @@ func DefaultConfig() Config {
 		Method:           http.MethodGet,
 		MaxRedirects:     DefaultMaxRedirects,
 		MaxBody:          DefaultMaxBody,
+		MaxRequestBody:   DefaultMaxRequestBody,
 		MaxHeader:        DefaultMaxHeader,
 		Grace:            DefaultGrace,
 		ReportHosts:      report.DefaultHosts,

@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/fetch-dev/fetch/fetch/input"
 )
@@ -13,32 +14,47 @@ import (
 // workers have brought it down to half. (A channel alone wakes a blocked
 // sender on every receive, which costs a goroutine switch per URL.)
 //
+// The queue is bounded in bytes too: the requests of JSON lines (their
+// bodies, up to --max-request-body each) queued hold at most maxBytes, but
+// for one job alone, whatever its size, so that a list of 1 MiB bodies
+// holds a few read ahead, not 64 MiB.
+//
 // A job is taken when a worker receives it. Jobs still queued when
 // admitting stops are not taken: they get no record, and a resumed run
 // takes their lines again.
 type jobQueue struct {
-	jobs chan *input.Line
-	low  int           // the reader is woken when at most this many are queued
-	room chan struct{} // a token: the queue fell to low (or below) since the reader last looked
+	jobs     chan *input.Line
+	low      int           // the reader is woken when at most this many are queued
+	room     chan struct{} // a token: the queue fell to low (or below), or held to half of maxBytes, since the reader last looked
+	held     atomic.Int64  // bytes of the requests queued
+	maxBytes int64
 }
 
-// newJobQueue returns a queue that holds up to n jobs (at least 1).
-func newJobQueue(n int) *jobQueue {
+// maxQueuedBytes bounds the bytes of the requests queued (see jobQueue).
+const maxQueuedBytes = 8 << 20
+
+// newJobQueue returns a queue that holds up to n jobs (at least 1), and
+// jobs of at most maxBytes (see jobQueue).
+func newJobQueue(n int, maxBytes int64) *jobQueue {
 	n = max(n, 1)
-	return &jobQueue{jobs: make(chan *input.Line, n), low: n / 2, room: make(chan struct{}, 1)}
+	return &jobQueue{jobs: make(chan *input.Line, n), low: n / 2, room: make(chan struct{}, 1), maxBytes: maxBytes}
 }
 
 // put queues j, waiting while the queue is full. It returns ctx.Err()
 // once ctx is done, without queueing j.
 func (q *jobQueue) put(ctx context.Context, j *input.Line) error {
+	size := int64(j.Request.Size()) // 0 for a plain line
 	for {
 		if err := ctx.Err(); err != nil {
 			return err // select below would pick at random when there is room
 		}
-		select {
-		case q.jobs <- j:
-			return nil
-		default:
+		if q.fits(size) {
+			select {
+			case q.jobs <- j:
+				return nil
+			default:
+				q.held.Add(-size)
+			}
 		}
 		select { // full: sleep until the workers have taken half
 		case <-q.room:
@@ -46,6 +62,20 @@ func (q *jobQueue) put(ctx context.Context, j *input.Line) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// fits counts size bytes queued, and reports whether they fit: a job that
+// would take the queue over its bytes waits, unless the queue holds none.
+// When they do not fit they are not counted.
+func (q *jobQueue) fits(size int64) bool {
+	if size == 0 {
+		return true
+	}
+	if held := q.held.Add(size); held != size && held > q.maxBytes {
+		q.held.Add(-size)
+		return false
+	}
+	return true
 }
 
 // drained waits until every job queued has been taken, or ctx is done.
@@ -72,13 +102,20 @@ func (q *jobQueue) take(admit context.Context) (*input.Line, bool) {
 	}
 	select {
 	case j, ok := <-q.jobs:
-		if ok && len(q.jobs) <= q.low {
+		if !ok {
+			return nil, false
+		}
+		freed := false // a request was taken, and the bytes queued are down to half
+		if size := int64(j.Request.Size()); size > 0 {
+			freed = q.held.Add(-size) <= q.maxBytes/2
+		}
+		if len(q.jobs) <= q.low || freed {
 			select {
 			case q.room <- struct{}{}:
 			default: // a token is already there
 			}
 		}
-		return j, ok
+		return j, true
 	case <-admit.Done():
 		return nil, false
 	}

@@ -13,7 +13,7 @@ import (
 // is free; drained waits for the last job to be taken.
 func TestJobQueueWakesReaderAtHalf(t *testing.T) {
 	ctx := context.Background()
-	q := newJobQueue(4) // half: 2
+	q := newJobQueue(4, maxQueuedBytes) // half: 2
 	fill := func(from, to int) {
 		t.Helper()
 		for i := from; i < to; i++ {
@@ -86,7 +86,7 @@ func returns(t *testing.T, done <-chan error, what, why string) {
 // the context's error, drained too, and take takes no job left queued.
 func TestJobQueueStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	q := newJobQueue(1)
+	q := newJobQueue(1, maxQueuedBytes)
 	if err := q.put(ctx, &input.Line{}); err != nil {
 		t.Fatal(err)
 	}

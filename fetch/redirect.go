@@ -49,6 +49,7 @@ func (c *client) Do(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("bad Location header %q: %w", loc, err)
 		}
 		next := &http.Request{Method: method, URL: u, Header: first.Header}
+		withBody(next, req, resp.StatusCode)
 		if req.Host != "" && req.Host != req.URL.Host && !isAbs(loc) {
 			next.Host = req.Host
 		}
@@ -114,8 +115,8 @@ func (c *client) send(req *http.Request) (*http.Response, error) {
 
 // redirectMethod is the method of the request a response with status asks
 // for, and whether it asks for one: 301, 302 and 303 make anything but GET
-// and HEAD a GET, 307 and 308 keep the method (fetch sends no body, so
-// there is none to send again).
+// and HEAD a GET (and drop the body), 307 and 308 keep the method (and
+// send the body again: see withBody).
 func redirectMethod(method string, status int) (string, bool) {
 	switch status {
 	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther:

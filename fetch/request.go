@@ -1,12 +1,16 @@
 package fetch
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/fetch-dev/fetch/fetch/input"
 )
 
 // requestHeader is the header every request starts from: User-Agent and
@@ -33,14 +37,17 @@ func baseRequest(cfg *Config, header http.Header) (*http.Request, error) {
 	return req, nil
 }
 
-// newRequest is the request of one attempt to u, under ctx: a copy of the
-// run's base request with u, which is shared, not copied: neither net/http
-// nor fetch writes to a request's URL (a redirect makes a new one). The
-// header map is the engine's, shared by every request too: neither net/http
-// (which copies it for a redirect) nor fetch (routeTransport clones it to
-// add Proxy-Authorization for net/http; h1 writes its own without a copy)
-// writes to a request's header.
-func (e *Engine) newRequest(ctx context.Context, u *url.URL) *http.Request {
+// newRequest is the request of one attempt of job j, under ctx: a copy of
+// the run's base request with j's URL, which is shared, not copied: neither
+// net/http nor fetch writes to a request's URL (a redirect makes a new
+// one). The header map is the engine's, shared by every request too:
+// neither net/http (which copies it for a redirect) nor fetch
+// (routeTransport clones it to add Proxy-Authorization for net/http; h1
+// writes its own without a copy) writes to a request's header. A JSON
+// request line's method, header and body are laid over it (see
+// lineRequest); a plain URL line costs nothing more.
+func (e *Engine) newRequest(ctx context.Context, j *input.Line) *http.Request {
+	u := j.URL
 	req := e.request.WithContext(ctx)
 	req.URL = u
 	// The host's colon:port is normalized, as http.NewRequest does, on
@@ -50,8 +57,51 @@ func (e *Engine) newRequest(ctx context.Context, u *url.URL) *http.Request {
 		target.Host = strings.TrimSuffix(host, ":")
 		req.URL = &target
 	}
+	if j.Request != nil {
+		lineRequest(req, j.Request)
+	}
 	if req.Host == "" {
 		req.Host = req.URL.Host
 	}
 	return req
+}
+
+// lineRequest lays r, a JSON request line's, over req, a copy of the run's
+// base request: its method, its header over the run's (a name it gives
+// replaces the run's values; its Host, the request's host), and its body,
+// which every attempt reads anew, and net/http and a 307 or 308 redirect
+// again through GetBody (see withBody).
+func lineRequest(req *http.Request, r *input.Request) {
+	if r.Method != "" {
+		req.Method = r.Method
+	}
+	if len(r.Header) > 0 {
+		h := maps.Clone(req.Header) // the values are shared: neither is written to
+		maps.Copy(h, r.Header)
+		req.Header = h
+		if host, ok := r.Header["Host"]; ok && len(host) > 0 {
+			req.Host = host[0]
+		}
+	}
+	if len(r.Body) > 0 {
+		body := r.Body
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		req.Body, _ = req.GetBody()
+		req.ContentLength = int64(len(body))
+	}
+}
+
+// withBody gives next, the request a redirect with status asks for after
+// req, req's body again when the status keeps it: 307 and 308 send it
+// again, as net/http and curl do; 301, 302 and 303 do not (and make a POST
+// a GET, see redirectMethod).
+func withBody(next, req *http.Request, status int) {
+	if req.GetBody == nil || status != http.StatusTemporaryRedirect && status != http.StatusPermanentRedirect {
+		return
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return // fetch's own GetBody never fails
+	}
+	next.Body, next.GetBody, next.ContentLength = body, req.GetBody, req.ContentLength
 }

@@ -49,7 +49,7 @@ func (e *Engine) Run(ctx context.Context, inputs []input.Source, w RecordWriter)
 	defer cancelWork()
 	defer context.AfterFunc(admit, func() { e.grace(work, cancelWork) })()
 
-	jobs := newJobQueue(min(e.cfg.Concurrency, maxJobsQueued))
+	jobs := newJobQueue(min(e.cfg.Concurrency, maxJobsQueued), maxQueuedBytes)
 	readDone := make(chan error, 1)
 	go e.read(admit, inputs, jobs, readDone)
 
@@ -196,7 +196,7 @@ const maxJobsQueued = 64
 // read from a pipe or a terminal may block for ever, and is left behind.
 func (e *Engine) read(admit context.Context, inputs []input.Source, jobs *jobQueue, done chan<- error) {
 	defer jobs.close()
-	err := readInputs(admit, inputs, e.cfg.Shard, e.cfg.Done, &e.skipped, jobs)
+	err := readInputs(admit, inputs, e.cfg.Shard, e.cfg.Done, e.cfg.MaxRequestBody, &e.skipped, jobs)
 	if err == nil {
 		err = jobs.drained(admit)
 	}
@@ -208,11 +208,13 @@ func (e *Engine) read(admit context.Context, inputs []input.Source, jobs *jobQue
 
 // readInputs streams the URL lines of every input, in order, to jobs, the
 // lines of other shards than shard passed over and those done lists
-// counted in skipped. It stops early, returning ctx.Err(), when ctx is
-// done. Memory does not grow with the length of the inputs.
-func readInputs(ctx context.Context, inputs []input.Source, shard input.Shard, done *results.DoneSet, skipped *atomic.Int64, jobs *jobQueue) error {
+// counted in skipped, JSON request lines' bodies at most maxBody bytes. It
+// stops early, returning ctx.Err(), when ctx is done. Memory does not grow
+// with the length of the inputs.
+func readInputs(ctx context.Context, inputs []input.Source, shard input.Shard, done *results.DoneSet, maxBody int64, skipped *atomic.Int64, jobs *jobQueue) error {
 	for _, in := range inputs {
 		s := input.NewScanner(in, shard, done)
+		s.SetMaxRequestBody(maxBody)
 		for s.Scan() {
 			if s.Done() {
 				skipped.Add(1)

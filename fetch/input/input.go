@@ -37,6 +37,11 @@ type Line struct {
 	Shown   string   // the URL as written to the record: credentials removed
 	Host    string   // target host:port
 	Invalid string   // why the line is not fetched, or ""
+
+	// Request is a JSON request line's method, header, body, id and meta;
+	// nil for a plain URL line. An invalid JSON line may have one for its
+	// id and meta.
+	Request *Request
 }
 
 var bom = []byte{0xEF, 0xBB, 0xBF}
@@ -64,6 +69,10 @@ type Scanner struct {
 	shard Shard
 	done  *results.DoneSet
 	ctx   context.Context // Count's: looked at every 4,096 lines; nil for none
+	// maxBody is the largest body of a JSON request line, and what the
+	// longest such line is read whole for (see maxJSONLine).
+	maxBody int64
+	big     []byte // the buffer of lines longer than br's, kept for the next
 
 	n      int     // the current line's number
 	raw    rawLine // the current line as read: valid until the next Scan
@@ -78,7 +87,17 @@ type Scanner struct {
 // NewScanner returns a Scanner of in's lines in shard (every line for the
 // zero Shard), done telling those already finished (nil for none).
 func NewScanner(in Source, shard Shard, done *results.DoneSet) *Scanner {
-	return &Scanner{in: in, br: bufio.NewReaderSize(in.R, 16<<10), shard: shard, done: done}
+	return &Scanner{in: in, br: bufio.NewReaderSize(in.R, 16<<10), shard: shard, done: done, maxBody: DefaultMaxRequestBody}
+}
+
+// SetMaxRequestBody sets the largest body a JSON request line may carry
+// (DefaultMaxRequestBody unless set; n < 1 leaves it). A JSON line may be
+// up to twice that plus 64 KiB long: room for the body's base64 form or
+// escapes, and for the rest of the line. Call it before the first Scan.
+func (s *Scanner) SetMaxRequestBody(n int64) {
+	if n > 0 {
+		s.maxBody = n
+	}
 }
 
 // Scan advances to the next line of the input that is neither blank nor a
@@ -91,7 +110,7 @@ func (s *Scanner) Scan() bool {
 			s.err, s.end = s.ctx.Err(), true
 			return false
 		}
-		raw, long, first, err := readLine(s.br)
+		raw, long, first, err := readLine(s.br, s.maxBody, &s.big)
 		if err != nil && !errors.Is(err, io.EOF) {
 			s.err, s.end = fmt.Errorf("fetch: reading %s line %d: %w", s.in.Name, s.n, err), true
 			return false
@@ -108,7 +127,7 @@ func (s *Scanner) Scan() bool {
 				return false
 			}
 		}
-		if first < 0 || first == '#' || !s.shard.takes(s.in.Name, s.n, raw.kept) {
+		if first < 0 || first == '#' || !s.inShard(raw.kept, long, first) {
 			continue
 		}
 		s.raw, s.long, s.first, s.line, s.isDone = raw, long, first, nil, false
@@ -142,7 +161,7 @@ func (s *Scanner) Done() bool { return s.isDone }
 // asked for.
 func (s *Scanner) Line() *Line {
 	if s.line == nil {
-		s.line = parseLine(s.in.Name, s.n, s.raw, s.long, s.first)
+		s.line = parseLine(s.in.Name, s.n, s.raw, s.long, s.first, s.maxBody)
 	}
 	return s.line
 }
@@ -220,26 +239,42 @@ type rawLine struct {
 const keptOfLong = 256
 
 // readLine reads one physical line without its line end. The line kept
-// may be br's own buffer, valid until the next read. A line longer
-// than MaxLineBytes is read to its end but only its start is kept, with long
-// set; first is its first byte that is not white space (-1 for none), so
-// that a long comment or blank line is still known as one.
-func readLine(br *bufio.Reader) (line rawLine, long bool, first int, err error) {
+// may be br's own buffer or *big, valid until the next read. A line longer
+// than MaxLineBytes (a JSON request line: maxJSONLine(maxBody)) is read to
+// its end but only its start is kept, with long set; first is its first
+// byte that is not white space (-1 for none; a byte order mark before it
+// passed over), so that a long comment or blank line is still known as
+// one.
+func readLine(br *bufio.Reader, maxBody int64, big *[]byte) (line rawLine, long bool, first int, err error) {
 	var buf []byte
 	first = -1
-	for {
+	limit := MaxLineBytes
+	for start := true; ; start = false {
 		chunk, err := br.ReadSlice('\n')
 		if first < 0 {
-			first = firstNonSpace(chunk)
+			look := chunk
+			if start {
+				look = bytes.TrimPrefix(chunk, bom)
+			}
+			first = firstNonSpace(look)
+			if first == '{' {
+				limit = maxJSONLine(maxBody)
+			}
 		}
-		if buf == nil && !errors.Is(err, bufio.ErrBufferFull) && len(chunk) <= MaxLineBytes {
+		if buf == nil && !errors.Is(err, bufio.ErrBufferFull) && len(chunk) <= limit {
 			// The whole line in one piece: no copy. It is valid until the
 			// next read, and parseLine copies what it keeps.
 			line.kept = bytes.TrimSuffix(bytes.TrimSuffix(chunk, []byte("\n")), []byte("\r"))
 			return line, false, first, err
 		}
-		if len(buf)+len(chunk) <= MaxLineBytes+2 { // room for CRLF
+		if len(buf)+len(chunk) <= limit+2 { // room for CRLF
+			if buf == nil && limit > MaxLineBytes {
+				buf = (*big)[:0]
+			}
 			buf = append(buf, chunk...)
+			if limit > MaxLineBytes {
+				*big = buf // kept for the next JSON line: its growth is paid once
+			}
 		} else {
 			long = true
 			if len(buf) < keptOfLong {
@@ -254,7 +289,7 @@ func readLine(br *bufio.Reader) (line rawLine, long bool, first int, err error) 
 		}
 		buf = bytes.TrimSuffix(buf, []byte("\n"))
 		buf = bytes.TrimSuffix(buf, []byte("\r"))
-		if len(buf) > MaxLineBytes {
+		if len(buf) > limit {
 			long = true
 			line.atPastKept = bytes.IndexByte(buf[keptOfLong:], '@') >= 0
 			buf = buf[:keptOfLong]
@@ -274,13 +309,23 @@ func firstNonSpace(b []byte) int {
 }
 
 // parseLine turns one line into a Line, or nil for a blank or comment line.
-// first is the line's first byte that is not white space, -1 for none.
-func parseLine(input string, n int, raw rawLine, long bool, first int) *Line {
+// first is the line's first byte that is not white space, -1 for none;
+// maxBody is the largest body of a JSON request line.
+func parseLine(input string, n int, raw rawLine, long bool, first int, maxBody int64) *Line {
 	if first < 0 || first == '#' {
 		return nil
 	}
-	s := strings.TrimSpace(string(raw.kept))
 	j := &Line{Input: input, Number: n}
+	if first == '{' {
+		if long {
+			// Its start may quote a header or the body: none of it is shown.
+			j.Invalid = fmt.Sprintf("JSON request line longer than %d bytes", maxJSONLine(maxBody))
+			return j
+		}
+		parseJSONLine(j, bytes.TrimSpace(raw.kept), maxBody)
+		return j
+	}
+	s := strings.TrimSpace(string(raw.kept))
 	if long {
 		j.Shown = longShown(s, raw.atPastKept)
 		j.Invalid = fmt.Sprintf("line longer than %d bytes", MaxLineBytes)

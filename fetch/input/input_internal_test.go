@@ -124,7 +124,7 @@ func readInputData() []byte {
 // ways a line may differ from its shown form.
 func TestPlainURLShownAsWritten(t *testing.T) {
 	shown := func(s string) string {
-		return parseLine("urls", 1, rawLine{kept: []byte(s)}, false, firstNonSpace([]byte(s))).Shown
+		return parseLine("urls", 1, rawLine{kept: []byte(s)}, false, firstNonSpace([]byte(s)), DefaultMaxRequestBody).Shown
 	}
 	for _, s := range []string{
 		"HTTP://h/x", "Http://h/x", "http://user@h/x", "http://u:p@h/x", "http://h/a b", "http://h/#",
