@@ -10,12 +10,12 @@
 //	fetch_in_flight                                gauge: URLs taken and not yet finished
 //	fetch_waiting                                  gauge: attempts waiting for their turn
 //	fetch_proxies{state,pool}                      gauge: proxies by state
-//	fetch_proxy_attempts_total{proxy,pool,outcome} counter: with Options.Proxies only
+//	fetch_proxy_attempts_total{proxy,pool,outcome} counter: with Options.Busiest only
 //
 // Every label takes its values from a short fixed list, but pool, which
 // has one value for each pool of the proxy list: "" for proxies of no
 // pool, "direct" when requests go direct. No label holds a host, and
-// none a proxy's identity but proxy, for the Options.Proxies busiest
+// none a proxy's identity but proxy, for the Options.Busiest busiest
 // proxies; an identity never holds a secret (see proxies.Identity).
 //
 // The engine's path costs no allocation: an attempt adds one to a counter
