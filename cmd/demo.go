@@ -23,6 +23,8 @@ type DemoOptions struct {
 	URLs   int    // how many URLs to fetch
 	Output string // results file; "" discards them, "-" is standard output
 	Quiet  bool
+
+	Metrics metricsOptions // --metrics, --metrics-linger, --metrics-proxies
 }
 
 // demoProxies are the three loopback proxies of the demo: each has its own
@@ -54,6 +56,9 @@ prints the progress bar and the summary. It exits 0 when every record is ok.`,
 			if opts.URLs < 1 || opts.URLs > maxCount {
 				return usageErrorf("--urls %d: want an integer from 1 to %d", opts.URLs, maxCount)
 			}
+			if err := opts.Metrics.check(); err != nil {
+				return usageError(err)
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -64,6 +69,7 @@ prints the progress bar and the summary. It exits 0 when every record is ok.`,
 	f.IntVar(&opts.URLs, "urls", 300, "`N` URLs to fetch")
 	f.StringVarP(&opts.Output, "output", "o", "", "results, JSON lines, to `FILE` (default: discarded; - is standard output)")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress bar, no summary on stderr")
+	opts.Metrics.flags(f)
 	return cmd
 }
 
@@ -116,11 +122,23 @@ func demoRun(ctx context.Context, opts *DemoOptions) (err error) {
 		cfg.Proxies = append(cfg.Proxies, px)
 	}
 
+	mx, err := startMetrics(&opts.Metrics, cfg.Proxies, notesTo(ios, opts.Quiet))
+	if err != nil {
+		return usageError(err)
+	}
+	ran := false
+	defer func() { mx.stop(ctx, ran) }()
+	if mx != nil {
+		cfg.Observer = mx.m
+	}
 	eng, err := fetch.New(cfg)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 	defer eng.Close()
+	if mx != nil {
+		mx.m.Watch(eng)
+	}
 
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeDemoURLs(pw, target.URL, opts.URLs)) }()
@@ -134,6 +152,7 @@ func demoRun(ctx context.Context, opts *DemoOptions) (err error) {
 	inputs := []input.Source{{Name: "demo", R: pr}}
 	warn := newWarnings(ios.stderr(), opts.Quiet)
 	defer routeLog(warn)()
+	ran = true
 	report, runErr := runEngine(ctx, ios, warn, eng, inputs, out, opts.Quiet, total)
 	return runResult(report, runErr)
 }

@@ -36,6 +36,8 @@ type FetchOptions struct {
 
 	Resume bool // with Output: skip what it finished, append the rest
 
+	Metrics metricsOptions // --metrics, --metrics-linger, --metrics-proxies
+
 	CPUProfile string // --cpuprofile FILE, or ""
 	MemProfile string // --memprofile FILE, or ""
 
@@ -198,6 +200,7 @@ JSON record per URL line.`,
 	f.BoolVar(&opts.Resume, "resume", false, "with -o: skip URLs that FILE already finished; append the rest")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress bar, no summary, no warnings on stderr")
 	reportFlags(f, &cfg.ReportHosts, &cfg.ReportProxies)
+	opts.Metrics.flags(f)
 	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to `FILE` (go tool pprof)")
 	f.StringVar(&opts.MemProfile, "memprofile", "", "write a memory (allocations) profile of the run to `FILE` (go tool pprof)")
 
@@ -219,6 +222,9 @@ func (opts *FetchOptions) complete(cmd *cobra.Command) error {
 	}
 	if opts.Resume && (opts.Output == "" || opts.Output == "-") {
 		return errors.New("--resume needs -o FILE: the results of the run to resume")
+	}
+	if err := opts.Metrics.check(); err != nil {
+		return err
 	}
 	cfg := &opts.Config
 	stdin := 0

@@ -68,6 +68,14 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 		}
 	}
 	warn := newWarnings(ios.stderr(), opts.Quiet)
+	mx, err := startMetrics(&opts.Metrics, opts.Config.Proxies, notesTo(ios, opts.Quiet))
+	if err != nil {
+		return usageError(err)
+	}
+	defer func() { mx.stop(ctx, started) }()
+	if mx != nil {
+		opts.Config.Observer = mx.m
+	}
 	closeCoordinator, err := opts.dialCoordinator(ctx, warn)
 	if err != nil {
 		return err
@@ -89,6 +97,9 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 		return usageError(err)
 	}
 	defer eng.Close()
+	if mx != nil {
+		mx.m.Watch(eng)
+	}
 	opts.endGCPause()
 	if large {
 		// What building the engine left behind (the scheduler's

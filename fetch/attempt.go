@@ -226,6 +226,7 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *input.Line, tr 
 			res.err.Phase = phase
 		}
 		coll.attempt(rt, j.Host, res.ok, lease.ProxyInFlight, lease.HostInFlight, &res.phases)
+		coll.observe(rt, &res)
 	}()
 
 	req := e.newRequest(tr.withHooks(), j)

@@ -20,6 +20,7 @@ type collector struct {
 	kept    int                  // state changes kept in all the proxies' Health (see maxHealthKept)
 	hosts   *report.HostTable
 	start   time.Time
+	obs     Observer // Config.Observer: told outside mu
 }
 
 // stats returns rt's statistics, made when they are first needed: a pool
@@ -37,16 +38,20 @@ func (c *collector) stats(rt *route) *report.ProxyStats {
 	return ps
 }
 
-// health notes a proxy's change of state.
+// health notes a proxy's change of state, and tells the observer, if
+// any (in order: the engine calls it holding eventsMu).
 func (c *collector) health(rt *route, ev limits.HealthEvent) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	sc := report.StateChange{AtMS: millis(ev.At.Sub(c.start)), State: ev.State}
 	if ev.Cooldown > 0 {
 		sc.CooldownMS = millis(ev.Cooldown)
 	}
+	c.mu.Lock()
 	if c.stats(rt).Change(sc, c.kept < maxHealthKept) {
 		c.kept++
+	}
+	c.mu.Unlock()
+	if c.obs != nil {
+		c.obs.Health(ev)
 	}
 }
 
@@ -80,6 +85,14 @@ func (c *collector) attempt(rt *route, host string, ok bool, proxyInFlight, host
 	c.stats(rt).Attempt(ok, proxyInFlight, phases)
 }
 
+// observe tells the observer, if any, of the attempt res on rt (after
+// attempt has counted it). Without one it is a nil check.
+func (c *collector) observe(rt *route, res *result) {
+	if c.obs != nil {
+		observe(c.obs, rt, res)
+	}
+}
+
 // ban counts an attempt whose response was a ban, for its proxy and its
 // host (after attempt has counted it).
 func (c *collector) ban(rt *route, host string) {
@@ -91,6 +104,9 @@ func (c *collector) ban(rt *route, host string) {
 
 // record counts one record.
 func (c *collector) record(r *results.Record) {
+	if c.obs != nil {
+		c.obs.Record(r)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.rep.Jobs++

@@ -202,6 +202,10 @@ type Config struct {
 	// --resume): they are skipped without a new record.
 	Done *results.DoneSet
 
+	// Observer, if set, is told of every attempt, record and change of a
+	// proxy's state as the run goes (see Observer): --metrics.
+	Observer Observer
+
 	// renewEvery, when positive, replaces renewFailures: tests set it
 	// low to see transports renewed (see renewing).
 	renewEvery int64

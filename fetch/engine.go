@@ -49,6 +49,7 @@ type Engine struct {
 	transports                 *transports               // the routes' transports
 	eventsMu                   sync.Mutex                // held while moving events to the report
 	events                     []limits.HealthEvent      // takeEvents' buffer, under eventsMu
+	workers                    workerSet                 // the running Run's, for Waiting
 
 	// halt stops admitting in the running Run because the pool cannot
 	// serve or the coordinator is gone; halted is why, once it has.

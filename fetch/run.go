@@ -27,6 +27,7 @@ var ErrInterrupted = errors.New("fetch: interrupted")
 func (e *Engine) Run(ctx context.Context, inputs []input.Source, w RecordWriter) (*report.Report, error) {
 	start := e.clock().now()
 	coll := newCollector(start, e.cfg.ReportHosts, e.cfg.ReportProxies, e.routes)
+	coll.obs = e.cfg.Observer
 	e.coll.Store(coll)
 	defer e.coll.Store(nil)
 
@@ -250,6 +251,7 @@ func (e *Engine) fetch(admit, work, stages context.Context, jobs *jobQueue, reco
 	worker := func() error { // counted idle when started
 		tr := newTracker(&e.cfg, work) // for every attempt of this worker's
 		defer tr.close()
+		defer e.workers.add(tr)()
 		for {
 			j, ok := jobs.take(admit)
 			if idle.Add(-1) == 0 && ok {
