@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -572,13 +571,13 @@ func TestClosedEngineIsFreed(t *testing.T) {
 	cfg := fetch.DefaultConfig()
 	cfg.Concurrency = 2
 	cfg.Proxies = []proxies.Proxy{proxyOf(t, "http://"+px.Addr, nil)}
-	var freed atomic.Bool
+	freed := make(chan struct{})
 	func() {
 		e, err := fetch.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		runtime.AddCleanup(e, func(b *atomic.Bool) { b.Store(true) }, &freed)
+		runtime.AddCleanup(e, func(c chan struct{}) { close(c) }, freed)
 		recs, _ := runEngine(t, e, tg.URL+"/1", tg.URL+"/2", tg.URL+"/3")
 		if len(recs) != 3 || !recs[1].OK {
 			t.Fatalf("records: %v", recs)
@@ -586,13 +585,21 @@ func TestClosedEngineIsFreed(t *testing.T) {
 		e.Close()
 	}()
 	// The cleanup runs after a collection has found the Engine unreachable;
-	// 2 s is far less than the 60 s timer that held it.
-	for range 200 {
+	// 2 s is far less than the 60 s timer that held it. A collection is
+	// asked for again whenever 10 ms pass without the cleanup: what held
+	// the Engine may let go of it only after the first.
+	late := time.NewTimer(2 * time.Second)
+	defer late.Stop()
+	again := time.NewTicker(10 * time.Millisecond)
+	defer again.Stop()
+	for {
 		runtime.GC()
-		if freed.Load() {
+		select {
+		case <-freed:
 			return
+		case <-late.C:
+			t.Fatal("the Engine is still reachable 2 s after Close")
+		case <-again.C:
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatal("the Engine is still reachable 2 s after Close")
 }

@@ -45,6 +45,30 @@ const (
 	faultRowsAtOnce       = 10 // rows in flight together
 )
 
+// Limits for TestFaultMix, which checks each line's phase and kind, not
+// its time. Every fault there that a limit ends is a server that never
+// answers (a connect never accepted, a handshake, a head or the rest of
+// a body never sent), which a limit of any length ends in the same
+// phase. A well-behaved server's connect, handshake or head, on the
+// other hand, has to fit in its limit, and on a loaded machine the fault
+// tests' 300 ms did not: under -race with both cores busy (TestFaultMix
+// -count=5 beside two busy loops and other packages' tests), the mix's
+// 64 lines at once took 200 ms for a TLS handshake at the median and up
+// to 0.9 s, up to 1.3 s for a loopback connect, and 41 to 50 of 276
+// lines ran out of the connect timeout (in phase tls or connect) before
+// their fault. The time is the CPU's: 64 handshakes at once, each side
+// under -race. So the mix sets every limit far beyond what a loaded
+// machine takes, and load cannot change a line's outcome; the check logs
+// the slowest such phase it saw. TestTargetFaults and TestProxyFaults
+// check the limits' lengths.
+const (
+	mixLimit = 5 * time.Second // connect (with the TLS handshake), headers, idle
+	// mixTotal holds two attempts that each run into mixLimit and the
+	// back-off between them, with a limit to spare, and is far below
+	// the 30 s Retry-After that must not fit.
+	mixTotal = 3 * mixLimit
+)
+
 // transports are the clients every fault row runs on: records are the
 // same on both (net/http is the fast path's reference).
 var transports = []fetch.Transport{fetch.TransportFast, fetch.TransportStd}
@@ -740,6 +764,13 @@ func TestFaultMix(t *testing.T) {
 		plan[len(lines)] = p
 	}
 
+	config := func() fetch.Config {
+		cfg := faultConfig(env.roots)
+		cfg.ConnectTimeout, cfg.HeaderTimeout, cfg.IdleTimeout = mixLimit, mixLimit, mixLimit
+		cfg.Timeout = mixTotal
+		cfg.Concurrency = 64
+		return cfg
+	}
 	check := func(t *testing.T, e *fetch.Engine, strict bool) {
 		start := time.Now()
 		recs, rep := runEngine(t, e, lines...)
@@ -747,13 +778,19 @@ func TestFaultMix(t *testing.T) {
 		if len(recs) != len(plan) {
 			t.Errorf("%d records, want %d (one per line taken)", len(recs), len(plan))
 		}
-		ok, failed, slow := 0, 0, 0
+		ok, failed := 0, 0
 		byKind, byPhase := map[string]int{}, map[string]int{}
+		slowest := map[string]float64{} // ms, by phase
 		for line, r := range recs {
 			p, taken := plan[line]
 			if !taken {
 				t.Errorf("record for line %d, which is blank or a comment", line)
 				continue
+			}
+			for phase, ms := range r.Phases.All() {
+				if phase != "queue" && (r.Error == nil || r.Error.Phase != phase) {
+					slowest[phase] = max(slowest[phase], ms)
+				}
 			}
 			if r.OK {
 				ok++
@@ -780,23 +817,12 @@ func TestFaultMix(t *testing.T) {
 			// tests at once), which its message then says.
 			late := gotKind == "deadline" ||
 				gotKind == "status" && strings.Contains(r.Error.Message, "; not retried: ") && r.Attempts == 1
-			// On a loaded machine (seen under -race while other packages'
-			// tests and a benchmark ran) a TLS handshake may run out of its
-			// bound, the connect timeout of 300 ms: a certificate fault
-			// then fails in the same phase, and any other https line
-			// (seen: a reset mid-body) fails there before its fault.
-			// A few such lines are the machine; many are a bug.
-			slowHandshake := strings.HasSuffix(p.fault, "/https") && gotPhase == "tls" && gotKind == "timeout"
-			if slowHandshake && (gotPhase != p.phase || gotKind != p.kind) {
-				slow++
-			}
-			if (gotPhase != p.phase || gotKind != p.kind) && !(p.pushed && late) && !slowHandshake {
+			if (gotPhase != p.phase || gotKind != p.kind) && !(p.pushed && late) {
 				t.Errorf("line %d (%s): %s/%s, want %s/%s", line, p.fault, gotPhase, gotKind, p.phase, p.kind)
 			}
 		}
-		if slow > len(plan)/20 {
-			t.Errorf("%d of %d lines timed out in their TLS handshake, want at most %d (a loaded machine's few)", slow, len(plan), len(plan)/20)
-		}
+		t.Logf("slowest connect %.0f ms, tls %.0f ms, headers %.0f ms of a final attempt that got past it (limit %v)",
+			slowest["connect"], slowest["tls"], slowest["headers"], mixLimit)
 		if rep.Jobs != len(recs) || rep.OK != ok || rep.Failed != failed {
 			t.Errorf("report jobs=%d ok=%d failed=%d; records %d, ok %d, failed %d", rep.Jobs, rep.OK, rep.Failed, len(recs), ok, failed)
 		}
@@ -812,17 +838,14 @@ func TestFaultMix(t *testing.T) {
 	}
 
 	t.Run("direct", func(t *testing.T) {
-		cfg := faultConfig(env.roots)
-		cfg.Concurrency = 64
-		e, err := fetch.New(cfg)
+		e, err := fetch.New(config())
 		if err != nil {
 			t.Fatal(err)
 		}
 		check(t, e, true)
 	})
 	t.Run("proxies", func(t *testing.T) {
-		cfg := faultConfig(env.roots)
-		cfg.Concurrency = 64
+		cfg := config()
 		cfg.ProxyConcurrency = 16
 		good := []string{env.httpProxy.URL, env.socksProxy.URL}
 		auth := startProxy(t, "http", fetchtest.ProxyOptions{User: "alice", Password: "right-pw"})

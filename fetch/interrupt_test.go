@@ -166,10 +166,11 @@ func TestSilentHTTPSProxyLeaksNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// When the last record arrives, and again past another connect
-	// timeout, no TLS handshake may still be waiting on the proxy: Run's
-	// own clean-up at its end must not be what ends them.
-	w := &stackCheckWriter{t: t, after: len(lines), wait: 3 * cfg.ConnectTimeout}
+	// Once the last record has arrived, and within another connect
+	// timeout (tolerance: three), no TLS handshake may still be waiting
+	// on the proxy: Run's own clean-up at its end must not be what ends
+	// them, and Run waits on the writer until they have ended.
+	w := &stackCheckWriter{t: t, after: len(lines), within: 3 * cfg.ConnectTimeout}
 	if _, err := e.Run(context.Background(), []input.Source{{Name: "u", R: strings.NewReader(strings.Join(lines, "\n"))}}, w); err != nil {
 		t.Fatal(err)
 	}
@@ -180,24 +181,30 @@ func TestSilentHTTPSProxyLeaksNothing(t *testing.T) {
 	}
 }
 
-// stackCheckWriter, at its after-th record, waits and then fails the test
-// if any goroutine is still in a TLS handshake.
+// stackCheckWriter, at its after-th record, fails the test if a goroutine
+// is still in a TLS handshake once within has passed. The stacks are
+// polled (pollUntil): a goroutine's end tells nothing to anyone else.
 type stackCheckWriter struct {
 	memWriter
-	t     *testing.T
-	after int
-	wait  time.Duration
+	t      *testing.T
+	after  int
+	within time.Duration
 }
 
 func (w *stackCheckWriter) Write(r *results.Record) error {
 	w.memWriter.Write(r)
-	if len(w.recs) == w.after {
-		time.Sleep(w.wait)
-		buf := make([]byte, 4<<20)
+	if len(w.recs) != w.after {
+		return nil
+	}
+	buf := make([]byte, 4<<20)
+	n := 0
+	ended := pollUntil(w.within, func() bool {
 		stacks := string(buf[:runtime.Stack(buf, true)])
-		if n := strings.Count(stacks, "crypto/tls.(*Conn).HandshakeContext"); n > 0 {
-			w.t.Errorf("%d TLS handshakes with the silent proxy still open after the attempts ended", n)
-		}
+		n = strings.Count(stacks, "crypto/tls.(*Conn).HandshakeContext")
+		return n == 0
+	})
+	if !ended {
+		w.t.Errorf("%d TLS handshakes with the silent proxy still open %v after the attempts ended", n, w.within)
 	}
 	return nil
 }

@@ -16,15 +16,24 @@ import (
 )
 
 // writeCounter is a lockedBuffer (hostile_test.go) that also counts the
-// writes it is given.
+// writes it is given and, if wrote is not nil, tells of each on it (a
+// send that would block is dropped: one pending tells of all since).
 type writeCounter struct {
 	lockedBuffer
 	writes atomic.Int64
+	wrote  chan struct{}
 }
 
 func (w *writeCounter) Write(p []byte) (int, error) {
 	w.writes.Add(1)
-	return w.lockedBuffer.Write(p)
+	n, err := w.lockedBuffer.Write(p)
+	if w.wrote != nil {
+		select {
+		case w.wrote <- struct{}{}:
+		default:
+		}
+	}
+	return n, err
 }
 
 // lines returns the lines written so far and the writes they took.
@@ -46,7 +55,7 @@ func TestRecordsAreNotStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	out := &writeCounter{}
+	out := &writeCounter{wrote: make(chan struct{}, 1)}
 	w := results.NewJSONLWriter(out)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -56,15 +65,14 @@ func TestRecordsAreNotStale(t *testing.T) {
 		_, err := e.Run(ctx, []input.Source{{Name: "u", R: strings.NewReader(in)}}, w)
 		done <- err
 	}()
-	start := time.Now()
-	for {
-		if n, _ := out.lines(); n == 1 {
-			break
-		}
-		if time.Since(start) > 2*time.Second {
+	late := time.NewTimer(2 * time.Second)
+	defer late.Stop()
+	for n := 0; n < 1; n, _ = out.lines() {
+		select {
+		case <-out.wrote:
+		case <-late.C:
 			t.Fatal("no record written within 2 s while a URL was in flight")
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	cancel()
 	if err := <-done; !errors.Is(err, fetch.ErrInterrupted) {

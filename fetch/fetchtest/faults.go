@@ -235,9 +235,11 @@ func servePart(w http.ResponseWriter, r *http.Request, stall bool) {
 		io.Copy(io.Discard, conn) // until the client closes
 		return
 	}
-	// Let the client take in the headers and the first bytes, so that the
-	// reset lands in the middle of the body rather than before it.
-	time.Sleep(20 * time.Millisecond)
+	// The reset goes out now, behind the head and the first bytes on the
+	// same connection: the client's kernel queues them before it, and a
+	// read returns what is queued before it tells of the reset. So the
+	// reset lands in the middle of the body, however late the client
+	// reads.
 }
 
 // cutHead is the head /cut sends the start of.

@@ -54,6 +54,8 @@ type Proxy struct {
 	mu     sync.Mutex
 	stats  ProxyStats
 	served int // requests seen, for FailEvery
+
+	changes changes // of the in-flight counts, for the tests of this package
 }
 
 // ProxyStats counts what an HTTP proxy has served. A SOCKS5 proxy reports
@@ -215,10 +217,12 @@ func (p *Proxy) count(total, now, most *int) func() {
 	*now++
 	*most = max(*most, *now)
 	p.mu.Unlock()
+	p.changes.tell()
 	return func() {
 		p.mu.Lock()
 		*now--
 		p.mu.Unlock()
+		p.changes.tell()
 	}
 }
 

@@ -219,13 +219,13 @@ func TestHTTPProxyMaxInFlight(t *testing.T) {
 	bind := fetchtest.LoopbackIP(4)
 	p := startHTTPProxy(t, fetchtest.ProxyOptions{BindIP: bind})
 	stop := hangFrom(proxyClient(t, p.URL), tg.URL+"/h?hang=1", 3)
-	waitFor(t, "3 requests at the target", func() bool { return tg.InFlightFrom(bind) == 3 })
+	waitFor(t, "3 requests at the target", func() bool { return tg.InFlightFrom(bind) == 3 }, tg)
 	if st := p.Stats(); st.InFlight != 3 || st.MaxInFlight != 3 {
 		t.Errorf("Stats = %+v", st)
 	}
 	stop()
-	waitFor(t, "proxy idle", func() bool { return p.Stats().InFlight == 0 })
-	waitFor(t, "target idle", func() bool { return tg.InFlight() == 0 })
+	waitFor(t, "proxy idle", func() bool { return p.Stats().InFlight == 0 }, p)
+	waitFor(t, "target idle", func() bool { return tg.InFlight() == 0 }, tg)
 	if got := tg.MaxInFlightFrom(bind); got != 3 {
 		t.Errorf("MaxInFlightFrom(%s) = %d, want 3", bind, got)
 	}
@@ -244,7 +244,7 @@ func TestHTTPProxyCloseWithTunnelsAndRequests(t *testing.T) {
 	defer stop()
 	stop2 := hangFrom(c, secure.URL+"/h?hang=1", 2)
 	defer stop2()
-	waitFor(t, "requests in flight", func() bool { return plain.InFlight() == 2 && secure.InFlight() == 2 })
+	waitFor(t, "requests in flight", func() bool { return plain.InFlight() == 2 && secure.InFlight() == 2 }, plain, secure)
 	if st := p.Stats(); st.Tunnels != 2 || st.MaxTunnels != 2 {
 		t.Errorf("Stats = %+v", st)
 	}
@@ -253,7 +253,7 @@ func TestHTTPProxyCloseWithTunnelsAndRequests(t *testing.T) {
 	if el := time.Since(start); el > 2*time.Second {
 		t.Errorf("Close took %v", el)
 	}
-	waitFor(t, "targets idle", func() bool { return plain.InFlight() == 0 && secure.InFlight() == 0 })
+	waitFor(t, "targets idle", func() bool { return plain.InFlight() == 0 && secure.InFlight() == 0 }, plain, secure)
 	if _, err := net.DialTimeout("tcp", p.Addr, time.Second); err == nil {
 		t.Error("proxy still accepts after Close")
 	}
@@ -338,7 +338,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	}
 	stop := hangFrom(c, plain.URL+"/h?hang=1", 2)
 	stop2 := hangFrom(c, tg.URL+"/h?hang=1", 2)
-	waitFor(t, "requests in flight", func() bool { return plain.InFlight() == 2 && tg.InFlight() == 2 })
+	waitFor(t, "requests in flight", func() bool { return plain.InFlight() == 2 && tg.InFlight() == 2 }, plain, tg)
 	p.Close()
 	tg.Close()
 	plain.Close()

@@ -130,22 +130,28 @@ func startServer(name, bin string, args []string, addr string) (kill func(), err
 			<-done
 		})
 	}
-	const tries = 500 // 500 * (up to 100ms dial or 10ms pause): a few seconds at most
-	for range tries {
-		select {
-		case <-done:
-			return nil, fmt.Errorf("%w: %s: %v: %s", errExitedEarly, name, waitErr, strings.TrimSpace(out.String()))
-		default:
-		}
+	// The process tells nothing when it is ready: whether it accepts is
+	// polled, every 10 ms, until it does, exits, or within has passed.
+	const within = 20 * time.Second // squid, under load, takes seconds
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
 		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
 		if err == nil {
 			_ = c.Close()
 			return kill, nil
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-done:
+			return nil, fmt.Errorf("%w: %s: %v: %s", errExitedEarly, name, waitErr, strings.TrimSpace(out.String()))
+		case <-deadline.C:
+			kill()
+			return nil, fmt.Errorf("fetchtest: %s did not accept on %s in %v: %v: %s", name, addr, within, err, strings.TrimSpace(out.String()))
+		case <-tick.C:
+		}
 	}
-	kill()
-	return nil, fmt.Errorf("fetchtest: %s did not accept on %s: %s", name, addr, strings.TrimSpace(out.String()))
 }
 
 // cappedBuffer keeps the first max bytes written to it.

@@ -51,6 +51,8 @@ type Target struct {
 	inFlight    int
 	maxInFlight int
 	fromIP      map[string]*ipStats
+
+	changes changes // of inFlight, for the tests of this package
 }
 
 type ipStats struct {
@@ -221,6 +223,7 @@ func (t *Target) begin(uri, ip string) {
 	s.requests++
 	s.inFlight++
 	s.maxInFlight = max(s.maxInFlight, s.inFlight)
+	t.changes.tell()
 }
 
 func (t *Target) end(ip string) {
@@ -230,6 +233,7 @@ func (t *Target) end(ip string) {
 	if s := t.fromIP[ip]; s != nil {
 		s.inFlight--
 	}
+	t.changes.tell()
 }
 
 func serveEcho(w http.ResponseWriter, r *http.Request, status int) {

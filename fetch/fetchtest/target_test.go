@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -234,20 +235,33 @@ func TestTargetTiming(t *testing.T) {
 		if _, err := c.Do(req); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v, want deadline exceeded", err)
 		}
-		waitFor(t, "target in flight to drop to 0", func() bool { return tg.InFlight() == 0 })
+		waitFor(t, "target in flight to drop to 0", func() bool { return tg.InFlight() == 0 }, tg)
 	})
 }
 
-// waitFor polls cond for up to 5 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// changer is a server that tells when its in-flight counts change
+// (export_test.go).
+type changer interface{ Changed() <-chan struct{} }
+
+// waitFor waits, for up to 5 seconds, until cond holds, checking it again
+// whenever the counts of one of on change: cond must read only those.
+func waitFor(t *testing.T, what string, cond func() bool, on ...changer) {
 	t.Helper()
-	for range 500 {
+	late := time.After(5 * time.Second)
+	cases := make([]reflect.SelectCase, len(on)+1)
+	cases[0] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(late)}
+	for {
+		// The channels first: a change between cond and them is not lost.
+		for i, c := range on {
+			cases[i+1] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c.Changed())}
+		}
 		if cond() {
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
+		if i, _, _ := reflect.Select(cases); i == 0 {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 // hangFrom starts n requests with hang=1 from client c and returns a
@@ -274,10 +288,10 @@ func TestTargetMaxInFlightFrom(t *testing.T) {
 	a, b := fetchtest.LoopbackIP(0), fetchtest.LoopbackIP(1)
 	stopA := hangFrom(newClient(t, a, nil), tg.URL+"/h?hang=1", 3)
 	stopB := hangFrom(newClient(t, b, nil), tg.URL+"/h?hang=1", 2)
-	waitFor(t, "5 requests in flight", func() bool { return tg.InFlight() == 5 })
+	waitFor(t, "5 requests in flight", func() bool { return tg.InFlight() == 5 }, tg)
 	stopA()
 	stopB()
-	waitFor(t, "0 requests in flight", func() bool { return tg.InFlight() == 0 })
+	waitFor(t, "0 requests in flight", func() bool { return tg.InFlight() == 0 }, tg)
 
 	if got := tg.MaxInFlight(); got != 5 {
 		t.Errorf("MaxInFlight = %d, want 5", got)
@@ -313,7 +327,7 @@ func TestTargetCloseWithRequestsInFlight(t *testing.T) {
 			errs <- err
 		}()
 	}
-	waitFor(t, "2 requests in flight", func() bool { return tg.InFlight() == 2 })
+	waitFor(t, "2 requests in flight", func() bool { return tg.InFlight() == 2 }, tg)
 	start := time.Now()
 	tg.Close()
 	if el := time.Since(start); el > 2*time.Second {

@@ -206,11 +206,10 @@ func TestDialSocketMeetsItselfThrice(t *testing.T) {
 		// FIN has come back to it: a moment, on a busy machine), where a
 		// SYN refused by the kernel leaves nothing.
 		n, err := 0, error(nil)
-		for wait := time.Now().Add(2 * time.Second); n == 0 && err == nil && time.Now().Before(wait); {
-			if n, err = timeWait(port); n == 0 {
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
+		pollKernel(2*time.Second, func() bool {
+			n, err = timeWait(port)
+			return n != 0 || err != nil
+		})
 		if err != nil || n != 1 {
 			return fmt.Errorf("connections %d -> %d in TIME_WAIT: %d (%v), want 1", port, port, n, err)
 		}
@@ -236,6 +235,23 @@ func selfPort(t *testing.T) int {
 		t.Skipf("ip_local_port_range %d-%d has no port above 1024", lo, hi)
 	}
 	return port
+}
+
+// pollKernel calls done every 10 ms until it holds or within has passed.
+// It is for the kernel's socket table, which tells nobody when a
+// connection enters a state: there is no event to wait on.
+func pollKernel(within time.Duration, done func() bool) {
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !done() {
+		select {
+		case <-deadline.C:
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // timeWait counts the IPv4 connections from 127.0.0.1:port to itself in

@@ -279,6 +279,8 @@ func TestH1ServerClosedIdle(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			idle := make(chan struct{}, 4)
+			read := make(chan struct{}, 4) // the client has its answer
+			stop := make(chan struct{})
 			srv := startRawServer(t, func(c net.Conn, next func() *http.Request) {
 				req := next()
 				if req == nil {
@@ -286,12 +288,17 @@ func TestH1ServerClosedIdle(t *testing.T) {
 				}
 				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+fmt.Sprint(len(req.URL.Path))+"\r\n\r\n"+req.URL.Path)
 				if tc.late != "" {
-					time.Sleep(20 * time.Millisecond) // after the client has read its answer
+					select { // after the client has read its answer
+					case <-read:
+					case <-stop: // the test failed before
+						return
+					}
 					io.WriteString(c, tc.late)
 				}
 				c.Close() // without a word, or after the late bytes
 				idle <- struct{}{}
 			})
+			t.Cleanup(func() { close(stop) }) // before the server's own clean-up
 			h := testH1(4, 4)
 			var warnings []string
 			h.warn = func(msg string) { warnings = append(warnings, msg) }
@@ -304,6 +311,7 @@ func TestH1ServerClosedIdle(t *testing.T) {
 				if reused {
 					t.Errorf("request %d reused a connection its server had closed", i)
 				}
+				read <- struct{}{}
 				<-idle // what the server does while the connection is idle is done
 			}
 			if n := srv.conns.Load(); n != 3 {

@@ -114,24 +114,21 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 			}
 		}
 	}
-	var err error
-	for {
-		var owners []int
-		if owners, err = c.agreed(ctx); err == nil {
-			s := firstDiff(owners, want)
-			if s < 0 {
-				return c
-			}
-			err = fmt.Errorf("the nodes agree that node %d owns slot %d, not node %d as assigned", owners[s], s, want[s])
+	// The nodes agree by gossip among themselves.
+	err := poll(ctx, 50*time.Millisecond, func(ctx context.Context) error {
+		owners, err := c.agreed(ctx)
+		if err != nil {
+			return err
 		}
-		if ctx.Err() != nil {
-			break
+		if s := firstDiff(owners, want); s >= 0 {
+			return fmt.Errorf("the nodes agree that node %d owns slot %d, not node %d as assigned", owners[s], s, want[s])
 		}
-		// The nodes agree by gossip among other processes: polled.
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("redistest: the cluster of %d did not come up in 30s: %v", masters, err)
 	}
-	t.Fatalf("redistest: the cluster of %d did not come up in 30s: %v", masters, err)
-	return nil
+	return c
 }
 
 // Slot returns key's hash slot, as CLUSTER KEYSLOT does: CRC16 (XMODEM) of
@@ -269,20 +266,18 @@ func (c *Cluster) MigrateSlot(ctx context.Context, slot, to int) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for {
-		owners, err := c.agreed(wctx)
+	// The nodes agree by gossip among themselves.
+	err = poll(wctx, 20*time.Millisecond, func(ctx context.Context) error {
+		owners, err := c.agreed(ctx)
 		if err == nil && owners[slot] != to {
 			err = fmt.Errorf("the nodes agree on node %d", owners[slot])
 		}
-		if err == nil {
-			return nil
-		}
-		if wctx.Err() != nil {
-			return fail("the nodes did not agree on the new owner", err)
-		}
-		// The nodes agree by gossip among other processes: polled.
-		time.Sleep(20 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		return fail("the nodes did not agree on the new owner", err)
 	}
+	return nil
 }
 
 // agreed returns the slots' owners (node indexes) if every node reports
@@ -495,25 +490,22 @@ func (p *proc) waitReady(d time.Duration) error {
 	c := goredis.NewClient(&goredis.Options{Addr: p.addr, MaxRetries: -1, DialTimeout: time.Second,
 		ReadTimeout: time.Second, WriteTimeout: time.Second, PoolSize: 1})
 	defer c.Close()
-	deadline := time.Now().Add(d)
-	for {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	err := poll(ctx, 10*time.Millisecond, func(ctx context.Context) error {
 		select {
 		case <-p.done:
 			return errExited
 		default:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no answer in %v: %w", d, err)
-		}
-		// Another process says nothing when it is ready: polled.
-		time.Sleep(10 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return c.Ping(ctx).Err()
+	})
+	if err != nil && !errors.Is(err, errExited) {
+		return fmt.Errorf("no answer in %v: %w", d, err)
 	}
+	return err
 }
 
 // stop kills the process and waits for it.

@@ -62,19 +62,15 @@ func (s *Server) Restart() {
 	}
 	c := s.Client()
 	defer c.Close()
-	for i := 0; ; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return
-		}
-		if i == 200 {
-			s.t.Fatal("redistest: redis-server did not answer: ", err)
-		}
-		// redis-server is another process, and says nothing when it is
-		// ready: its answer is polled, at most 200 times.
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = poll(ctx, 10*time.Millisecond, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return c.Ping(ctx).Err()
+	})
+	if err != nil {
+		s.t.Fatal("redistest: redis-server did not answer in 10s: ", err)
 	}
 }
 

@@ -101,19 +101,12 @@ func StartSentinel(t testing.TB) *Sentinel {
 	s.mu.Unlock()
 	s.SentinelAddr = p.addr
 	s.URL = "redis+sentinel://" + p.addr + "/" + s.Master
-	for {
-		err = s.knows(ctx, 0, 1)
-		if err == nil {
-			return s
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		// The sentinel learns of the servers by itself: polled.
-		time.Sleep(50 * time.Millisecond)
+	// The sentinel learns of the servers by itself.
+	err = poll(ctx, 50*time.Millisecond, func(ctx context.Context) error { return s.knows(ctx, 0, 1) })
+	if err != nil {
+		t.Fatalf("redistest: the sentinel did not know the master and its replica in 30s: %v", err)
 	}
-	t.Fatalf("redistest: the sentinel did not know the master and its replica in 30s: %v", err)
-	return nil
+	return s
 }
 
 // knows checks that the sentinel sees servers[m] as the master, up, and
@@ -196,42 +189,30 @@ func (s *Sentinel) Failover(ctx context.Context) (newMaster string, err error) {
 	if err := s.waitReplica(ctx, r, m); err != nil {
 		return fail("the replica did not catch up", err)
 	}
-	for {
-		err = s.sc.Failover(ctx, s.Master).Err()
-		if err == nil {
-			break
-		}
-		// NOGOODSLAVE until the sentinel has seen the replica again,
-		// INPROG while a failover it started itself goes on.
-		if ctx.Err() != nil {
-			return fail("SENTINEL FAILOVER", err)
-		}
-		// Polled: the sentinel's state, another process's.
-		time.Sleep(50 * time.Millisecond)
+	// NOGOODSLAVE until the sentinel has seen the replica again, INPROG
+	// while a failover it started itself goes on.
+	err = poll(ctx, 50*time.Millisecond, func(ctx context.Context) error { return s.sc.Failover(ctx, s.Master).Err() })
+	if err != nil {
+		return fail("SENTINEL FAILOVER", err)
 	}
-	for {
+	err = poll(ctx, 50*time.Millisecond, func(ctx context.Context) error {
 		// Flags "master" alone: the failover is over, +switch-master
 		// published, and the sentinel is connected to the new master.
 		mi, err := s.sc.Master(ctx, s.Master).Result()
-		if err == nil {
-			if a := net.JoinHostPort(mi["ip"], mi["port"]); a != s.servers[r].addr || mi["flags"] != "master" {
-				err = fmt.Errorf("the sentinel names %s as master, flags %s", a, mi["flags"])
-			}
+		if err != nil {
+			return err
 		}
-		if err == nil {
-			var info map[string]string
-			if info, err = s.replInfo(ctx, r); err == nil && info["role"] != "master" {
-				err = fmt.Errorf("%s reports role:%s", s.servers[r].addr, info["role"])
-			}
+		if a := net.JoinHostPort(mi["ip"], mi["port"]); a != s.servers[r].addr || mi["flags"] != "master" {
+			return fmt.Errorf("the sentinel names %s as master, flags %s", a, mi["flags"])
 		}
-		if err == nil {
-			break
+		info, err := s.replInfo(ctx, r)
+		if err == nil && info["role"] != "master" {
+			err = fmt.Errorf("%s reports role:%s", s.servers[r].addr, info["role"])
 		}
-		if ctx.Err() != nil {
-			return fail("the replica was not promoted", err)
-		}
-		// Polled: the sentinel's and the servers' state, other processes'.
-		time.Sleep(50 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		return fail("the replica was not promoted", err)
 	}
 	if err := s.admin[m].Do(ctx, "REPLICAOF", "127.0.0.1", s.servers[r].ports[0]).Err(); err != nil {
 		return fail("REPLICAOF on the old master", err)
@@ -250,28 +231,22 @@ func (s *Sentinel) waitReplica(ctx context.Context, r, m int) error {
 		return err
 	}
 	want, _ := strconv.ParseInt(mi["master_repl_offset"], 10, 64)
-	for {
+	return poll(ctx, 20*time.Millisecond, func(ctx context.Context) error {
 		ri, err := s.replInfo(ctx, r)
-		if err == nil {
-			got, _ := strconv.ParseInt(ri["slave_repl_offset"], 10, 64)
-			switch {
-			case ri["role"] != "slave" || ri["master_port"] != strconv.Itoa(s.servers[m].ports[0]):
-				err = fmt.Errorf("%s reports role:%s, master_port:%s", s.servers[r].addr, ri["role"], ri["master_port"])
-			case ri["master_link_status"] != "up":
-				err = fmt.Errorf("%s reports master_link_status:%s", s.servers[r].addr, ri["master_link_status"])
-			case got < want:
-				err = fmt.Errorf("%s is at offset %d of %d", s.servers[r].addr, got, want)
-			}
-		}
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
+		if err != nil {
 			return err
 		}
-		// Polled: replication between other processes.
-		time.Sleep(20 * time.Millisecond)
-	}
+		got, _ := strconv.ParseInt(ri["slave_repl_offset"], 10, 64)
+		switch {
+		case ri["role"] != "slave" || ri["master_port"] != strconv.Itoa(s.servers[m].ports[0]):
+			return fmt.Errorf("%s reports role:%s, master_port:%s", s.servers[r].addr, ri["role"], ri["master_port"])
+		case ri["master_link_status"] != "up":
+			return fmt.Errorf("%s reports master_link_status:%s", s.servers[r].addr, ri["master_link_status"])
+		case got < want:
+			return fmt.Errorf("%s is at offset %d of %d", s.servers[r].addr, got, want)
+		}
+		return nil
+	})
 }
 
 // replInfo returns the fields of INFO replication of servers[i].

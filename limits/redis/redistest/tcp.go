@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -96,18 +97,20 @@ func FreePort(t testing.TB) int {
 // waitListening waits, at most 10 seconds, until addr takes connections.
 func waitListening(t testing.TB, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var d net.Dialer
+	err := poll(ctx, 10*time.Millisecond, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		c, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
 			c.Close()
-			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: nothing listens on %s: %v", addr, err)
-		}
-		// Another process's socket: polled, there is no event to wait for.
-		time.Sleep(10 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("redistest: nothing listens on %s in 10s: %v", addr, err)
 	}
 }
 
