@@ -165,7 +165,7 @@ func (ts *transports) idleBudget() int { return max(ts.cfg.Concurrency, 16) }
 func (ts *transports) newTransport(perHost int) *http.Transport {
 	cfg := ts.cfg
 	return &http.Transport{
-		DialContext:            ts.dial(),
+		DialContext:            remembered(ts.dial()),
 		TLSClientConfig:        &tls.Config{InsecureSkipVerify: cfg.Insecure, RootCAs: cfg.RootCAs},
 		TLSHandshakeTimeout:    cfg.ConnectTimeout,
 		ForceAttemptHTTP2:      true,
@@ -527,7 +527,7 @@ func tlsDial(d *net.Dialer, roots *x509.CertPool, limit time.Duration) dialFunc 
 		if limit > 0 {
 			c.SetDeadline(start.Add(limit))
 		}
-		tc := tls.Client(c, cfg)
+		tc := tls.Client(&remoteConn{Conn: c, addr: c.RemoteAddr().String()}, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			c.Close()
 			return nil, &proxyTLSError{err: err}
