@@ -269,6 +269,7 @@ func (ts *transports) forProxy(scheme string) *renewing {
 				dialer := &net.Dialer{Timeout: ts.cfg.ConnectTimeout, KeepAliveConfig: keepAlive}
 				tr.DialContext = handshakeDeadline(traceDial(tlsDial(dialer, ts.cfg.RootCAs, ts.cfg.ConnectTimeout)), ts.cfg.ConnectTimeout)
 				tr.Proxy = proxyOfRequest
+				tunnelH2(tr)
 				return tr
 			})
 		}
@@ -278,6 +279,7 @@ func (ts *transports) forProxy(scheme string) *renewing {
 		ts.plain = ts.renewing(func() *http.Transport {
 			tr := ts.newTransport(ts.idleBudget())
 			tr.Proxy = proxyOfRequest
+			tunnelH2(tr)
 			return tr
 		})
 		if ts.cfg.Transport == TransportFast {
