@@ -130,7 +130,8 @@ func startTLSTarget(t *testing.T, cert tls.Certificate, h2 bool, s *streams) *ht
 }
 
 // viaProxy is how a test reaches its target: direct, through fetchtest's
-// Go proxy, or through squid.
+// Go proxy (plain, or over TLS: an https proxy), squid, or a SOCKS5
+// proxy (microsocks).
 func viaProxy(t *testing.T, via string) (proxy *fetchtest.Proxy, list []proxies.Proxy) {
 	t.Helper()
 	switch via {
@@ -143,6 +144,10 @@ func viaProxy(t *testing.T, via string) (proxy *fetchtest.Proxy, list []proxies.
 		}
 		t.Cleanup(sq.Close)
 		proxy = sq
+	case "socks5":
+		proxy = startProxy(t, "socks5", fetchtest.ProxyOptions{})
+	case "httpsproxy":
+		proxy = startProxy(t, "http", fetchtest.ProxyOptions{TLS: true})
 	default:
 		proxy = startProxy(t, "http", fetchtest.ProxyOptions{})
 	}
@@ -150,15 +155,16 @@ func viaProxy(t *testing.T, via string) (proxy *fetchtest.Proxy, list []proxies.
 }
 
 // TestFactsHTTPS: an https target that offers HTTP/2 is fetched over
-// HTTP/2, direct and through CONNECT tunnels (fetchtest's Go proxy,
-// squid), on both transports, and the record's tls facts are those of the
-// connection the server saw and of its certificate; one that offers
-// HTTP/1.1 only is fetched over it, with ALPN http/1.1. remote_addr is the
-// target's direct and the proxy's when proxied.
+// HTTP/2, direct, through CONNECT tunnels (fetchtest's Go proxy, plain
+// and https, squid) and through SOCKS5, on both transports, and the
+// record's tls facts are those of the connection the server saw and of
+// its certificate; one that offers HTTP/1.1 only is fetched over it, with
+// ALPN http/1.1. remote_addr is the target's direct and the proxy's when
+// proxied.
 func TestFactsHTTPS(t *testing.T) {
 	cert, pool := factsCert(t)
 	for _, h2 := range []bool{true, false} {
-		for _, via := range []string{"direct", "goproxy", "squid"} {
+		for _, via := range []string{"direct", "goproxy", "squid", "httpsproxy", "socks5"} {
 			for _, tr := range []fetch.Transport{fetch.TransportFast, fetch.TransportStd} {
 				t.Run(fmt.Sprintf("h2=%v/%s/%s", h2, via, tr), func(t *testing.T) {
 					s := &streams{}
@@ -166,6 +172,11 @@ func TestFactsHTTPS(t *testing.T) {
 					px, list := viaProxy(t, via)
 					cfg := fetch.DefaultConfig()
 					cfg.RootCAs, cfg.Proxies, cfg.Transport = pool, list, tr
+					if px != nil && px.CertPool != nil {
+						roots := pool.Clone()
+						roots.AppendCertsFromPEM(px.CertPEM)
+						cfg.RootCAs = roots
+					}
 					_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 					u := "https://localhost:" + port + "/x"
 					recs, _ := run(t, cfg, u)
