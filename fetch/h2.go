@@ -82,19 +82,18 @@ func (p *h2Conns) attach(authority string, c *tls.Conn) http.RoundTripper {
 	return h
 }
 
-// CloseIdleConnections closes the connections with no request in flight.
+// CloseIdleConnections closes the connections with no request in flight,
+// and the others once their last request is over: net/http has
+// forgotten them all (see http.Transport.CloseIdleConnections).
 func (p *h2Conns) CloseIdleConnections() {
 	p.mu.Lock()
-	var idle []*h2Conn
+	all := make([]*h2Conn, 0, len(p.conns))
 	for h := range p.conns {
-		if h.cc.InFlight() == 0 {
-			idle = append(idle, h)
-			delete(p.conns, h)
-		}
+		all = append(all, h)
 	}
 	p.mu.Unlock()
-	for _, h := range idle {
-		h.cc.Close()
+	for _, h := range all {
+		h.retire()
 	}
 }
 
