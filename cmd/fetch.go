@@ -190,6 +190,8 @@ JSON record per URL line.`,
 	f.Var(sizeValue{&cfg.MaxHeader}, "max-header", "larger response headers fail with kind too_large in phase headers")
 	f.StringVar(&cfg.SaveDir, "save-dir", "", "write the body of each ok record to a file in `DIR`")
 	f.BoolVarP(&cfg.Insecure, "insecure", "k", false, "do not verify target TLS certificates")
+	f.Var(recordHeadersValue{&cfg.RecordHeaders, &cfg.RecordAllHeaders}, "record-headers", "copy response headers into the record: a comma list of names, or all (16 KiB at most)")
+	f.BoolVar(&cfg.RecordHash, "record-hash", false, "add the body's SHA-256 to the record")
 	f.Var(transportValue{&cfg.Transport}, "transport", "fast: fetch's own HTTP/1.1 client for plain http:// requests; std: every request through Go's net/http (records the same)")
 	f.StringVar(&opts.CACert, "cacert", "", "trust the PEM certificates in `FILE` (targets and https proxies)")
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -211,3 +212,40 @@ func (v regexpValue) Set(s string) error {
 	return nil
 }
 func (regexpValue) Type() string { return "REGEX" }
+
+// recordHeadersValue is a pflag.Value for --record-headers: a comma list
+// of header names, kept lower-case and once each, or all.
+type recordHeadersValue struct {
+	names *[]string
+	all   *bool
+}
+
+var _ pflag.Value = recordHeadersValue{}
+
+func (v recordHeadersValue) String() string {
+	if *v.all {
+		return "all"
+	}
+	return strings.Join(*v.names, ",")
+}
+
+func (v recordHeadersValue) Set(s string) error {
+	if strings.TrimSpace(s) == "all" {
+		*v.names, *v.all = nil, true
+		return nil
+	}
+	var names []string
+	for _, f := range strings.Split(s, ",") {
+		name := strings.ToLower(strings.TrimSpace(f))
+		if !isToken(name) {
+			return fmt.Errorf("bad header name %q: want a comma list of names, or all", f)
+		}
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	*v.names, *v.all = names, false
+	return nil
+}
+
+func (recordHeadersValue) Type() string { return "L" }

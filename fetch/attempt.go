@@ -89,6 +89,7 @@ type result struct {
 	rejected   bool   // the proxy refused its credentials
 	banned     bool   // the response was a ban (--ban-status, --ban-match)
 	body       []byte // the start of the body, with Config.KeepBody
+	facts      results.Facts
 
 	// What the proxy said in its answer: the Proxy-Status member for the
 	// record, and whose failure it reported, when fetch knows.
@@ -99,6 +100,7 @@ type result struct {
 func (e *Engine) fill(rec *results.Record, res result) {
 	rec.OK, rec.Status, rec.Bytes, rec.File, rec.Body = res.ok, res.status, res.bytes, res.file, res.body
 	rec.Phases, rec.Error, rec.ProxyStatus = res.phases, res.err, res.proxyStatus
+	rec.Facts = res.facts
 	if res.proxy >= 0 {
 		rec.Proxy, rec.Pool = e.routes[res.proxy].id, e.routes[res.proxy].pool
 	}
@@ -232,7 +234,9 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *input.Line, tr 
 	req := e.newRequest(tr.withHooks(), j)
 	tr.set(results.IndexConnect)
 	c := e.transports.client(rt)
+	c.hops = &tr.hops
 	resp, err := c.Do(req)
+	res.facts.Redirects = tr.redirects()
 	if err != nil {
 		res.err = e.failure(err, tr.current(), ctx, tr)
 		res.targetSide = targetSide(err)
@@ -253,6 +257,7 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *input.Line, tr 
 func (e *Engine) respond(ctx context.Context, j *input.Line, tr *tracker, rt *route, resp *http.Response, res *result) {
 	clk := e.clock()
 	res.status = resp.StatusCode
+	e.responseFacts(&res.facts, j, tr, resp)
 	body := &tr.body
 	body.r = resp.Body
 	defer resp.Body.Close()
@@ -291,7 +296,7 @@ func (e *Engine) respond(ctx context.Context, j *input.Line, tr *tracker, rt *ro
 		res.rejected = true
 		return
 	}
-	n, file, head, err := e.readBody(j, resp, rest)
+	n, file, head, err := e.readBody(j, resp, rest, &res.facts.SHA256)
 	res.body = head
 	res.bytes = n
 	if err != nil {

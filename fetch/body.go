@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net/http"
 	"os"
@@ -46,13 +47,29 @@ func (b *buffers) put(p *[]byte) {
 
 // readBody reads the whole body, within --max-body, into the save file when
 // --save-dir is set and to nowhere otherwise. It returns the bytes read,
-// the file written, and the start of the body with Config.KeepBody.
-func (e *Engine) readBody(j *input.Line, resp *http.Response, body io.Reader) (int64, string, []byte, error) {
+// the file written, and the start of the body with Config.KeepBody. With
+// --record-hash, and the body read whole, sum is set to the hex SHA-256 of
+// its bytes, hashed as they are read.
+func (e *Engine) readBody(j *input.Line, resp *http.Response, body io.Reader, sum *string) (int64, string, []byte, error) {
 	var head *headWriter
+	var also io.Writer // what gets a copy of the bytes read
 	if e.cfg.KeepBody > 0 {
 		head = &headWriter{max: e.cfg.KeepBody}
+		also = head
 	}
-	n, file, err := e.copyBody(j, resp, body, head)
+	var h hash.Hash
+	if e.cfg.RecordHash {
+		h = sha256.New()
+		if also == nil {
+			also = h
+		} else {
+			also = io.MultiWriter(head, h)
+		}
+	}
+	n, file, err := e.copyBody(j, resp, body, also)
+	if h != nil && err == nil {
+		*sum = hex.EncodeToString(h.Sum(nil))
+	}
 	if head == nil {
 		return n, file, nil, err
 	}
@@ -73,29 +90,29 @@ func (h *headWriter) Write(p []byte) (int, error) {
 }
 
 // copyBody copies body within --max-body: into a file of --save-dir when
-// it is set, to head when it is not nil. Saving is a function of its own
+// it is set, and to also when it is not nil. Saving is a function of its own
 // so that each has few enough returns for its defers to be open-coded.
-func (e *Engine) copyBody(j *input.Line, resp *http.Response, body io.Reader, head *headWriter) (int64, string, error) {
+func (e *Engine) copyBody(j *input.Line, resp *http.Response, body io.Reader, also io.Writer) (int64, string, error) {
 	if e.cfg.tooLarge(resp.ContentLength) {
 		return 0, "", fmt.Errorf("%w: Content-Length %d > %d", errTooLarge, resp.ContentLength, e.cfg.MaxBody)
 	}
 	bp := e.buffers.get()
 	defer e.buffers.put(bp)
 	if e.cfg.SaveDir != "" {
-		return e.saveBody(j, body, head, *bp)
+		return e.saveBody(j, body, also, *bp)
 	}
 	var dst io.Writer = io.Discard
-	if head != nil {
-		dst = head
+	if also != nil {
+		dst = also
 	}
 	n, err := e.copyLimited(dst, body, *bp)
 	return n, "", err
 }
 
 // saveBody copies body into a temporary file of --save-dir through buf
-// (and to head when it is not nil), and renames the file to the URL's save
+// (and to also when it is not nil), and renames the file to the URL's save
 // name once all of it is there; on any failure the file is removed.
-func (e *Engine) saveBody(j *input.Line, body io.Reader, head *headWriter, buf []byte) (int64, string, error) {
+func (e *Engine) saveBody(j *input.Line, body io.Reader, also io.Writer, buf []byte) (int64, string, error) {
 	tmp, err := os.CreateTemp(e.cfg.SaveDir, partialPrefix+"*")
 	if err != nil {
 		return 0, "", &saveError{err}
@@ -107,8 +124,8 @@ func (e *Engine) saveBody(j *input.Line, body io.Reader, head *headWriter, buf [
 		}
 	}()
 	var dst io.Writer = saveWriter{tmp}
-	if head != nil {
-		dst = io.MultiWriter(dst, head)
+	if also != nil {
+		dst = io.MultiWriter(dst, also)
 	}
 	n, err := e.copyLimited(dst, body, buf)
 	if err != nil {

@@ -155,6 +155,15 @@ type Config struct {
 	Insecure       bool
 	RootCAs        *x509.CertPool // nil: the system pool; trusted for targets and https proxies
 
+	// RecordHeaders names the response headers a record copies (any
+	// case); RecordAllHeaders copies every one. Either way a record holds
+	// at most MaxRecordedHeaders bytes of them (see Record.Headers).
+	RecordHeaders    []string
+	RecordAllHeaders bool
+	// RecordHash adds the hex SHA-256 of each body read whole to its
+	// record, hashed as it is read.
+	RecordHash bool
+
 	// ListDropped, when set, is called by New once the engine holds no
 	// reference to Proxies, before it builds the scheduler (see New).
 	ListDropped func()

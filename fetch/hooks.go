@@ -261,6 +261,7 @@ func (t *tracker) gotConn(info httptrace.GotConnInfo) {
 		return
 	}
 	t.connected = true
+	t.remote, t.remoteShown = info.Conn, ""
 	t.disarm()
 	if info.Reused && t.phase == results.IndexConnect {
 		// A kept-alive connection: no connect happened, and none is

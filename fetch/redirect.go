@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+
+	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // client sends an attempt's requests through a route's round tripper and
@@ -21,6 +23,7 @@ import (
 type client struct {
 	rt     http.RoundTripper
 	policy func(req *http.Request, via []*http.Request) error
+	hops   *[]results.Redirect // when set, each redirect followed is added: its status, its URL as shown
 }
 
 // Do sends req and the requests of the redirects that follow, and returns
@@ -80,6 +83,9 @@ func (c *client) Do(req *http.Request) (*http.Response, error) {
 		resp.Body.Close()
 		if err != nil {
 			return nil, err
+		}
+		if c.hops != nil {
+			*c.hops = append(*c.hops, results.Redirect{Status: resp.StatusCode, URL: shownURL(u)})
 		}
 		req = next.WithContext(first.Context())
 	}

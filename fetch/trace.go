@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http/httptrace"
@@ -63,6 +64,17 @@ type tracker struct {
 	// background; that dial's DNS, connect and TLS hooks still come, late,
 	// and must not move the attempt back out of request, headers or body.
 	connected bool
+	// remote is the connection the last request went on, as GotConn
+	// told it, and remoteShown its address once known (see remoteAddr);
+	// tlsState and tlsShown the last TLS facts made (see tlsFacts).
+	remote      net.Conn
+	remoteShown string
+	tlsState    *tls.ConnectionState
+	tlsShown    *results.TLS
+	// hops are the redirects the attempt's client followed (see
+	// redirects), in the tracker so that an attempt's result is not
+	// moved to the heap for them; only the attempt's goroutine uses it.
+	hops []results.Redirect
 
 	// cfg is the run's, never changed: the per-phase limits, and what
 	// decides an answer on its head (see BodyWanted).
@@ -101,7 +113,7 @@ type tracker struct {
 
 var (
 	_ connwatch.Watcher = (*tracker)(nil)
-	_ h1.Hooks          = (*tracker)(nil)
+	_ h1.RemoteHooks    = (*tracker)(nil)
 )
 
 // newTracker returns a tracker for the attempts of one worker, whose
@@ -139,6 +151,7 @@ func (t *tracker) begin(ctx context.Context, cancel context.CancelFunc, start, d
 	t.cancel, t.why = cancel, nil
 	t.phase, t.since, t.done, t.connected, t.timerOn = results.IndexQueue, start, false, false, false
 	t.spent, t.seen = [results.NumPhases]time.Duration{}, [results.NumPhases]bool{}
+	t.remote, t.remoteShown = nil, ""
 	t.sawByte.Store(false)
 	if !deadline.IsZero() {
 		t.setTimer(deadline)

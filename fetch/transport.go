@@ -167,7 +167,7 @@ func (ts *transports) idleBudget() int { return max(ts.cfg.Concurrency, 16) }
 func (ts *transports) newTransport(perHost int) *http.Transport {
 	cfg := ts.cfg
 	return &http.Transport{
-		DialContext:            ts.dial(),
+		DialContext:            remembered(ts.dial()),
 		TLSClientConfig:        &tls.Config{InsecureSkipVerify: cfg.Insecure, RootCAs: cfg.RootCAs},
 		TLSHandshakeTimeout:    cfg.ConnectTimeout,
 		ForceAttemptHTTP2:      true,
@@ -271,6 +271,7 @@ func (ts *transports) forProxy(scheme string) *renewing {
 				dialer := &net.Dialer{Timeout: ts.cfg.ConnectTimeout, KeepAliveConfig: keepAlive}
 				tr.DialContext = handshakeDeadline(traceDial(tlsDial(dialer, ts.cfg.RootCAs, ts.cfg.ConnectTimeout)), ts.cfg.ConnectTimeout)
 				tr.Proxy = proxyOfRequest
+				tunnelH2(tr)
 				return tr
 			})
 		}
@@ -280,6 +281,7 @@ func (ts *transports) forProxy(scheme string) *renewing {
 		ts.plain = ts.renewing(func() *http.Transport {
 			tr := ts.newTransport(ts.idleBudget())
 			tr.Proxy = proxyOfRequest
+			tunnelH2(tr)
 			return tr
 		})
 		if ts.cfg.Transport == TransportFast {
@@ -529,7 +531,7 @@ func tlsDial(d *net.Dialer, roots *x509.CertPool, limit time.Duration) dialFunc 
 		if limit > 0 {
 			c.SetDeadline(start.Add(limit))
 		}
-		tc := tls.Client(c, cfg)
+		tc := tls.Client(&remoteConn{Conn: c, addr: c.RemoteAddr().String()}, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			c.Close()
 			return nil, &proxyTLSError{err: err}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -145,6 +146,12 @@ func (t *Client) exchange(ctx context.Context, pc *conn, req *http.Request, prox
 	}
 	w := connwatch.Start(ctx, pc.c)
 	pc.waiter = hooksOf(ctx)
+	if r, ok := pc.waiter.(RemoteHooks); ok {
+		if pc.remote == "" {
+			pc.remote = addrString(pc.c.RemoteAddr())
+		}
+		r.Remote(pc.remote)
+	}
 	fail := func(e error, nothing bool) (*http.Response, error, bool) {
 		w.Unwatch(pc.c)
 		t.close(pc)
@@ -230,4 +237,16 @@ func canonicalAddr(u *url.URL) string {
 		port = "443"
 	}
 	return net.JoinHostPort(u.Hostname(), port)
+}
+
+// addrString is a.String(), in one allocation for a TCP address, not
+// three: the connections of a proxy that closes each one after its
+// answer are formatted once per request.
+func addrString(a net.Addr) string {
+	t, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	ap := t.AddrPort()
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
 }

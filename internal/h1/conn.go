@@ -9,18 +9,19 @@ import (
 
 // conn is a connection of a Client, and its place among the idle ones.
 type conn struct {
-	key   string
-	c     net.Conn
-	br    *bufio.Reader
-	bw    *bufio.Writer
-	bufs  *connBufs // br and bw, given back when the connection is closed
-	limit int64     // bytes that may still be read: bounds the response headers
-	rerr  error     // the last Read's error (nil when it had none)
-	again bool      // the next Read returns rerr, without reading (see replayError)
-	hold  bool      // Write keeps what bw flushes in out, for the next Read to send (see exchange)
-	out   []byte    // a request held by Write: bw's own buffer, untouched until out is sent
-	werr  error     // the error of the write of out, from the Read that sent it
-	get   bool      // the request is a GET: its answer is judged while it comes (see owedAnswer)
+	key    string
+	c      net.Conn
+	remote string // c's remote address, formatted when first asked for (see RemoteHooks)
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	bufs   *connBufs // br and bw, given back when the connection is closed
+	limit  int64     // bytes that may still be read: bounds the response headers
+	rerr   error     // the last Read's error (nil when it had none)
+	again  bool      // the next Read returns rerr, without reading (see replayError)
+	hold   bool      // Write keeps what bw flushes in out, for the next Read to send (see exchange)
+	out    []byte    // a request held by Write: bw's own buffer, untouched until out is sent
+	werr   error     // the error of the write of out, from the Read that sent it
+	get    bool      // the request is a GET: its answer is judged while it comes (see owedAnswer)
 	// waiter is the request's, asked and told of a wait for the body in
 	// the first read of its answer (nil: none, and a body is always
 	// waited for); it is dropped once that read is over. ends is where the

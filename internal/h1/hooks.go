@@ -20,6 +20,14 @@ type Hooks interface {
 	BodyBytes()
 }
 
+// RemoteHooks are Hooks that are also told the remote address of the
+// connection each exchange goes on (the target's, or the proxy's),
+// formatted once per connection, before the request is written.
+type RemoteHooks interface {
+	Hooks
+	Remote(addr string)
+}
+
 type hooksKey struct{}
 
 // WithHooks returns a copy of ctx that carries h, for the requests made
