@@ -9,6 +9,7 @@ import (
 	"github.com/fetch-dev/fetch/fetch"
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
 	"github.com/fetch-dev/fetch/fetch/results"
+	"github.com/fetch-dev/fetch/limits"
 )
 
 // banTolerance is how long the runs of a host that bans every proxy may
@@ -138,6 +139,42 @@ func TestRetryAfterHoldsTheHostForEveryProxy(t *testing.T) {
 			if q < tc.want-100*time.Millisecond || q > tc.want+3*time.Second {
 				t.Errorf("d waited %s for a proxy, want %s", q, tc.want)
 			}
+		})
+	}
+}
+
+// TestDeadlineSaysWhatItWaitedFor: a URL whose total deadline runs out
+// while it waits for a permit names the limit it waited for. (Every cause
+// has its row in limits' TestWaitErrorSaysWhatItWaitedFor; here the rates,
+// which hold the second URL whatever the timing.)
+func TestDeadlineSaysWhatItWaitedFor(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	px := startProxy(t, "http", fetchtest.ProxyOptions{})
+	perMinute := limits.Rate{N: 1, Per: time.Minute}
+	for _, tc := range []struct {
+		name string
+		set  func(*fetch.Config)
+		want string
+	}{
+		{"--host-rate", func(c *fetch.Config) { c.HostRate = perMinute }, "for the host's rate (" + tg.Addr + ")"},
+		{"--rate", func(c *fetch.Config) { c.Rate = perMinute }, "for the global rate"},
+		{"--proxy-rate", func(c *fetch.Config) { c.ProxyRate = perMinute }, "for a proxy's or pool's rate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := fetch.DefaultConfig()
+			cfg.Proxies = append(cfg.Proxies, proxyOf(t, px.URL, nil))
+			cfg.Concurrency = 1 // the second URL starts once the first is done
+			cfg.Timeout = 300 * time.Millisecond
+			tc.set(&cfg)
+			recs, _ := run(t, cfg, tg.URL+"/a", tg.URL+"/b")
+			if !recs[1].OK {
+				t.Fatalf("the first URL: %+v", recs[1].Error)
+			}
+			e := recs[2].Error
+			if e == nil || e.Kind != results.KindDeadline || e.Phase != results.PhaseQueue || !strings.Contains(e.Message, tc.want) {
+				t.Fatalf("the second URL: %+v, want a deadline in queue %q", e, tc.want)
+			}
+			t.Log(e.Message)
 		})
 	}
 }

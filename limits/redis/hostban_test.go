@@ -99,3 +99,25 @@ func TestRetryAfterShared(t *testing.T) {
 	}
 	checkIdle(t, srv, a, b)
 }
+
+// TestWaitErrorShared: an Acquire whose context ends while it waits says
+// what Redis told it it waited for.
+func TestWaitErrorShared(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := proxies(1, limits.Spec{Concurrency: 4})
+	cfg.Host = limits.Spec{Concurrency: 1}
+	s := newSched(t, srv, Options{Namespace: "t", LeaseTTL: time.Second}, cfg)
+	held, err := s.Acquire(context.Background(), limits.Request{Host: "x:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = s.Acquire(ctx, limits.Request{Host: "x:1"})
+	var we *limits.WaitError
+	if !errors.As(err, &we) || !errors.Is(err, context.DeadlineExceeded) || we.Waiting() != "the host's concurrency (x:1)" {
+		t.Fatalf("err %v, want a WaitError for the host's concurrency", err)
+	}
+	held.Release()
+	checkIdle(t, srv, s)
+}
