@@ -119,10 +119,12 @@ func TestRetryAfterHoldsTheHostForEveryProxy(t *testing.T) {
 			cfg.PushbackDelay = 0 // only the host-wide hold
 			cfg.RetryAfterMax = tc.max
 			fail := "fail=1&failstatus=503&retry-after=" + tc.retryAfter
-			// a and b go through the two proxies at once; b's answer comes
-			// 300ms later, the second Retry-After. c, taken when a is done,
-			// starts before it; d, taken when b is done, after it: d waits.
-			recs, _ := run(t, cfg, tg.URL+"/a?"+fail, tg.URL+"/b?delay=300ms&"+fail, tg.URL+"/c?delay=1s", tg.URL+"/d")
+			// a and b go through the two proxies at once (each is in flight
+			// for a second, so b starts before a is done, however loaded the
+			// machine); b's answer comes 300ms after a's, the second
+			// Retry-After. c, taken when a is done, starts before it; d,
+			// taken when b is done, after it: d waits.
+			recs, _ := run(t, cfg, tg.URL+"/a?delay=1s&"+fail, tg.URL+"/b?delay=1300ms&"+fail, tg.URL+"/c?delay=1s", tg.URL+"/d")
 			if recs[1].Status != 503 || recs[2].Status != 503 || recs[1].Proxy == recs[2].Proxy {
 				t.Fatalf("a: %d via %s, b: %d via %s; want 503 through both proxies", recs[1].Status, recs[1].Proxy, recs[2].Status, recs[2].Proxy)
 			}
