@@ -151,6 +151,7 @@ JSON record per URL line.`,
 	f.DurationVar(&cfg.ProxyCooldownMax, "proxy-cooldown-max", cfg.ProxyCooldownMax, "`D`: the longest a benched proxy sits out")
 	f.DurationVar(&cfg.PushbackDelay, "pushback-delay", cfg.PushbackDelay, "after a 429 or 503, narrow that proxy's attempts in flight to that host, then start them `D` apart, doubling on each further one (0 never)")
 	f.DurationVar(&cfg.PushbackMax, "pushback-max", cfg.PushbackMax, "`D`: the widest spacing --pushback-delay grows to")
+	f.DurationVar(&cfg.RetryAfterMax, "retry-after-max", cfg.RetryAfterMax, "`D`: the longest a host's Retry-After, told through two or more proxies within a minute, holds every proxy (0 never)")
 	f.Var(rotationValue{&cfg.ProxyRotate}, "proxy-rotate", "when to open a new connection to a proxy: never (keep-alive) or request (every attempt; a proxy line's rotate= wins)")
 	f.Var(statusListValue{&cfg.BanStatus}, "ban-status", "statuses that mean this proxy is banned by this host: retried on another proxy, failed as kind banned (default none)")
 	f.Var(regexpValue{&cfg.BanMatch}, "ban-match", "a ban when `REGEX` matches the status line and headers, or the start of the body")
@@ -331,6 +332,7 @@ func checkConfig(cfg *fetch.Config) error {
 		{cfg.ProxyCooldownMax < cfg.ProxyCooldown, "--proxy-cooldown-max", "at least --proxy-cooldown"},
 		{cfg.PushbackDelay < 0, "--pushback-delay", "0 (never) or more"},
 		{cfg.PushbackMax < cfg.PushbackDelay, "--pushback-max", "at least --pushback-delay"},
+		{cfg.RetryAfterMax < 0, "--retry-after-max", "0 (never) or more"},
 		{!isToken(cfg.Method), "--method", "a method name such as GET"},
 		{cfg.MaxBody < 1, "--max-body", "at least 1 byte"},
 		{cfg.MaxHeader < 1, "--max-header", "at least 1 byte"},

@@ -131,6 +131,12 @@ func Test_NewCmdFetch(t *testing.T) {
 				c.HostMaxFailures = 0
 			},
 		},
+		{
+			name:    "retry-after-max",
+			args:    []string{"--retry-after-max", "90s"},
+			wantCfg: func(c *fetch.Config) { c.RetryAfterMax = 90 * time.Second },
+		},
+		{name: "negative retry-after-max", args: []string{"--retry-after-max", "-1s"}, wantErr: "--retry-after-max: want 0 (never) or more"},
 		{name: "bad rotate", args: []string{"--proxy-rotate", "always"}, wantErr: "want never or request"},
 		{name: "bad ban match", args: []string{"--ban-match", "(unclosed"}, wantErr: "bad regular expression"},
 		{name: "bad ban status", args: []string{"--ban-status", "6000"}, wantErr: "bad status"},

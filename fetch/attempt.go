@@ -158,11 +158,13 @@ func (e *Engine) attempt(ctx context.Context, deadline time.Time, stop <-chan st
 			// finished, and a resumed run (with a mended list, or Redis
 			// back) takes it again.
 			res.err = e.newError(results.PhaseQueue, results.KindCancelled, e.haltMessage(e.halted.Load()).Error())
+		case errors.As(err, new(*limits.HostBannedError)):
+			res.err = e.hostBannedError(err)
 		case ctx.Err() != nil || !errors.Is(err, context.Canceled):
 			res.err = e.failure(err, results.PhaseQueue, ctx, tr)
 			var we *limits.WaitError
 			if errors.As(err, &we) && res.err.Kind == results.KindDeadline {
-				res.err = e.newError(results.PhaseQueue, results.KindDeadline, fmt.Sprintf("%s: waited %s for a proxy: %s",
+				res.err = e.newError(results.PhaseQueue, results.KindDeadline, fmt.Sprintf("%s: waited %s for %s",
 					res.err.Message, res.elapsed.Round(time.Millisecond), we.Waiting()))
 			}
 		default:
@@ -200,6 +202,9 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *input.Line, tr 
 			coll.ban(rt, j.Host)
 		}
 		o := outcome(rt, res)
+		if o == limits.PushedBack && res.hasRetryAf {
+			lease.RetryAfter = res.retryAfter // the host may wait as a whole
+		}
 		if o == limits.ProxyFault || o == limits.Rejected {
 			msg := res.err.Message
 			e.lastFault.Store(&msg)

@@ -37,6 +37,7 @@ const (
 	DefaultCooldownMax      = 10 * time.Minute
 	DefaultPushbackDelay    = time.Second
 	DefaultPushbackMax      = time.Minute
+	DefaultRetryAfterMax    = 5 * time.Minute
 	DefaultBanScan          = 64 << 10
 	DefaultHostMaxFailures  = 30
 	DefaultMaxRequestBody   = input.DefaultMaxRequestBody
@@ -95,6 +96,10 @@ type Config struct {
 	// up to PushbackMax. Each success undoes one step. 0 delay: never.
 	PushbackDelay time.Duration
 	PushbackMax   time.Duration
+	// RetryAfterMax: when one host answers 429 or 503 with a Retry-After
+	// through two or more proxies within a minute, every proxy's attempts
+	// to it wait until the time given, at most this long. 0: never.
+	RetryAfterMax time.Duration
 
 	// ProxyRotate is when connections to a proxy are replaced, unless its
 	// line says (rotate=): RotateNever (the zero value RotateDefault too)
@@ -108,7 +113,10 @@ type Config struct {
 	// its body, is a ban of that proxy by that host. The URL is retried
 	// on another proxy, the pair slows down as on pushback, a proxy
 	// banned by limits.BanHosts hosts in a row is benched, and a URL
-	// whose last attempt was a ban fails with kind banned.
+	// whose last attempt was a ban fails with kind banned. A host that
+	// has banned every proxy not rejected, with no success through it
+	// since, has its waiting and remaining URLs fail at once with kind
+	// banned, phase queue (limits.HostBannedError).
 	BanStatus []int
 	BanMatch  *regexp.Regexp
 	BanScan   int64 // 0 is DefaultBanScan
@@ -233,6 +241,7 @@ func DefaultConfig() Config {
 		ProxyCooldownMax: DefaultCooldownMax,
 		PushbackDelay:    DefaultPushbackDelay,
 		PushbackMax:      DefaultPushbackMax,
+		RetryAfterMax:    DefaultRetryAfterMax,
 		ProxyRotate:      proxies.RotateNever,
 		BanScan:          DefaultBanScan,
 		HostMaxFailures:  DefaultHostMaxFailures,

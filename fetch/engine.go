@@ -150,7 +150,7 @@ func schedulerConfig(cfg *Config) (limits.Config, error) {
 		Global:   cfg.Rate,
 		Policy:   cfg.Policy,
 		Health:   limits.Health{MaxFailures: cfg.ProxyMaxFailures, Cooldown: cfg.ProxyCooldown, MaxCooldown: cfg.ProxyCooldownMax, PoolWait: cfg.PoolWait},
-		Pushback: limits.Pushback{Delay: cfg.PushbackDelay, Max: cfg.PushbackMax},
+		Pushback: limits.Pushback{Delay: cfg.PushbackDelay, Max: cfg.PushbackMax, RetryAfterMax: cfg.RetryAfterMax},
 		Clock:    cfg.Clock,
 	}
 	if len(cfg.Proxies) == 0 {

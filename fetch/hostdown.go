@@ -1,11 +1,13 @@
 package fetch
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 
 	"github.com/fetch-dev/fetch/fetch/results"
+	"github.com/fetch-dev/fetch/limits"
 )
 
 // maxFailingHosts bounds the hosts hostFailures keeps: only hosts whose
@@ -88,6 +90,23 @@ func (h *hostFailures) tracked() int {
 func (e *Engine) skippedError(host string, n int) *results.Error {
 	return e.newError(results.PhaseQueue, results.KindSkipped, fmt.Sprintf(
 		"skipped: %d attempts in a row to %s failed before any response (--host-max-failures %d)", n, host, e.cfg.HostMaxFailures))
+}
+
+// hostBannedError is the error of a URL whose host has banned every proxy
+// that could serve it (err wraps a *limits.HostBannedError): kind banned,
+// phase queue, as a skipped host's, and --resume takes the line again.
+func (e *Engine) hostBannedError(err error) *results.Error {
+	var hb *limits.HostBannedError
+	errors.As(err, &hb)
+	what := fmt.Sprintf("all %d proxies that could serve it", hb.Proxies)
+	if hb.Proxies == 1 {
+		what = "the one proxy that could serve it"
+	}
+	if len(e.routes) == 1 && !e.routes[0].proxy() {
+		what = "direct requests"
+	}
+	return e.newError(results.PhaseQueue, results.KindBanned, fmt.Sprintf(
+		"banned: %s banned %s, with no success since (--ban-status, --ban-match)", hb.Host, what))
 }
 
 // noResponse reports whether res, an attempt through rt, failed before any

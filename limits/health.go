@@ -61,19 +61,31 @@ func (e *PoolError) state() string {
 
 func (e *PoolError) Unwrap() error { return ErrNoUsableProxy }
 
-// WaitError is what Acquire returns when its context ends while no proxy
-// is healthy: the context's error, and the state of the pool, so that a
-// request that waited out its deadline can say what it waited for.
+// WaitError is what Acquire returns when its context ends while it waits:
+// the context's error, what it waited for (Cause) and, when no proxy is
+// healthy, the state of the pool, so that a request that waited out its
+// deadline can say what it waited for.
 type WaitError struct {
-	Err  error // ctx.Err()
-	Pool PoolError
+	Err   error // ctx.Err()
+	Pool  PoolError
+	Cause string // what it waited for, in Waiting's words; "" when not known
 }
 
-func (e *WaitError) Error() string { return e.Err.Error() + " (" + e.Pool.state() + ")" }
+func (e *WaitError) Error() string { return e.Err.Error() + " (waiting for " + e.Waiting() + ")" }
 func (e *WaitError) Unwrap() error { return e.Err }
 
-// Waiting is the state of the pool a request waited on: "3 of 3 benched".
-func (e *WaitError) Waiting() string { return e.Pool.state() }
+// Waiting says what a request waited for: a Retry-After from its host
+// ("a Retry-After from a.example:443 held every proxy (1m0s more)"), the
+// host's concurrency or rate, the global rate, a usable proxy ("a usable
+// proxy: 3 of 3 benched"), a proxy's or pool's concurrency or rate, bans or
+// pushback from the host ("bans by a.example:443 (2 of 3 proxies banned it
+// and are slowed)"), or its turn behind other requests.
+func (e *WaitError) Waiting() string {
+	if e.Cause != "" {
+		return e.Cause
+	}
+	return "a usable proxy: " + e.Pool.state()
+}
 
 // HealthEvent is a proxy's change of state.
 type HealthEvent struct {
@@ -219,6 +231,7 @@ func (s *Local) reject(p int, now time.Time) {
 	s.unbench(p)
 	s.rejectedN++
 	s.event(p, now, "rejected", 0)
+	s.recheckBans() // the proxies that could serve a host are fewer
 	s.checkPool(now)
 }
 

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/fetch-dev/fetch/internal/clock"
 )
@@ -109,6 +110,12 @@ type Lease struct {
 	// closed) for Local and for leases built by NewLease.
 	Lost <-chan struct{}
 
+	// RetryAfter is the target's Retry-After on an attempt whose outcome is
+	// PushedBack, set by the holder before Finish; 0 for none. Two or more
+	// through distinct proxies within RetryAfterWindow make the host wait
+	// for every proxy (see Pushback.RetryAfterMax).
+	RetryAfter time.Duration
+
 	once    sync.Once
 	release func(Outcome) // NewLease's
 	local   localGrant    // Local's, instead of a closure per lease
@@ -159,7 +166,7 @@ func (l *Lease) Finish(o Outcome) {
 		case l.release != nil:
 			l.release(o)
 		case g.s != nil:
-			g.s.release(l.Proxy, g.host, o, g.granted, g.probe, g.pair)
+			g.s.release(l.Proxy, g.host, o, g.granted, g.probe, g.pair, l.RetryAfter)
 		}
 	})
 }

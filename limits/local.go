@@ -59,7 +59,16 @@ type Local struct {
 	events       Events // not yet taken by Events
 	pairs        map[pairKey]*pairState
 	draining     bool // no request will come but those waiting or in flight
-	roomy        int  // budgets with a free concurrency slot
+
+	// Hosts as a whole (see hostwait.go): the proxies each host banned with
+	// no success since, the hosts that banned every proxy, recent
+	// Retry-After answers and the hosts that wait for one.
+	hostBans  map[string]map[int32]time.Time // by host, the proxies it banned and when
+	hostDead  map[string]int
+	raNotes   map[string][]raNote
+	hostUntil map[string]time.Time
+	why       *pickWhy // set while waitCause runs a pick
+	roomy     int      // budgets with a free concurrency slot
 
 	// The index (see index.go). Each budget's heap of its available
 	// proxies, best first, is a piece of one array as large as its members
@@ -156,6 +165,11 @@ func NewLocal(cfg Config) *Local {
 		pushback: cfg.Pushback,
 		pairs:    make(map[pairKey]*pairState),
 
+		hostBans:  make(map[string]map[int32]time.Time),
+		hostDead:  make(map[string]int),
+		raNotes:   make(map[string][]raNote),
+		hostUntil: make(map[string]time.Time),
+
 		benchedUntil: make(map[int32]time.Time),
 		bans:         make(map[int32]*banStreak),
 	}
@@ -244,6 +258,10 @@ func (s *Local) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		s.mu.Unlock()
 		return nil, s.dead
 	}
+	if err := s.hostBanned(req.Host); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
 	if s.waiters.head == nil {
 		now := s.clock.Now()
 		if l, _ := s.tryGrant(req, now, s.logical(now), 0); l != nil {
@@ -266,19 +284,25 @@ func (s *Local) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		}
 		return l, nil
 	case <-ctx.Done():
-		return s.giveUp(w, ctx.Err())
+		return s.giveUp(w, ctx.Err(), true)
 	case <-req.Stop:
-		return s.giveUp(w, context.Canceled)
+		return s.giveUp(w, context.Canceled, false)
 	}
 }
 
-// giveUp takes w, whose wait ended with err, off the queue.
-func (s *Local) giveUp(w *waiter, err error) (*Lease, error) {
+// giveUp takes w, whose wait ended with err, off the queue. why asks for
+// what it waited for (its context ended): the error is then a *WaitError.
+func (s *Local) giveUp(w *waiter, err error, why bool) (*Lease, error) {
 	s.mu.Lock()
 	s.waiters.remove(w)
+	now := s.clock.Now()
 	var pool *PoolError
 	if s.healthyN == 0 && len(s.proxies) > 0 {
-		pool = s.poolState(s.clock.Now())
+		pool = s.poolState(now)
+	}
+	cause := ""
+	if why && w.ch != nil && len(w.ch) == 0 && !s.closed {
+		cause = s.waitCause(w.req, now)
 	}
 	s.mu.Unlock()
 	// A grant may have raced with the cancellation: give it back.
@@ -287,8 +311,12 @@ func (s *Local) giveUp(w *waiter, err error) (*Lease, error) {
 		l.Release()
 	default:
 	}
-	if pool != nil {
-		return nil, &WaitError{Err: err, Pool: *pool}
+	if pool != nil || cause != "" {
+		we := &WaitError{Err: err, Cause: cause}
+		if pool != nil {
+			we.Pool = *pool
+		}
+		return nil, we
 	}
 	return nil, err
 }
@@ -397,6 +425,9 @@ func (s *Local) logical(now time.Time) time.Time {
 // (see logical); ahead is how many requests wait before this one. Call with
 // s.mu held.
 func (s *Local) tryGrant(req Request, now, due time.Time, ahead int) (*Lease, time.Duration) {
+	if d := s.hostWait(req.Host, now); d > 0 {
+		return nil, d
+	}
 	h := s.hosts[req.Host]
 	if h != nil && s.host.Concurrency > 0 && h.inFlight >= s.host.Concurrency {
 		return nil, -1
@@ -476,7 +507,7 @@ type localGrant struct {
 	pair    *pairState
 }
 
-func (s *Local) release(p int, host string, o Outcome, granted time.Time, probe bool, pr *pairState) {
+func (s *Local) release(p int, host string, o Outcome, granted time.Time, probe bool, pr *pairState, ra time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ps := &s.proxies[p]
@@ -486,6 +517,7 @@ func (s *Local) release(p int, host string, o Outcome, granted time.Time, probe 
 	}
 	s.learnHealth(p, host, o, now, probe)
 	s.learnPushback(p, host, o, now, granted)
+	s.learnHost(p, host, o, now, granted, ra)
 	if o == Success {
 		if d := now.Sub(granted); ps.est == 0 {
 			ps.est = d
@@ -520,6 +552,7 @@ func (s *Local) sweep(now time.Time) {
 		}
 	}
 	s.sweepPairs(now)
+	s.sweepHostWaits(now)
 }
 
 // sweepEvery is how many grants pass between sweeps: a sweep costs as much

@@ -78,10 +78,12 @@ func (s *Local) pick(req Request, now time.Time, ahead int) (int, time.Duration)
 		if len(s.pairs) > 0 {
 			if pr := s.pairs[pairKey{i, req.Host}]; pr != nil {
 				if pr.inFlight >= pr.window {
+					s.notePaced(i, req.Host)
 					s.setAside(i) // a release of this pair will wake us
 					continue
 				}
 				if pr.next.After(now) {
+					s.notePaced(i, req.Host)
 					if w := pr.next.Sub(now); soonest < 0 || w < soonest {
 						soonest = w
 					}

@@ -208,7 +208,7 @@ func TestWaitErrorNamesThePool(t *testing.T) {
 	if !errors.As(err, &we) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v, want a WaitError wrapping DeadlineExceeded", err)
 	}
-	if we.Waiting() != "3 of 3 benched" {
+	if we.Waiting() != "a usable proxy: 3 of 3 benched" {
 		t.Errorf("waiting %q", we.Waiting())
 	}
 }

@@ -15,9 +15,16 @@ import "time"
 // widens the window by one; a window as wide as the proxy's attempts in
 // flight at the first pushback means the pair is back to full speed. Other
 // proxies and other hosts are not affected. The zero value never slows.
+//
+// RetryAfterMax is about the host as a whole, whatever Delay: when a host
+// answers 429 or 503 with a Retry-After (Lease.RetryAfter) through two or
+// more distinct proxies within RetryAfterWindow, every proxy's attempts to
+// that host wait until the time the latest answer gave, at most
+// RetryAfterMax after it; 0 never makes a host wait as a whole.
 type Pushback struct {
-	Delay time.Duration // the first spacing of starts; 0: never slow down
-	Max   time.Duration // the widest spacing
+	Delay         time.Duration // the first spacing of starts; 0: never slow down
+	Max           time.Duration // the widest spacing
+	RetryAfterMax time.Duration // the longest a host waits as a whole for a Retry-After; 0: never
 }
 
 // pairKey names a proxy-host pair slowed by pushback.

@@ -2,6 +2,7 @@ package limits_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -144,7 +145,7 @@ func (r *run) cancel(name string) {
 		r.t.Fatalf("cancelling %q returned %q", name, got.name)
 	}
 	r.order = slices.DeleteFunc(r.order, func(s string) bool { return s == name })
-	if a.err != context.Canceled {
+	if !errors.Is(a.err, context.Canceled) {
 		r.t.Fatalf("cancelled ask %q: err %v, want context.Canceled", name, a.err)
 	}
 }

@@ -171,7 +171,7 @@ func TestAppendRecord_badFloat(t *testing.T) {
 }
 
 // TestScanRecord: LoadDone's quick reader gets the URL, input, line and
-// how the record ended (cancelled, coordinator or final) exactly as
+// how the record ended (cancelled, coordinator, banned in queue or final) exactly as
 // encoding/json does, from
 // records written by the writer and by encoding/json with HTML escaping
 // (as results files of older versions are), whatever their strings hold.
@@ -180,7 +180,7 @@ func TestScanRecord(t *testing.T) {
 	var out bytes.Buffer
 	w := NewJSONLWriter(&out)
 	var scratch [2][]byte
-	kinds := []string{KindCancelled, KindCoordinator, KindStatus, "cancelledx", "coordinatorx", ""}
+	kinds := []string{KindCancelled, KindCoordinator, KindStatus, KindBanned, KindBanned, "cancelledx", "coordinatorx", ""}
 	for i := range 20000 {
 		r := randRecord(rng)
 		r.Line = 1 + rng.IntN(1<<20)
@@ -192,6 +192,9 @@ func TestScanRecord(t *testing.T) {
 		}
 		if k := kinds[rng.IntN(len(kinds))]; k != "" {
 			r.Error = &Error{Phase: randString(rng), Kind: k, Message: randString(rng) + `"kind":"cancelled"`}
+			if rng.IntN(2) == 0 {
+				r.Error.Phase = PhaseQueue
+			}
 		} else {
 			r.Error = nil
 		}
@@ -210,7 +213,8 @@ func TestScanRecord(t *testing.T) {
 				Input string `json:"input"`
 				Line  int    `json:"line"`
 				Error *struct {
-					Kind string `json:"kind"`
+					Phase string `json:"phase"`
+					Kind  string `json:"kind"`
 				} `json:"error"`
 			}
 			if err := json.Unmarshal(line, &want); err != nil {
@@ -225,6 +229,8 @@ func TestScanRecord(t *testing.T) {
 				wantEnd = EndCancelled
 			} else if want.Error != nil && want.Error.Kind == KindCoordinator {
 				wantEnd = EndCoordinator
+			} else if want.Error != nil && want.Error.Kind == KindBanned && want.Error.Phase == PhaseQueue {
+				wantEnd = EndHostBanned
 			}
 			if DoneKey(n, url) != DoneKey(want.Line, want.URL) {
 				t.Fatalf("record %d: the key of the bytes read differs from the decoded record's", i)

@@ -14,10 +14,11 @@ import (
 )
 
 // DoneSet is the set of URL lines that already have a final record: ok, or
-// failed with any kind but cancelled and coordinator. Those two failures
-// were never the URL's (the run was stopped; the Redis that coordinates the
-// processes could not be reached, or a lease was lost), so their lines are
-// taken again. It keeps 8 bytes per record (the line number and a 32-bit
+// failed with any kind but cancelled and coordinator, and but banned in
+// phase queue. Those failures were never the URL's (the run was stopped;
+// the Redis that coordinates the processes could not be reached, or a
+// lease was lost; its host had banned every proxy before its turn), so
+// their lines are taken again. It keeps 8 bytes per record (the line number and a 32-bit
 // hash of the URL, per input) so that resuming a run of millions of URLs
 // does not hold its records in memory. The zero value is an empty set;
 // build one with LoadDone. A DoneSet is read-only once built and safe for
@@ -147,16 +148,17 @@ func (c *keyChunks) take() []uint64 {
 }
 
 // End is how a record ended, as far as LoadDone and Summarize tell
-// records apart: final, or failed with one of the two kinds that were never
-// the URL's. LoadDone takes a line again unless a record of it is final;
+// records apart: final, or failed in one of the ways that were never the
+// URL's. LoadDone takes a line again unless a record of it is final;
 // Summarize ranks a cancelled record below the others of its line and a
-// coordinator one as any other.
+// coordinator or host-banned one as any other.
 type End uint8
 
 const (
 	EndFinal       End = iota // ok, or failed with a kind of the URL's
 	EndCancelled              // failed with kind cancelled
 	EndCoordinator            // failed with kind coordinator
+	EndHostBanned             // failed with kind banned in phase queue: its host banned every proxy
 )
 
 // KeyReader reads what identifies a record and how it ended from a line of
@@ -170,7 +172,8 @@ type KeyReader struct {
 		Input string `json:"input"`
 		Line  int    `json:"line"`
 		Error *struct {
-			Kind string `json:"kind"`
+			Phase string `json:"phase"`
+			Kind  string `json:"kind"`
 		} `json:"error"`
 	}
 }
@@ -190,19 +193,26 @@ func (kr *KeyReader) Read(line []byte) (input []byte, n int, key uint64, end End
 	kr.scratch[1] = append(kr.scratch[1][:0], rec.Input...)
 	end = EndFinal
 	if rec.Error != nil {
-		end = endOf(rec.Error.Kind)
+		end = endOf(rec.Error.Kind, rec.Error.Phase)
 	}
 	return kr.scratch[1], rec.Line, DoneKey(rec.Line, rec.URL), end, nil
 }
 
-// endOf is the End of a record that failed with kind, given as a
-// string or as bytes (a record read, not yet decoded), without allocating.
-func endOf[Kind string | []byte](kind Kind) End {
+// endOf is the End of a record that failed with kind in phase, given as
+// strings or as bytes (a record read, not yet decoded), without allocating.
+// A ban in phase queue is not the URL's own answer: its host had banned
+// every proxy before the URL's turn came, and a later run (with other
+// proxies, or once the bans are lifted) takes it again.
+func endOf[Kind string | []byte](kind, phase Kind) End {
 	switch string(kind) {
 	case KindCancelled:
 		return EndCancelled
 	case KindCoordinator:
 		return EndCoordinator
+	case KindBanned:
+		if string(phase) == PhaseQueue {
+			return EndHostBanned
+		}
 	}
 	return EndFinal
 }
@@ -273,6 +283,10 @@ func scanRecord(line []byte, scratch *[2][]byte) (url, input []byte, n int, end 
 	switch {
 	case bytes.HasPrefix(rest, []byte("null")):
 	case bytes.HasPrefix(rest, []byte(`{"phase":"`)):
+		phase := rest[len(`{"phase":"`):]
+		if q := bytes.IndexByte(phase, '"'); q >= 0 {
+			phase = phase[:q]
+		}
 		k := bytes.Index(rest, []byte(`"kind":"`))
 		if k < 0 {
 			return nil, nil, 0, EndFinal, false
@@ -282,7 +296,7 @@ func scanRecord(line []byte, scratch *[2][]byte) (url, input []byte, n int, end 
 		if q < 0 {
 			return nil, nil, 0, EndFinal, false
 		}
-		end = endOf(kind[:q])
+		end = endOf(kind[:q], phase)
 	default:
 		return nil, nil, 0, EndFinal, false
 	}

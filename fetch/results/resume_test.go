@@ -26,6 +26,8 @@ func TestLoadDone(t *testing.T) {
 {"line":6,"input":"u.txt","url":"http://a/6","ok":false,"error":{"kind":"coordinator","phase":"body"}}
 {"url":"http://a/7","input":"u.txt","line":7,"ok":false,"error":{"phase":"body","kind":"coordinator","message":"lease lost"}}
 {"url":"http://a/7","input":"u.txt","line":7,"ok":true,"error":null}
+{"url":"http://a/8","input":"u.txt","line":8,"ok":false,"error":{"phase":"queue","kind":"banned","message":"banned: a:80 banned the one proxy"}}
+{"url":"http://a/9","input":"u.txt","line":9,"ok":false,"error":{"phase":"headers","kind":"banned","message":"403 Forbidden: banned (--ban-status)"}}
 `
 	d, err := results.LoadDone(strings.NewReader(file))
 	if err != nil {
@@ -45,6 +47,8 @@ func TestLoadDone(t *testing.T) {
 		{"u.txt", 5, "http://a/5", false}, // coordinator is not final
 		{"u.txt", 6, "http://a/6", false}, // nor in a record fetch did not write
 		{"u.txt", 7, "http://a/7", true},  // coordinator, then ok on resume
+		{"u.txt", 8, "http://a/8", false}, // banned in queue: its host banned every proxy before its turn
+		{"u.txt", 9, "http://a/9", true},  // banned by the answer to its own attempt
 		{"u.txt", 4, "http://a/1", false}, // same URL, another line
 		{"u.txt", 1, "http://a/9", false}, // the input changed at that line
 		{"v.txt", 1, "http://a/1", false}, // another input
@@ -56,8 +60,8 @@ func TestLoadDone(t *testing.T) {
 			}
 		})
 	}
-	if d.Len() != 6 {
-		t.Errorf("Len = %d, want 6", d.Len())
+	if d.Len() != 7 {
+		t.Errorf("Len = %d, want 7", d.Len())
 	}
 
 	var nilSet *results.DoneSet

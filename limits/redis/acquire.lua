@@ -18,9 +18,14 @@
 --     comes due, 0 with none; global: when the global rate's next comes
 --     due, 0 with none; hostNext: when its host's next comes due, 0 with
 --     no host rate)
---   {'wait', 'host'|'all', µs, now, hard}   (µs -1: until a release; hard '1':
+--   {'wait', 'host'|'all', µs, now, hard, why}   (µs -1: until a release; hard '1':
 --                                  nothing of any process starts before, the
---                                  global rate or the grace after a reset)
+--                                  global rate or the grace after a reset; why:
+--                                  what it waits for, one of grace, retry-after,
+--                                  host-concurrency, host-rate, global-rate,
+--                                  benched, pushback, proxy-rate, proxy-concurrency)
+--   {'banned', n}                 (the host banned every proxy that could serve
+--                                  it, n of them: it fails; other hosts go on)
 --   {'reset'}                     (no epoch: Redis lost its data)
 --   {'dead', n, rejected, µs}     (the pool of n proxies cannot serve: every one
 --                                  rejected, or none healthy for µs = the pool wait)
@@ -49,7 +54,7 @@ end
 local n, due = tonumber(ARGV[H + 1]), onTime(tonumber(ARGV[H + 2]))
 local eid, graceEnd = epoch()
 if not eid then return {{'reset'}} end
-if now < graceEnd then return {{'wait', 'all', I(graceEnd - now), I(now), '1'}} end
+if now < graceEnd then return {{'wait', 'all', I(graceEnd - now), I(now), '1', 'grace'}} end
 -- A pool that could not serve stays so for the rest of the run.
 local dead = redis.call('HGET', K_tat, 'dead')
 if dead then
@@ -72,22 +77,33 @@ local function acquireOne(id, host, avoidS, hdue)
     end
   end
 
+  -- The host as a whole (see hostLearn): banned by every proxy, or held
+  -- by a Retry-After told through two or more.
+  local hbans = '0'
+  local xv = redis.call('HGET', K_hosts, 'x|' .. host)
+  if xv then
+    local x = split(xv, ' ')
+    if x[2] ~= '0' then return {'banned', x[2]} end
+    if tonumber(x[1]) > now then return {'wait', 'host', I(tonumber(x[1]) - now), I(now), '0', 'retry-after'} end
+    hbans = x[3]
+  end
+
   -- Every command costs Redis's one thread a microsecond or so: a limit
   -- not in use is not read.
   local hi = 'i|' .. host
   if hostCap > 0 and num(redis.call('HGET', K_hosts, hi), 0) >= hostCap then
     redis.call('SET', K_want, '1', 'PX', 2000)
-    return {'wait', 'host', '-1', I(now)}
+    return {'wait', 'host', '-1', I(now), '0', 'host-concurrency'}
   end
   local hw, hnew, hat = 0, nil, 0
   if hostT > 0 then
     hw, hnew, hat = gcra(redis.call('HGET', K_hosts, 't|' .. host), now, hostT, hostTau, hdue)
-    if hw > 0 then return {'wait', 'host', I(hw), I(now)} end
+    if hw > 0 then return {'wait', 'host', I(hw), I(now), '0', 'host-rate'} end
   end
   local gw, gnew, gat = 0, nil, 0
   if globT > 0 then
     gw, gnew, gat = gcra(redis.call('HGET', K_tat, 'g'), now, globT, globTau, due)
-    if gw > 0 then return {'wait', 'all', I(gw), I(now), '1'} end
+    if gw > 0 then return {'wait', 'all', I(gw), I(now), '1', 'global-rate'} end
   end
 
   local avoid = {}
@@ -95,9 +111,9 @@ local function acquireOne(id, host, avoidS, hdue)
     for _, p in ipairs(split(avoidS, '\n')) do avoid[p] = true end
   end
   local paired = pushBase > 0 and redis.call('HEXISTS', K_hosts, 'q|' .. host) == 1
-  local soonest = -1
-  local function soon(w)
-    if soonest < 0 or w < soonest then soonest = w end
+  local soonest, why, paced = -1, 'proxy-concurrency', false
+  local function soon(w, what)
+    if soonest < 0 or w < soonest then soonest, why = w, what end
   end
 
   local pick, fb
@@ -113,7 +129,7 @@ local function acquireOne(id, host, avoidS, hdue)
       local w, bnew, bat = 0, nil, 0
       if c.T > 0 then w, bnew, bat = gcra(redis.call('HGET', K_tat, 'b|' .. b), now, c.T, c.tau, due) end
       if w > 0 then
-        soon(w)
+        soon(w, 'proxy-rate')
       else
         local lo = c.bi * SPAN
         local off = 0
@@ -128,7 +144,7 @@ local function acquireOne(id, host, avoidS, hdue)
             if policy ~= 3 then
               -- sorted: every proxy from here on is benched or has its probe out
               local u = redis.call('ZSCORE', K_bench, p)
-              if u then soon(math.max(tonumber(u) - now, 1)) end
+              if u then soon(math.max(tonumber(u) - now, 1), 'benched') end
               break
             end
           else
@@ -138,9 +154,10 @@ local function acquireOne(id, host, avoidS, hdue)
               if pr then
                 if pr.inflight >= pr.window then
                   ok = false
+                  paced = true
                 elseif pr.nxt > now then
                   ok = false
-                  soon(pr.nxt - now)
+                  soon(pr.nxt - now, 'pushback')
                 end
               end
             end
@@ -176,12 +193,13 @@ local function acquireOne(id, host, avoidS, hdue)
         redis.call('HSET', K_tat, 'dead', I(total) .. ' ' .. I(rejected) .. ' ' .. I(poolWait))
         return {'dead', I(total), I(rejected), I(poolWait)}
       end
-      soon(poolWait - (now - since))
+      soon(poolWait - (now - since), 'benched')
     end
     local first = redis.call('ZRANGE', K_bench, 0, 0, 'WITHSCORES')
-    if first[2] then soon(math.max(tonumber(first[2]) - now, 1)) end
+    if first[2] then soon(math.max(tonumber(first[2]) - now, 1), 'benched') end
+    if soonest < 0 and paced then why = 'pushback' end
     redis.call('SET', K_want, '1', 'PX', 2000)
-    return {'wait', 'all', I(soonest), I(now)}
+    return {'wait', 'all', I(soonest), I(now), '0', why}
   end
 
   local p, b, c = pick.p, pick.b, pick.c
@@ -219,7 +237,7 @@ local function acquireOne(id, host, avoidS, hdue)
     putPair('p|' .. p .. '|' .. host, pick.pair)
     pflag = '1'
   end
-  redis.call('HSET', K_linfo, id, p .. '\n' .. b .. '\n' .. host .. '\n' .. probe .. '\n' .. I(now) .. '\n' .. pflag)
+  redis.call('HSET', K_linfo, id, p .. '\n' .. b .. '\n' .. host .. '\n' .. probe .. '\n' .. I(now) .. '\n' .. pflag .. '\n' .. hbans)
   psync(p, c, probe == '0', pused, pin)
   bsync(b, c, bin, bused)
   -- The time the tokens were charged at: the latest of the limiters'. And
@@ -240,9 +258,9 @@ for i = 1, n do
   local r = hostWait[host]
   if not r then
     r = acquireOne(ARGV[a + 1], host, ARGV[a + 3], tonumber(ARGV[a + 4]))
-    if r[1] == 'wait' and r[2] == 'host' then hostWait[host] = r end
+    if (r[1] == 'wait' and r[2] == 'host') or r[1] == 'banned' then hostWait[host] = r end
   end
   out[i] = r
-  if r[1] ~= 'ok' and (r[1] ~= 'wait' or r[2] ~= 'host') then break end
+  if r[1] ~= 'ok' and r[1] ~= 'banned' and (r[1] ~= 'wait' or r[2] ~= 'host') then break end
 end
 return out

@@ -25,7 +25,9 @@ local poolWait = tonumber(ARGV[18])   -- how long no proxy may be healthy before
 local BAN_HOSTS = tonumber(ARGV[19])  -- limits.BanHosts: distinct hosts banning a proxy in a row bench it
 local FORGIVE = tonumber(ARGV[20])    -- limits.StreakToForgive: successes in a row that reset the cooldown's doubling
 local LATE = tonumber(ARGV[21])       -- µs an ask may come late and still be charged on schedule (see acquire.lua)
-local H = 21
+local RAMAX = tonumber(ARGV[22])      -- µs: the longest a host waits as a whole for a Retry-After; 0 never
+local RAWIN = tonumber(ARGV[23])      -- µs: limits.RetryAfterWindow
+local H = 23
 
 local SUCCESS, FAULT, PUSHBACK, REJECTED, BANNED = 1, 2, 3, 4, 5
 local FOREVER = 3.15e15 -- a hundred years, in microseconds: the bench of a rejected proxy
@@ -342,9 +344,102 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight, paired, p
   return ev, isAvail
 end
 
+-- The host as a whole, as limits.Local keeps it (see limits/hostwait.go).
+-- Field x|host of hosts is "until dead bans", read by every acquire for the
+-- host (one HGET): until, the µs its Retry-After holds every proxy to; dead,
+-- how many proxies it banned once it has banned every one that could serve
+-- it ('0' before); bans, '1' while y|host lists proxies it banned. y|host
+-- is those proxies, with no success through them since, space-joined;
+-- r|host the Retry-After answers of the last RAWIN, "proxy at until" each.
+-- y| and r| are read only on a ban, a Retry-After, or the success of an
+-- attempt granted while the host had bans (the lease's flag), so that an
+-- attempt to a host with none costs only the one HGET.
+local function getX(host)
+  local v = redis.call('HGET', K_hosts, 'x|' .. host)
+  if not v then return {0, '0', '0'} end
+  local f = split(v, ' ')
+  return {tonumber(f[1]), f[2], f[3]}
+end
+
+local function putX(host, x)
+  if x[1] == 0 and x[2] == '0' and x[3] == '0' then
+    redis.call('HDEL', K_hosts, 'x|' .. host)
+  else
+    redis.call('HSET', K_hosts, 'x|' .. host, I(x[1]) .. ' ' .. x[2] .. ' ' .. x[3])
+  end
+end
+
+local function isRejected(p, now)
+  local u = redis.call('ZSCORE', K_bench, p)
+  return u and tonumber(u) > now + FOREVER / 2
+end
+
+-- hostLearn updates host's x|, y| and r| from the outcome o of an attempt
+-- through proxy p; ra is its Retry-After in µs (0 none), hadBans the
+-- lease's flag.
+local function hostLearn(p, host, o, now, ra, hadBans)
+  if o == BANNED then
+    local key = 'y|' .. host
+    local v = redis.call('HGET', K_hosts, key)
+    local hs = {}
+    if v then hs = split(v, ' ') end
+    local known = false
+    for _, q in ipairs(hs) do if q == p then known = true end end
+    if not known then hs[#hs + 1] = p end
+    local n = 0
+    for _, q in ipairs(hs) do if not isRejected(q, now) then n = n + 1 end end
+    local usable = redis.call('ZCARD', K_pidx) - redis.call('ZCOUNT', K_bench, F(now + FOREVER / 2), '+inf')
+    local x = getX(host)
+    if n > 0 and n >= usable then
+      redis.call('HDEL', K_hosts, key)
+      x[2], x[3] = I(n), '0'
+    else
+      redis.call('HSET', K_hosts, key, table.concat(hs, ' '))
+      x[3] = '1'
+    end
+    putX(host, x)
+  elseif o == SUCCESS and hadBans then
+    local key = 'y|' .. host
+    local v = redis.call('HGET', K_hosts, key)
+    if not v then return end
+    local hs, kept = split(v, ' '), {}
+    for _, q in ipairs(hs) do if q ~= p then kept[#kept + 1] = q end end
+    if #kept == #hs then return end
+    if #kept == 0 then
+      redis.call('HDEL', K_hosts, key)
+      local x = getX(host)
+      x[3] = '0'
+      putX(host, x)
+    else
+      redis.call('HSET', K_hosts, key, table.concat(kept, ' '))
+    end
+  elseif o == PUSHBACK and ra > 0 and RAMAX > 0 then
+    local key = 'r|' .. host
+    local v = redis.call('HGET', K_hosts, key)
+    local f, out = {}, {}
+    if v then f = split(v, ' ') end
+    for i = 1, #f - 2, 3 do -- the recent answers through other proxies
+      if f[i] ~= p and now - tonumber(f[i + 1]) < RAWIN then
+        out[#out + 1] = f[i] .. ' ' .. f[i + 1] .. ' ' .. f[i + 2]
+      end
+    end
+    local untilUs = now + math.min(ra, RAMAX)
+    out[#out + 1] = p .. ' ' .. I(now) .. ' ' .. I(untilUs)
+    redis.call('HSET', K_hosts, key, table.concat(out, ' '))
+    if #out >= 2 then
+      local x = getX(host)
+      if untilUs > x[1] then
+        x[1] = untilUs
+        putX(host, x)
+      end
+    end
+  end
+end
+
 -- hostIdle schedules host h's state for sweeping once it says nothing.
 local function hostIdle(h, now)
   local forget = math.max(pushMax, pushBase)
+  if RAMAX > 0 then forget = math.max(forget, RAWIN) end
   redis.call('ZADD', K_hexp, F(now + hostTau + 2 * forget + 1000000), h)
 end
 
@@ -357,7 +452,12 @@ local function sweepHosts(now)
       if q then
         for _, p in ipairs(split(q, ' ')) do redis.call('HDEL', K_hosts, 'p|' .. p .. '|' .. h) end
       end
-      redis.call('HDEL', K_hosts, 't|' .. h, 'q|' .. h)
+      redis.call('HDEL', K_hosts, 't|' .. h, 'q|' .. h, 'r|' .. h)
+      local x = redis.call('HGET', K_hosts, 'x|' .. h)
+      if x then
+        local f = split(x, ' ')
+        if tonumber(f[1]) <= now and f[2] == '0' and f[3] == '0' then redis.call('HDEL', K_hosts, 'x|' .. h) end
+      end
     end
   end
 end
@@ -366,15 +466,17 @@ end
 -- a script, which tells them then; nil before.
 local wanted = nil
 
--- drop removes lease id, gives back its counts and learns from outcome o.
--- It returns false when the lease was not held, else the event or true.
-local function drop(id, o, now)
+-- drop removes lease id, gives back its counts and learns from outcome o
+-- and its Retry-After ra (µs, 0 none). It returns false when the lease was
+-- not held, else the event or true.
+local function drop(id, o, now, ra)
   if redis.call('ZREM', K_leases, id) == 0 then return false end
   local info = redis.call('HGET', K_linfo, id)
   redis.call('HDEL', K_linfo, id)
   if not info then return true end
   local f = split(info, '\n')
   local p, b, host, probe, granted, paired = f[1], f[2], f[3], f[4] == '1', tonumber(f[5]), f[6] == '1'
+  hostLearn(p, host, o, now, ra or 0, f[7] == '1')
   local c = bcfg(b)
   local pin = redis.call('HINCRBY', K_pin, p, -1)
   if pin <= 0 then redis.call('HDEL', K_pin, p) end
@@ -403,7 +505,7 @@ end
 
 local function sweepLeases(now)
   local ids = redis.call('ZRANGEBYSCORE', K_leases, '-inf', F(now), 'LIMIT', 0, sweepK)
-  for _, id in ipairs(ids) do drop(id, 0, now) end
+  for _, id in ipairs(ids) do drop(id, 0, now, 0) end
 end
 
 -- benchEnds turns proxies whose bench is over into probing ones a probe may go to.

@@ -24,7 +24,9 @@ var ErrConflict = errors.New("limits/redis: namespace in use with other limits")
 // other's state wrongly (fetch versions either side of a change to it) do
 // not share a namespace: the second is refused with ErrConflict naming it.
 // Version 2: a proxy's health has a fourth field, its ban row's flag.
-const stateVersion = "2"
+// Version 3: a lease's info has a seventh field, whether its host had bans
+// when it was granted; hosts have fields x|, y| and r| (see hostLearn).
+const stateVersion = "3"
 
 // setupItem is one field the setup script installs: kind 'l' (a line of
 // the limits text processes compare), 'b' (a budget) or 'p' (a proxy).
@@ -122,7 +124,7 @@ func newPlan(cfg limits.Config, ttl time.Duration) (*plan, error) {
 	l["host"] = specText(cfg.Host)
 	l["global"] = cfg.Global.String()
 	l["health"] = fmt.Sprintf("max-failures=%d cooldown=%s max-cooldown=%s pool-wait=%s", cfg.Health.MaxFailures, cfg.Health.Cooldown, cfg.Health.MaxCooldown, cfg.Health.PoolWait)
-	l["pushback"] = fmt.Sprintf("base=%s max=%s", cfg.Pushback.Delay, cfg.Pushback.Max)
+	l["pushback"] = fmt.Sprintf("base=%s max=%s retry-after-max=%s", cfg.Pushback.Delay, cfg.Pushback.Max, cfg.Pushback.RetryAfterMax)
 
 	members := make([][]string, nb)
 	for i, b := range cfg.BudgetOf {
@@ -191,6 +193,7 @@ func header(cfg limits.Config, ttl time.Duration, m int, channel string) []any {
 		strconv.Itoa(max(cfg.Health.MaxFailures, 0)), us(cfg.Health.Cooldown), us(cfg.Health.MaxCooldown),
 		us(cfg.Pushback.Delay), us(cfg.Pushback.Max), channel, "0", ff(grace),
 		us(cfg.Health.PoolWait), strconv.Itoa(limits.BanHosts), strconv.Itoa(limits.StreakToForgive), us(late),
+		us(cfg.Pushback.RetryAfterMax), us(limits.RetryAfterWindow),
 	}
 }
 

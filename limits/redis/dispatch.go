@@ -23,6 +23,7 @@ type waiter struct {
 	req  limits.Request
 	ch   chan grant // buffered 1
 	done bool       // granted, failed or cancelled; under Scheduler.mu
+	why  string     // what Redis last told it it waits for; under Scheduler.mu
 }
 
 type grant struct {
@@ -54,10 +55,14 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 	}
 	fast := s.nwait == 0 && s.down == nil && !s.now().Before(s.notBefore)
 	s.mu.Unlock()
+	why := ""
 	if fast {
 		// Not cancelled by ctx: a call cut short may have taken a lease.
 		// None waits: charged when it reaches Redis, as in limits.Local.
 		r := s.try(context.WithoutCancel(ctx), req)
+		if errors.Is(r.err, limits.ErrHostBanned) {
+			return nil, r.err
+		}
 		if r.lease != nil {
 			if ctx.Err() != nil {
 				r.lease.Release()
@@ -65,8 +70,9 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 			}
 			return r.lease, nil
 		}
+		why = r.why
 	}
-	w := &waiter{req: req, ch: make(chan grant, 1)}
+	w := &waiter{req: req, ch: make(chan grant, 1), why: why}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -95,6 +101,7 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 	if !taken {
 		s.unqueue(w)
 	}
+	why = w.why
 	s.mu.Unlock()
 	if taken { // a grant raced with the cancellation: give it back
 		if g := <-w.ch; g.l != nil {
@@ -104,17 +111,7 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 	if stopped != nil {
 		return nil, stopped
 	}
-	return nil, s.waitErr(ctx)
-}
-
-func (s *Scheduler) waitErr(ctx context.Context) error {
-	s.mu.Lock()
-	down := s.down
-	s.mu.Unlock()
-	if down == nil {
-		return ctx.Err()
-	}
-	return fmt.Errorf("%w: Redis at %s: %v: %w", limits.ErrCoordinator, s.addr, down, ctx.Err())
+	return nil, s.waitErr(ctx, req.Host, why)
 }
 
 // result is the outcome of one acquire script.
@@ -122,6 +119,7 @@ type result struct {
 	lease *limits.Lease
 	wait  time.Duration // before trying again; -1: until a release
 	host  bool          // the host is what is limited: other hosts may go
+	why   string        // what it waits for (acquire.lua's word)
 	err   error
 }
 
@@ -250,7 +248,9 @@ func (s *Scheduler) reply(ctx context.Context, c acquireCall, i int, req limits.
 		if s.onWait != nil {
 			s.onWait(waitTrace{sent: sent, ran: r.now, waitUs: r.waitUs, hard: r.hard, hostOnly: r.hostOnly})
 		}
-		return result{wait: d, host: r.hostOnly}
+		return result{wait: d, host: r.hostOnly, why: r.why}
+	case "banned":
+		return result{err: &limits.HostBannedError{Host: req.Host, Proxies: r.bannedBy}}
 	case "dead":
 		return result{err: &limits.PoolError{Total: r.total, Rejected: r.rejected, Benched: r.total - r.rejected,
 			For: time.Duration(r.deadFor) * time.Microsecond}}
@@ -258,7 +258,8 @@ func (s *Scheduler) reply(ctx context.Context, c acquireCall, i int, req limits.
 	h := &held{id: id, proxy: r.proxy, budget: r.budget, host: req.Host, epoch: r.epoch,
 		lastOK: sent, lost: make(chan struct{})}
 	pi, bi := s.plan.proxies[h.proxy], s.plan.budgets[h.budget]
-	l := limits.NewLease(pi, bi, func(o limits.Outcome) { s.release(h, o) })
+	var l *limits.Lease
+	l = limits.NewLease(pi, bi, func(o limits.Outcome) { s.release(h, o, l.RetryAfter) })
 	l.ProxyInFlight, l.HostInFlight = r.proxyInFlight, r.hostInFlight
 	l.Lost = h.lost
 	s.mu.Lock()
@@ -482,6 +483,13 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 		for i, w := range batch[:len(c.replies)] {
 			r := s.reply(s.base, c, i, w.req, true)
 			switch {
+			case errors.Is(r.err, limits.ErrHostBanned): // this host only: the others go on
+				s.mu.Lock()
+				if !w.done {
+					s.unqueue(w)
+					w.ch <- grant{err: r.err}
+				}
+				s.mu.Unlock()
 			case r.err != nil:
 				return failed(r.err)
 			case r.lease != nil:
@@ -495,12 +503,20 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 				w.ch <- grant{l: r.lease}
 				s.mu.Unlock()
 			case r.host:
+				s.mu.Lock()
+				w.why = r.why
+				s.mu.Unlock()
 				if blocked == nil {
 					blocked = map[string]bool{}
 				}
 				blocked[w.req.Host] = true
 				soon(r.wait)
 			default:
+				s.mu.Lock()
+				for _, w := range batch[i:] { // those behind are told the same
+					w.why = r.why
+				}
+				s.mu.Unlock()
 				soon(r.wait)
 				return next(), false // nothing can start: those behind would be told the same
 			}

@@ -93,5 +93,10 @@
 // Options.Candidates budgets only: if those are all rate-limited, the
 // acquire waits for the soonest of them although one further down might
 // start now. Events reports the changes of proxy state this process's
-// outcomes caused, not other processes'.
+// outcomes caused, not other processes'. A host that has banned every
+// proxy fails (limits.HostBannedError) for every process; a proxy that
+// leaves the run (rejected) is counted out of a host's bans at that
+// host's next ban, not at once, and only a success of an attempt granted
+// while the host had bans lifts a proxy's ban. A host-wide Retry-After is
+// kept in Redis and read by the acquire that would grant the attempt.
 package redis

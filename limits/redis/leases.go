@@ -35,8 +35,8 @@ func (s *Scheduler) orphan(it releaseItem) {
 	s.mu.Unlock()
 }
 
-// release gives lease h back with outcome o.
-func (s *Scheduler) release(h *held, o limits.Outcome) {
+// release gives lease h back with outcome o and its Retry-After ra.
+func (s *Scheduler) release(h *held, o limits.Outcome, ra time.Duration) {
 	s.renewMu.RLock() // a renewal batch that includes h has finished
 	s.mu.Lock()
 	gone := h.gone
@@ -48,7 +48,7 @@ func (s *Scheduler) release(h *held, o limits.Outcome) {
 		s.wake()
 		return
 	}
-	s.releases.send(s, releaseItem{id: h.id, proxy: h.proxy, o: o})
+	s.releases.send(s, releaseItem{id: h.id, proxy: h.proxy, o: o, ra: ra})
 	s.wake()
 }
 

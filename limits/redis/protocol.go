@@ -159,7 +159,7 @@ func str(v []any, i int) string {
 
 // acquireReply is the acquire script's reply for one request.
 type acquireReply struct {
-	kind string // "ok", "wait", "reset" or "dead"; "" for a reply not understood
+	kind string // "ok", "wait", "banned", "reset" or "dead"; "" for a reply not understood
 	err  error  // why, for ""
 
 	// "ok": the lease was taken.
@@ -174,9 +174,13 @@ type acquireReply struct {
 	hostNext                    int64 // when the host rate's next token comes due; 0 none
 
 	// "wait": nothing started.
-	hostOnly bool  // only the request's host is limited: other hosts may go
-	waitUs   int64 // before anything can start; -1: until a release
-	hard     bool  // nothing of any process starts before: the global rate or a grace
+	hostOnly bool   // only the request's host is limited: other hosts may go
+	waitUs   int64  // before anything can start; -1: until a release
+	hard     bool   // nothing of any process starts before: the global rate or a grace
+	why      string // what it waits for (see acquire.lua and waitCause)
+
+	// "banned": the host banned every proxy that could serve it, this many.
+	bannedBy int
 
 	// "dead": the pool cannot serve.
 	total, rejected int
@@ -194,7 +198,9 @@ func decodeAcquire(v []any) acquireReply {
 		r.now, r.charged, r.next, r.global, r.hostNext = num(v, 7), num(v, 8), num(v, 9), num(v, 10), num(v, 11)
 	case "wait":
 		r.hostOnly = str(v, 1) == "host"
-		r.waitUs, r.now, r.hard = num(v, 2), num(v, 3), str(v, 4) == "1"
+		r.waitUs, r.now, r.hard, r.why = num(v, 2), num(v, 3), str(v, 4) == "1", str(v, 5)
+	case "banned":
+		r.bannedBy = int(num(v, 1))
 	case "dead":
 		r.total, r.rejected, r.deadFor = int(num(v, 1)), int(num(v, 2)), num(v, 3)
 	case "reset":

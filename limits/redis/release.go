@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/fetch-dev/fetch/limits"
 )
@@ -33,10 +34,11 @@ type releaseBatch struct {
 }
 
 // releaseItem is a lease to give back: its id, its proxy's name ("" when
-// not known), its outcome.
+// not known), its outcome and its Retry-After (0 none).
 type releaseItem struct {
 	id, proxy string
 	o         limits.Outcome
+	ra        time.Duration
 }
 
 // releaseMax is the most releases one call carries.
@@ -104,9 +106,9 @@ func (r *releases) send(s *Scheduler, it releaseItem) {
 // that failed is an orphan, released again in the background (with its
 // outcome, from when it first became one); the error is the call's.
 func (s *Scheduler) callRelease(items []releaseItem) error {
-	args := make([]any, 0, 2*len(items))
+	args := make([]any, 0, 3*len(items))
 	for _, it := range items {
-		args = append(args, it.id, strconv.Itoa(int(it.o)))
+		args = append(args, it.id, strconv.Itoa(int(it.o)), strconv.FormatInt(it.ra.Microseconds(), 10))
 	}
 	ctx := s.base
 	if ctx == nil {

@@ -1,12 +1,13 @@
--- release: ARGV after the header: pairs of lease id and outcome, one pair
--- for each lease a call gives back (see releases in release.go). Each lease
+-- release: ARGV after the header: triples of lease id, outcome and
+-- Retry-After (µs, 0 none), one for each lease a call gives back (see
+-- releases in release.go). Each lease
 -- is ZREMmed and its counts given back only if that removed it, so a second
--- release is harmless. Returns three values for each pair: 'gone', '', '';
+-- release is harmless. Returns three values for each triple: 'gone', '', '';
 -- 'ok', '', ''; or 'ok', state, cooldown µs for a health change.
 local now = nowUs()
 local out = {}
-for i = H + 1, #ARGV - 1, 2 do
-  local r = drop(ARGV[i], tonumber(ARGV[i + 1]), now)
+for i = H + 1, #ARGV - 2, 3 do
+  local r = drop(ARGV[i], tonumber(ARGV[i + 1]), now, tonumber(ARGV[i + 2]))
   local n = #out
   if r == false then
     out[n + 1], out[n + 2], out[n + 3] = 'gone', '', ''
