@@ -215,7 +215,13 @@ func (t *tracker) tlsHandshakeStart() {
 
 func (d *dialHooks) dnsStart(httptrace.DNSStartInfo) { d.move(results.IndexDNS) }
 
-func (d *dialHooks) dnsDone(httptrace.DNSDoneInfo) { d.move(results.IndexConnect) }
+// dnsDone moves to connect once a name is resolved; a lookup that failed
+// leaves the attempt in dns, where it failed.
+func (d *dialHooks) dnsDone(info httptrace.DNSDoneInfo) {
+	if info.Err == nil {
+		d.move(results.IndexConnect)
+	}
+}
 
 func (d *dialHooks) move(p int) {
 	d.t.mu.Lock()
