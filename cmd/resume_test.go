@@ -334,8 +334,9 @@ func (rc *resumeCase) stdin(args []string) string {
 // TestResume_interruptAnywhere interrupts runs at random moments, from
 // start-up to the final flush, then resumes each to completion: every line
 // ends with exactly one final record, no finished URL is fetched again, and
-// every output line is whole. Each case runs on each transport, its own
-// URLs (the same list but for their path) on one target.
+// every output line is whole. The cases of a chosen moment run on each
+// transport (the same list but for its path, on one target); the random
+// ones on one transport or the other.
 func TestResume_interruptAnywhere(t *testing.T) {
 	target, err := fetchtest.StartTarget(fetchtest.TargetOptions{})
 	if err != nil {
@@ -366,7 +367,14 @@ func TestResume_interruptAnywhere(t *testing.T) {
 			sig = syscall.SIGTERM
 		}
 		grace := []string{"0s", "100ms", "300ms"}[rng.IntN(3)]
-		for _, tp := range transports {
+		// The cases of a chosen moment run on each transport; the random
+		// moments are samples, and take the transports in turns of two,
+		// so that each has inputs from a file and from stdin.
+		tps := transports
+		if k >= 4 {
+			tps = transports[k/2%2 : k/2%2+1]
+		}
+		for _, tp := range tps {
 			// Each transport the same case: its own rng, of the same seed.
 			rng := rand.New(rand.NewPCG(seed, uint64(k)))
 			t.Run(fmt.Sprintf("%d/%s/after=%s,%dlines/grace=%s/%s", k, sig, at, atLine, grace, tp), func(t *testing.T) {
@@ -424,7 +432,7 @@ func TestResume_interruptAnywhere(t *testing.T) {
 // TestResume_afterKill kills runs with SIGKILL at random moments, tears the
 // last line as a write cut short would, and resumes: the torn line is
 // repaired and said so, and every line ends with exactly one final record.
-// On each transport.
+// One run on each transport.
 func TestResume_afterKill(t *testing.T) {
 	target, err := fetchtest.StartTarget(fetchtest.TargetOptions{})
 	if err != nil {
@@ -433,44 +441,40 @@ func TestResume_afterKill(t *testing.T) {
 	t.Cleanup(target.Close)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	for k := range 2 {
+	for k, tp := range transports { // a random moment each: samples
 		rng := rand.New(rand.NewPCG(seed, uint64(k)))
 		at := time.Duration(200+rng.IntN(600)) * time.Millisecond
-		for _, tp := range transports {
-			// Each transport the same case: its own rng, of the same seed.
-			rng := rand.New(rand.NewPCG(seed, uint64(k)))
-			t.Run(fmt.Sprintf("%d/after=%s/%s", k, at, tp), func(t *testing.T) {
-				t.Parallel()
-				rc := newResumeCase(target, rng, fmt.Sprint("kill", k, tp), 36)
-				dir := t.TempDir()
-				out := filepath.Join(dir, "out.jsonl")
-				args := []string{"-q", "--transport", tp, "-c", "4", "--retries", "0", writeFile(t, dir, "urls.txt", rc.text)}
-				p := startFetch(t, "", append([]string{"-o", out}, args...)...)
-				// Not a wait for an event: the kill is to land at an
-				// arbitrary moment of the run, and that is what is tested.
-				time.Sleep(at)
-				p.signal(t, os.Kill)
-				p.wait(t, 20*time.Second)
-				hits1 := rc.hits()
+		t.Run(fmt.Sprintf("%d/after=%s/%s", k, at, tp), func(t *testing.T) {
+			t.Parallel()
+			rc := newResumeCase(target, rng, fmt.Sprint("kill", k, tp), 36)
+			dir := t.TempDir()
+			out := filepath.Join(dir, "out.jsonl")
+			args := []string{"-q", "--transport", tp, "-c", "4", "--retries", "0", writeFile(t, dir, "urls.txt", rc.text)}
+			p := startFetch(t, "", append([]string{"-o", out}, args...)...)
+			// Not a wait for an event: the kill is to land at an
+			// arbitrary moment of the run, and that is what is tested.
+			time.Sleep(at)
+			p.signal(t, os.Kill)
+			p.wait(t, 20*time.Second)
+			hits1 := rc.hits()
 
-				first, _ := os.ReadFile(out)
-				first = first[:bytes.LastIndexByte(first, '\n')+1] // whole lines
-				torn := `{"url":"` + target.URL + `/r/torn","input":"`
-				f, err := os.OpenFile(out, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-				if err != nil {
-					t.Fatal(err)
-				}
-				f.WriteString(torn)
-				f.Close()
+			first, _ := os.ReadFile(out)
+			first = first[:bytes.LastIndexByte(first, '\n')+1] // whole lines
+			torn := `{"url":"` + target.URL + `/r/torn","input":"`
+			f, err := os.OpenFile(out, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteString(torn)
+			f.Close()
 
-				stderr := rc.resume(t, out, args[1:]) // not quiet: the repair is reported
-				if !strings.Contains(stderr, "fetch: repaired torn last line of "+out) {
-					t.Errorf("resume: stderr does not report the repair:\n%s", stderr)
-				}
-				all, _ := os.ReadFile(out)
-				rc.check(t, first, all, hits1, true)
-			})
-		}
+			stderr := rc.resume(t, out, args[1:]) // not quiet: the repair is reported
+			if !strings.Contains(stderr, "fetch: repaired torn last line of "+out) {
+				t.Errorf("resume: stderr does not report the repair:\n%s", stderr)
+			}
+			all, _ := os.ReadFile(out)
+			rc.check(t, first, all, hits1, true)
+		})
 	}
 }
 
