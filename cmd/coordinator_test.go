@@ -23,19 +23,25 @@ import (
 // command with --resume takes again every line whose record was
 // cancelled or coordinator, and every line ends with one ok record.
 // Before, each waiting URL waited out its -t (here 2m) as coordinator,
-// and --resume took none of them again.
+// and --resume took none of them again. On each transport, the two at
+// once (each its own Redis) through one proxy to one target.
 func TestDistributed_redisGoneStopsAndResumes(t *testing.T) {
-	rds := redistest.Start(t)
-	target, err := fetchtest.StartTarget(fetchtest.TargetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer target.Close()
+	target := startTarget(t, fetchtest.TargetOptions{})
 	proxy, err := fetchtest.StartHTTPProxy(fetchtest.ProxyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer proxy.Close()
+	t.Cleanup(proxy.Close)
+	for _, tp := range transports {
+		t.Run(tp, func(t *testing.T) {
+			t.Parallel()
+			redisGone(t, target, proxy, tp)
+		})
+	}
+}
+
+func redisGone(t *testing.T, target *fetchtest.Target, proxy *fetchtest.Proxy, tp string) {
+	rds := redistest.Start(t)
 	dir := t.TempDir()
 	const n = 200
 	var lines strings.Builder
@@ -44,7 +50,7 @@ func TestDistributed_redisGoneStopsAndResumes(t *testing.T) {
 	}
 	urls := writeFile(t, dir, "urls.txt", lines.String())
 	out, rep := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "report.json")
-	args := []string{"-q", "-c", "8", "--proxy-concurrency", "2", "--proxy", proxy.URL, "-t", "2m",
+	args := []string{"--transport", tp, "-q", "-c", "8", "--proxy-concurrency", "2", "--proxy", proxy.URL, "-t", "2m",
 		"--redis", rds.URL, "--lease-ttl", "1s", "--pool-wait", "1s", "-o", out, "--report", rep, urls}
 	p := startFetch(t, "", args...)
 	// Wait for the first records: the run is under way.

@@ -18,6 +18,8 @@ import (
 // its shard of one list, share two proxies through one Redis. No proxy ever
 // has more in flight than its --proxy-concurrency, although each process
 // alone would allow -c 16; and the shards cover every line exactly once.
+// On each transport, through the same Redis (a namespace each) and proxies;
+// the records of the two are the same but for timings and routes.
 func TestDistributed_processesShareLimits(t *testing.T) {
 	rds := redistest.Start(t)
 	target, err := fetchtest.StartTarget(fetchtest.TargetOptions{})
@@ -41,14 +43,33 @@ func TestDistributed_processesShareLimits(t *testing.T) {
 		fmt.Fprintf(&lines, "%s/d?i=%d&size=2048&chunks=4&drip=10ms\n", target.URL, i)
 	}
 	urls := writeFile(t, dir, "urls.txt", lines.String())
+	var byTransport [2][]results.Record
+	for i, tp := range transports {
+		t.Run(tp, func(t *testing.T) {
+			for _, p := range pxs {
+				p.ResetStats()
+			}
+			byTransport[i] = shareLimits(t, rds, pxs, urls, n, tp)
+		})
+	}
+	if byTransport[0] != nil && byTransport[1] != nil {
+		sameRecords(t, byTransport[0], byTransport[1], anyRoute)
+	}
+}
+
+// shareLimits is a run of TestDistributed_processesShareLimits on
+// transport tp, in its own namespace; it returns the records of the three
+// processes, or nil when a check failed.
+func shareLimits(t *testing.T, rds *redistest.Server, pxs []*fetchtest.Proxy, urls string, n int, tp string) []results.Record {
+	dir := t.TempDir()
 	const cap = 2
 	var procs []*proc
 	var outs []string
 	for k := 1; k <= 3; k++ {
 		out := filepath.Join(dir, fmt.Sprintf("out%d.jsonl", k))
 		outs = append(outs, out)
-		procs = append(procs, startFetch(t, "", "-q", "-c", "16", "--proxy-concurrency", fmt.Sprint(cap),
-			"--redis", rds.URL, "--namespace", "t1", "--shard", fmt.Sprintf("%d/3", k), "--lease-ttl", "2s",
+		procs = append(procs, startFetch(t, "", "--transport", tp, "-q", "-c", "16", "--proxy-concurrency", fmt.Sprint(cap),
+			"--redis", rds.URL, "--namespace", "t1-"+tp, "--shard", fmt.Sprintf("%d/3", k), "--lease-ttl", "2s",
 			"--proxy", pxs[0].URL, "--proxy", pxs[1].URL, "-o", out, urls))
 	}
 	for i, p := range procs {
@@ -75,6 +96,10 @@ func TestDistributed_processesShareLimits(t *testing.T) {
 			t.Errorf("proxy %d had %d in flight at once across the processes, cap %d", i, st.MaxInFlight, cap)
 		}
 	}
+	if t.Failed() {
+		return nil
+	}
+	return all
 }
 
 // TestDistributed_usageErrors: Redis that cannot be reached at the start,

@@ -86,17 +86,7 @@ func TestRun_endToEnd(t *testing.T) {
 	base := lb.target.URL
 	okURLs := fmt.Sprintf("# comment\n%s/a?size=10\n\n%s/b?size=20000\r\n  %s/c?status=404  \n%s/d?fail=1\n", base, base, base, base)
 
-	tests := []struct {
-		name       string
-		args       func(dir string) []string
-		stdin      string
-		tty        bool
-		wantCode   int
-		wantLines  int // records
-		wantStderr []string
-		notStderr  []string
-		check      func(t *testing.T, recs []results.Record)
-	}{
+	tests := []e2eCase{
 		{
 			name: "all ok through proxies, output and report files",
 			args: func(dir string) []string {
@@ -179,57 +169,92 @@ func TestRun_endToEnd(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			ios, stdin, stdout, stderr := Test()
-			stdin.WriteString(tt.stdin)
-			ios.SetStderrTTY(tt.tty)
-			args := tt.args(dir)
-			code := Run(context.Background(), ios, args)
-			if code != tt.wantCode {
-				t.Errorf("exit code %d, want %d; stderr:\n%s", code, tt.wantCode, stderr)
+			// The same run on each transport, one after the other on the
+			// same servers: the same assertions, and the same records but
+			// for timings and which of the two proxies served a URL.
+			var byTransport [2][]results.Record
+			for i, tp := range transports {
+				t.Run(tp, func(t *testing.T) {
+					lb.target.ResetStats() // fail=1 fails the first request again
+					byTransport[i] = tt.run(t, tp)
+				})
 			}
-			out := stdout.Bytes()
-			if i := indexOf(args, "-o"); i >= 0 {
-				if stdout.Len() != 0 {
-					t.Errorf("stdout not empty with -o:\n%s", stdout)
-				}
-				var err error
-				if out, err = os.ReadFile(args[i+1]); err != nil {
-					t.Fatal(err)
-				}
-			}
-			recs := readRecords(t, out)
-			if len(recs) != tt.wantLines {
-				t.Errorf("%d records, want %d:\n%s", len(recs), tt.wantLines, out)
-			}
-			for _, s := range tt.wantStderr {
-				if !strings.Contains(stderr.String(), s) {
-					t.Errorf("stderr does not contain %q:\n%s", s, stderr)
-				}
-			}
-			for _, s := range tt.notStderr {
-				if strings.Contains(stderr.String(), s) {
-					t.Errorf("stderr contains %q:\n%s", s, stderr)
-				}
-			}
-			if i := indexOf(args, "--report"); i >= 0 {
-				data, err := os.ReadFile(args[i+1])
-				if err != nil {
-					t.Fatal(err)
-				}
-				var rep report.Report
-				if err := json.Unmarshal(data, &rep); err != nil {
-					t.Fatalf("report: %v\n%s", err, data)
-				}
-				if rep.Jobs != len(recs) || rep.OK+rep.Failed != rep.Jobs || len(rep.Proxies) == 0 {
-					t.Errorf("report does not match the records: %s", data)
-				}
-			}
-			if tt.check != nil && len(recs) == tt.wantLines {
-				tt.check(t, recs)
+			if byTransport[0] != nil && byTransport[1] != nil {
+				sameRecords(t, byTransport[0], byTransport[1], anyRoute)
 			}
 		})
 	}
+}
+
+// e2eCase is a case of TestRun_endToEnd.
+type e2eCase struct {
+	name       string
+	args       func(dir string) []string
+	stdin      string
+	tty        bool
+	wantCode   int
+	wantLines  int // records
+	wantStderr []string
+	notStderr  []string
+	check      func(t *testing.T, recs []results.Record)
+}
+
+// run runs the case on transport tp and checks what it left; it returns
+// the records, or nil when a check failed.
+func (tt e2eCase) run(t *testing.T, tp string) []results.Record {
+	t.Helper()
+	args := append([]string{"--transport", tp}, tt.args(t.TempDir())...)
+	ios, stdin, stdout, stderr := Test()
+	stdin.WriteString(tt.stdin)
+	ios.SetStderrTTY(tt.tty)
+	code := Run(context.Background(), ios, args)
+	if code != tt.wantCode {
+		t.Errorf("exit code %d, want %d; stderr:\n%s", code, tt.wantCode, stderr)
+	}
+	out := stdout.Bytes()
+	if i := indexOf(args, "-o"); i >= 0 {
+		if stdout.Len() != 0 {
+			t.Errorf("stdout not empty with -o:\n%s", stdout)
+		}
+		var err error
+		if out, err = os.ReadFile(args[i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs := readRecords(t, out)
+	if len(recs) != tt.wantLines {
+		t.Errorf("%d records, want %d:\n%s", len(recs), tt.wantLines, out)
+	}
+	for _, s := range tt.wantStderr {
+		if !strings.Contains(stderr.String(), s) {
+			t.Errorf("stderr does not contain %q:\n%s", s, stderr)
+		}
+	}
+	for _, s := range tt.notStderr {
+		if strings.Contains(stderr.String(), s) {
+			t.Errorf("stderr contains %q:\n%s", s, stderr)
+		}
+	}
+	if i := indexOf(args, "--report"); i >= 0 {
+		data, err := os.ReadFile(args[i+1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep report.Report
+		if err := json.Unmarshal(data, &rep); err != nil {
+			t.Fatalf("report: %v\n%s", err, data)
+		}
+		if rep.Jobs != len(recs) || rep.OK+rep.Failed != rep.Jobs || len(rep.Proxies) == 0 {
+			t.Errorf("report does not match the records: %s", data)
+		}
+	}
+	if tt.check != nil && len(recs) == tt.wantLines {
+		tt.check(t, recs)
+	}
+	if t.Failed() {
+		return nil
+	}
+	return recs
 }
 
 func indexOf(args []string, s string) int {
@@ -243,8 +268,18 @@ func indexOf(args []string, s string) int {
 
 // TestRun_interrupted cancels the root context while a URL hangs: the run
 // exits 130, every line has a record, and the hanging one is cancelled.
+// On each transport, through the same proxies.
 func TestRun_interrupted(t *testing.T) {
 	lb := startLoopback(t)
+	for _, tp := range transports {
+		t.Run(tp, func(t *testing.T) {
+			lb.target.ResetStats() // the hits of /hang are this run's
+			testInterrupted(t, lb, tp)
+		})
+	}
+}
+
+func testInterrupted(t *testing.T, lb *loopback, tp string) {
 	dir := t.TempDir()
 	urls := writeFile(t, dir, "urls.txt", lb.target.URL+"/ok\n"+lb.target.URL+"/hang?hang=1\n")
 	reportPath := filepath.Join(dir, "report.json")
@@ -257,7 +292,7 @@ func TestRun_interrupted(t *testing.T) {
 	ended := make(chan struct{})
 	go func() {
 		defer close(ended)
-		code = Run(ctx, ios, []string{"-p", lb.proxyFile, "--grace", "100ms", "--report", reportPath, urls})
+		code = Run(ctx, ios, []string{"--transport", tp, "-p", lb.proxyFile, "--grace", "100ms", "--report", reportPath, urls})
 	}()
 	defer func() { cancel(); <-ended }()
 	// Cancel once the fast URL's record is out and the hanging request has

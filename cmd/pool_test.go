@@ -35,6 +35,18 @@ func tinyproxy(t *testing.T, user, pass string) *fetchtest.Proxy {
 	return p
 }
 
+// authProxy is fetchtest's HTTP proxy with Basic authentication: 407 to a
+// request or a CONNECT without the right credentials.
+func authProxy(t *testing.T, user, pass string) *fetchtest.Proxy {
+	t.Helper()
+	p, err := fetchtest.StartHTTPProxy(fetchtest.ProxyOptions{User: user, Password: pass})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
 func microsocks(t *testing.T, user, pass string) *fetchtest.Proxy {
 	t.Helper()
 	p, err := fetchtest.StartSOCKS5(fetchtest.ProxyOptions{User: user, Password: pass})
@@ -85,81 +97,117 @@ func recordsOf(t *testing.T, name string) []results.Record {
 
 // TestPool_rejectedStops: a pool whose only proxy has a wrong password
 // stops within 2 s however long the list, exit 3, with one warning that
-// names the proxy (never the password), the cause and what to do.
+// names the proxy (never the password), the cause and what to do. For
+// https targets (a CONNECT, or SOCKS, refused) and plain http ones (the
+// request itself refused: the fast transport's own client sends it through
+// an http proxy), on each transport.
 func TestPool_rejectedStops(t *testing.T) {
-	target := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
-	defer target.Close()
+	tlsTarget := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer tlsTarget.Close()
+	plainTarget := okServer(t)
 	for _, tt := range []struct {
 		name  string
 		proxy func(t *testing.T) string
+		// httpsOnly: tinyproxy answers a plain request with a wrong
+		// password 401 with WWW-Authenticate, as a target would, not 407:
+		// on both transports fetch records it as the target's answer.
+		httpsOnly bool
 	}{
-		{"tinyproxy 401 to CONNECT", func(t *testing.T) string { return withUser(tinyproxy(t, "alice", "s3cret").URL, "alice", "wrong-pw") }},
-		{"tinyproxy 407 to CONNECT", func(t *testing.T) string { return tinyproxy(t, "alice", "s3cret").URL }},
-		{"microsocks", func(t *testing.T) string { return withUser(microsocks(t, "alice", "s3cret").URL, "alice", "wrong-pw") }},
+		{"tinyproxy 401 to CONNECT", func(t *testing.T) string { return withUser(tinyproxy(t, "alice", "s3cret").URL, "alice", "wrong-pw") }, true},
+		{"tinyproxy 407", func(t *testing.T) string { return tinyproxy(t, "alice", "s3cret").URL }, false},
+		{"fetchtest proxy 407, wrong password", func(t *testing.T) string {
+			return withUser(authProxy(t, "alice", "s3cret").URL, "alice", "wrong-pw")
+		}, false},
+		{"microsocks", func(t *testing.T) string { return withUser(microsocks(t, "alice", "s3cret").URL, "alice", "wrong-pw") }, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			urls := urlList(t, dir, target.URL, 10_000)
-			out, reportPath := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "report.json")
-			ios, _, _, stderr := Test()
-			start := time.Now()
-			code := Run(context.Background(), ios, []string{"-k", "--proxy", tt.proxy(t), "-o", out, "--report", reportPath, urls})
-			took := time.Since(start)
-			if code != ExitNoProxy {
-				t.Fatalf("exit %d, want %d; stderr:\n%s", code, ExitNoProxy, stderr)
-			}
-			if took > 2*time.Second {
-				t.Errorf("took %s, want under 2s", took)
-			}
-			msg := stderr.String()
-			if strings.Contains(msg, "wrong-pw") || strings.Contains(msg, "s3cret") || strings.Contains(msg, "alice") {
-				t.Errorf("stderr shows a credential:\n%s", msg)
-			}
-			if n := strings.Count(msg, "rejected its credentials"); n != 1 {
-				t.Errorf("%d rejection warnings, want 1:\n%s", n, msg)
-			}
-			for _, want := range []string{"no usable proxy: 1 of 1 rejected", "--resume", "stopped early: no usable proxy"} {
-				if !strings.Contains(msg, want) {
-					t.Errorf("stderr does not say %q:\n%s", want, msg)
+			proxy := tt.proxy(t) // one for all its runs
+			for _, target := range []*httptest.Server{tlsTarget, plainTarget} {
+				if tt.httpsOnly && target == plainTarget {
+					continue
 				}
-			}
-			recs := recordsOf(t, out)
-			seen := map[int]bool{}
-			for _, r := range recs {
-				if seen[r.Line] {
-					t.Fatalf("two records for line %d", r.Line)
-				}
-				seen[r.Line] = true
-				if r.OK || r.Error == nil || r.Error.Kind != results.KindCancelled || r.Error.Phase != results.PhaseQueue || !strings.Contains(r.Error.Message, "no usable proxy") {
-					t.Fatalf("record %+v: want cancelled in the queue for no usable proxy", r)
-				}
-			}
-			var rep report.Report
-			b, _ := os.ReadFile(reportPath)
-			if err := json.Unmarshal(b, &rep); err != nil || rep.Stopped != fetch.StoppedNoProxy || rep.Jobs != len(recs) {
-				t.Errorf("report (%v): %s", err, b)
-			}
-			for id, p := range rep.Proxies {
-				if p.State != "rejected" {
-					t.Errorf("proxy %s state %q, want rejected", id, p.State)
+				for _, tp := range transports {
+					name := strings.SplitN(target.URL, ":", 2)[0] + "/" + tp
+					t.Run(name, func(t *testing.T) { testRejectedStops(t, target.URL, proxy, tp) })
 				}
 			}
 		})
 	}
 }
 
+// testRejectedStops is a run of TestPool_rejectedStops: 10,000 URLs of
+// target through proxy, on transport tp.
+func testRejectedStops(t *testing.T, target, proxy, tp string) {
+	dir := t.TempDir()
+	urls := urlList(t, dir, target, 10_000)
+	out, reportPath := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "report.json")
+	ios, _, _, stderr := Test()
+	start := time.Now()
+	code := Run(context.Background(), ios, []string{"--transport", tp, "-k", "--proxy", proxy, "-o", out, "--report", reportPath, urls})
+	took := time.Since(start)
+	if code != ExitNoProxy {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, ExitNoProxy, stderr)
+	}
+	if took > 2*time.Second {
+		t.Errorf("took %s, want under 2s", took)
+	}
+	msg := stderr.String()
+	if strings.Contains(msg, "wrong-pw") || strings.Contains(msg, "s3cret") || strings.Contains(msg, "alice") {
+		t.Errorf("stderr shows a credential:\n%s", msg)
+	}
+	if n := strings.Count(msg, "rejected its credentials"); n != 1 {
+		t.Errorf("%d rejection warnings, want 1:\n%s", n, msg)
+	}
+	for _, want := range []string{"no usable proxy: 1 of 1 rejected", "--resume", "stopped early: no usable proxy"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, msg)
+		}
+	}
+	recs := recordsOf(t, out)
+	seen := map[int]bool{}
+	for _, r := range recs {
+		if seen[r.Line] {
+			t.Fatalf("two records for line %d", r.Line)
+		}
+		seen[r.Line] = true
+		if r.OK || r.Error == nil || r.Error.Kind != results.KindCancelled || r.Error.Phase != results.PhaseQueue || !strings.Contains(r.Error.Message, "no usable proxy") {
+			t.Fatalf("record %+v: want cancelled in the queue for no usable proxy", r)
+		}
+	}
+	var rep report.Report
+	b, _ := os.ReadFile(reportPath)
+	if err := json.Unmarshal(b, &rep); err != nil || rep.Stopped != fetch.StoppedNoProxy || rep.Jobs != len(recs) {
+		t.Errorf("report (%v): %s", err, b)
+	}
+	for id, p := range rep.Proxies {
+		if p.State != "rejected" {
+			t.Errorf("proxy %s state %q, want rejected", id, p.State)
+		}
+	}
+}
+
 // TestPool_deadThenResume: a pool whose only proxy is down stops once it
 // has been unusable for --pool-wait; with the list mended, --resume
-// finishes the run, every line with exactly one final record.
+// finishes the run, every line with exactly one final record. On each
+// transport, the two at once: most of a run is waiting.
 func TestPool_deadThenResume(t *testing.T) {
 	target := okServer(t)
+	for _, tp := range transports {
+		t.Run(tp, func(t *testing.T) {
+			t.Parallel()
+			testDeadThenResume(t, target.URL, tp)
+		})
+	}
+}
+
+func testDeadThenResume(t *testing.T, target, tp string) {
 	dir := t.TempDir()
 	const n = 300
-	urls := urlList(t, dir, target.URL, n)
+	urls := urlList(t, dir, target, n)
 	out := filepath.Join(dir, "out.jsonl")
 	dead := writeFile(t, dir, "dead.txt", "http://"+closedAddr(t)+"\n")
 	const cooldown, wait = time.Second, 3 * time.Second
-	args := []string{"--proxy-cooldown", cooldown.String(), "--pool-wait", wait.String(), "-o", out}
+	args := []string{"--transport", tp, "--proxy-cooldown", cooldown.String(), "--pool-wait", wait.String(), "-o", out}
 	ios, _, _, stderr := Test()
 	start := time.Now()
 	code := Run(context.Background(), ios, append(append([]string{"-p", dead}, args...), urls))
@@ -211,18 +259,40 @@ func oneOKPerLine(t *testing.T, recs []results.Record, n int) {
 
 // TestPool_oneRejected: a mixed pool with one proxy that refuses its
 // credentials runs through: that proxy leaves after its first answer, the
-// other carries the list, exit 0.
+// other carries the list, exit 0. Both are identities of one tinyproxy:
+// for an https target, one with a wrong password (its CONNECT answered
+// 401); for a plain http one, one without credentials (its requests
+// answered 407: tinyproxy answers a plain request with a wrong password as
+// a target would, see TestPool_rejectedStops). On each transport.
 func TestPool_oneRejected(t *testing.T) {
-	target := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
-	defer target.Close()
-	tp := tinyproxy(t, "alice", "s3cret")
+	tlsTarget := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer tlsTarget.Close()
+	plainTarget := okServer(t)
+	px := tinyproxy(t, "alice", "s3cret")
+	for _, route := range []struct {
+		target *httptest.Server
+		wrong  string
+		n      int // URLs: fewer plain ones, as tinyproxy closes each connection after its answer
+	}{
+		{tlsTarget, withUser(px.URL, "alice", "wrong-pw"), 2000},
+		{plainTarget, px.URL, 500},
+	} {
+		for _, tp := range transports {
+			name := strings.SplitN(route.target.URL, ":", 2)[0] + "/" + tp
+			t.Run(name, func(t *testing.T) {
+				testOneRejected(t, route.target.URL, withUser(px.URL, "alice", "s3cret"), route.wrong, tp, route.n)
+			})
+		}
+	}
+}
+
+func testOneRejected(t *testing.T, target, right, wrong, tp string, n int) {
 	dir := t.TempDir()
-	urls := urlList(t, dir, target.URL, 2000)
+	urls := urlList(t, dir, target, n)
 	reportPath := filepath.Join(dir, "report.json")
 	ios, _, _, stderr := Test()
-	code := Run(context.Background(), ios, []string{"-k", "--proxy-concurrency", "8",
-		"--proxy", withUser(tp.URL, "alice", "s3cret"), "--proxy", withUser(tp.URL, "alice", "wrong-pw"),
-		"-o", filepath.Join(dir, "out.jsonl"), "--report", reportPath, urls})
+	code := Run(context.Background(), ios, []string{"--transport", tp, "-k", "--proxy-concurrency", "8",
+		"--proxy", right, "--proxy", wrong, "-o", filepath.Join(dir, "out.jsonl"), "--report", reportPath, urls})
 	if code != ExitOK {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
 	}
@@ -244,7 +314,7 @@ func TestPool_oneRejected(t *testing.T) {
 			}
 		}
 	}
-	if rejected != 1 || rep.OK != 2000 {
+	if rejected != 1 || rep.OK != n {
 		t.Errorf("%d rejected proxies, %d ok records; report %s", rejected, rep.OK, b)
 	}
 }

@@ -334,7 +334,9 @@ func (rc *resumeCase) stdin(args []string) string {
 // TestResume_interruptAnywhere interrupts runs at random moments, from
 // start-up to the final flush, then resumes each to completion: every line
 // ends with exactly one final record, no finished URL is fetched again, and
-// every output line is whole.
+// every output line is whole. The cases of a chosen moment run on each
+// transport (the same list but for its path, on one target); the random
+// ones on one transport or the other.
 func TestResume_interruptAnywhere(t *testing.T) {
 	target, err := fetchtest.StartTarget(fetchtest.TargetOptions{})
 	if err != nil {
@@ -365,60 +367,72 @@ func TestResume_interruptAnywhere(t *testing.T) {
 			sig = syscall.SIGTERM
 		}
 		grace := []string{"0s", "100ms", "300ms"}[rng.IntN(3)]
-		t.Run(fmt.Sprintf("%d/%s/after=%s,%dlines/grace=%s", k, sig, at, atLine, grace), func(t *testing.T) {
-			t.Parallel()
-			rc := newResumeCase(target, rng, fmt.Sprint(k), n)
-			dir := t.TempDir()
-			out := filepath.Join(dir, "out.jsonl")
-			args := []string{"-c", "4", "--retries", "0", "--grace", grace}
-			if k%2 == 0 {
-				args = append(args, writeFile(t, dir, "urls.txt", rc.text))
-			} else {
-				args = append(args, "-")
-			}
-
-			p := startFetch(t, rc.stdin(args), append([]string{"-o", out}, args...)...)
-			// Not a wait for an event: the signal is to land at an
-			// arbitrary moment of the run, and that is what is tested.
-			time.Sleep(at)
-			if atLine > 0 {
-				// Or as the output reaches atLine lines: the run's end.
-				waitFor(t, 20*time.Second, fmt.Sprintf("%d lines of output or the run's end", atLine), func() bool {
-					data, _ := os.ReadFile(out)
-					return bytes.Count(data, []byte("\n")) >= atLine || !p.running()
-				}, func() { t.Logf("stderr:\n%s", p.stderr) })
-			}
-			p.signal(t, sig)
-			code := p.wait(t, 20*time.Second)
-			first, _ := os.ReadFile(out)
-			hits1 := rc.hits()
-			switch {
-			case code == ExitInterrupted:
-				for _, s := range []string{"fetch: interrupted", "jobs", "(interrupted)"} {
-					if !strings.Contains(p.stderr.String(), s) {
-						t.Errorf("stderr does not contain %q:\n%s", s, p.stderr)
-					}
+		// The cases of a chosen moment run on each transport; the random
+		// moments are samples, and take the transports in turns of two,
+		// so that each has inputs from a file and from stdin.
+		tps := transports
+		if k >= 4 {
+			tps = transports[k/2%2 : k/2%2+1]
+		}
+		for _, tp := range tps {
+			// Each transport the same case: its own rng, of the same seed.
+			rng := rand.New(rand.NewPCG(seed, uint64(k)))
+			t.Run(fmt.Sprintf("%d/%s/after=%s,%dlines/grace=%s/%s", k, sig, at, atLine, grace, tp), func(t *testing.T) {
+				t.Parallel()
+				rc := newResumeCase(target, rng, fmt.Sprint(k, tp), n)
+				dir := t.TempDir()
+				out := filepath.Join(dir, "out.jsonl")
+				args := []string{"--transport", tp, "-c", "4", "--retries", "0", "--grace", grace}
+				if k%2 == 0 {
+					args = append(args, writeFile(t, dir, "urls.txt", rc.text))
+				} else {
+					args = append(args, "-")
 				}
-			case code == ExitOK || code == ExitNotAllOK:
-				// Done before the signal came.
-			case code < 0 && len(first) == 0:
-				// Killed before the signal handler was in place: nothing was
-				// written then.
-			default:
-				t.Fatalf("exit code %d, want 130; stderr:\n%s", code, p.stderr)
-			}
-			t.Logf("first run: exit %d after %s, %d lines", code, time.Since(p.start).Round(time.Millisecond), bytes.Count(first, []byte("\n")))
 
-			rc.resume(t, out, args)
-			all, _ := os.ReadFile(out)
-			rc.check(t, first, all, hits1, false)
-		})
+				p := startFetch(t, rc.stdin(args), append([]string{"-o", out}, args...)...)
+				// Not a wait for an event: the signal is to land at an
+				// arbitrary moment of the run, and that is what is tested.
+				time.Sleep(at)
+				if atLine > 0 {
+					// Or as the output reaches atLine lines: the run's end.
+					waitFor(t, 20*time.Second, fmt.Sprintf("%d lines of output or the run's end", atLine), func() bool {
+						data, _ := os.ReadFile(out)
+						return bytes.Count(data, []byte("\n")) >= atLine || !p.running()
+					}, func() { t.Logf("stderr:\n%s", p.stderr) })
+				}
+				p.signal(t, sig)
+				code := p.wait(t, 20*time.Second)
+				first, _ := os.ReadFile(out)
+				hits1 := rc.hits()
+				switch {
+				case code == ExitInterrupted:
+					for _, s := range []string{"fetch: interrupted", "jobs", "(interrupted)"} {
+						if !strings.Contains(p.stderr.String(), s) {
+							t.Errorf("stderr does not contain %q:\n%s", s, p.stderr)
+						}
+					}
+				case code == ExitOK || code == ExitNotAllOK:
+					// Done before the signal came.
+				case code < 0 && len(first) == 0:
+					// Killed before the signal handler was in place: nothing was
+					// written then.
+				default:
+					t.Fatalf("exit code %d, want 130; stderr:\n%s", code, p.stderr)
+				}
+				t.Logf("first run: exit %d after %s, %d lines", code, time.Since(p.start).Round(time.Millisecond), bytes.Count(first, []byte("\n")))
+
+				rc.resume(t, out, args)
+				all, _ := os.ReadFile(out)
+				rc.check(t, first, all, hits1, false)
+			})
+		}
 	}
 }
 
 // TestResume_afterKill kills runs with SIGKILL at random moments, tears the
 // last line as a write cut short would, and resumes: the torn line is
 // repaired and said so, and every line ends with exactly one final record.
+// One run on each transport.
 func TestResume_afterKill(t *testing.T) {
 	target, err := fetchtest.StartTarget(fetchtest.TargetOptions{})
 	if err != nil {
@@ -427,15 +441,15 @@ func TestResume_afterKill(t *testing.T) {
 	t.Cleanup(target.Close)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	for k := range 2 {
+	for k, tp := range transports { // a random moment each: samples
 		rng := rand.New(rand.NewPCG(seed, uint64(k)))
 		at := time.Duration(200+rng.IntN(600)) * time.Millisecond
-		t.Run(fmt.Sprintf("%d/after=%s", k, at), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d/after=%s/%s", k, at, tp), func(t *testing.T) {
 			t.Parallel()
-			rc := newResumeCase(target, rng, fmt.Sprint("kill", k), 36)
+			rc := newResumeCase(target, rng, fmt.Sprint("kill", k, tp), 36)
 			dir := t.TempDir()
 			out := filepath.Join(dir, "out.jsonl")
-			args := []string{"-q", "-c", "4", "--retries", "0", writeFile(t, dir, "urls.txt", rc.text)}
+			args := []string{"-q", "--transport", tp, "-c", "4", "--retries", "0", writeFile(t, dir, "urls.txt", rc.text)}
 			p := startFetch(t, "", append([]string{"-o", out}, args...)...)
 			// Not a wait for an event: the kill is to land at an
 			// arbitrary moment of the run, and that is what is tested.
@@ -465,23 +479,27 @@ func TestResume_afterKill(t *testing.T) {
 }
 
 // TestResume_startsFresh resumes into a file that does not exist: the run
-// starts from nothing, reading standard input.
+// starts from nothing, reading standard input. On each transport.
 func TestResume_startsFresh(t *testing.T) {
 	target, err := fetchtest.StartTarget(fetchtest.TargetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(target.Close)
-	rc := newResumeCase(target, rand.New(rand.NewPCG(1, 2)), "fresh", 6)
-	out := filepath.Join(t.TempDir(), "out.jsonl")
-	rc.resume(t, out, []string{"-c", "4", "-"})
-	all, _ := os.ReadFile(out)
-	rc.check(t, nil, all, map[string]int{}, false)
+	for _, tp := range transports {
+		t.Run(tp, func(t *testing.T) {
+			rc := newResumeCase(target, rand.New(rand.NewPCG(1, 2)), "fresh-"+tp, 6)
+			out := filepath.Join(t.TempDir(), "out.jsonl")
+			rc.resume(t, out, []string{"--transport", tp, "-c", "4", "-"})
+			all, _ := os.ReadFile(out)
+			rc.check(t, nil, all, map[string]int{}, false)
+		})
+	}
 }
 
 // hangingRun starts a run of 6 URLs that never answer, 4 at a time, with
-// a long grace period, and waits until 4 are in flight.
-func hangingRun(t *testing.T) (*proc, string) {
+// a long grace period, on transport tp, and waits until 4 are in flight.
+func hangingRun(t *testing.T, tp string) (*proc, string) {
 	t.Helper()
 	target, err := fetchtest.StartTarget(fetchtest.TargetOptions{})
 	if err != nil {
@@ -494,16 +512,22 @@ func hangingRun(t *testing.T) (*proc, string) {
 	}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out.jsonl")
-	p := startFetch(t, "", "-o", out, "-c", "4", "--grace", "30s", writeFile(t, dir, "urls.txt", urls.String()))
+	p := startFetch(t, "", "--transport", tp, "-o", out, "-c", "4", "--grace", "30s", writeFile(t, dir, "urls.txt", urls.String()))
 	p.waitFor(t, 10*time.Second, "4 requests in flight", func() bool { return target.InFlight() >= 4 })
 	return p, out
 }
 
 // TestInterrupt_secondStopsNow: the first SIGINT leaves work in flight its
 // grace period; a second ends it at once, with every line taken recorded as
-// cancelled, whole, and the summary printed.
+// cancelled, whole, and the summary printed. On each transport.
 func TestInterrupt_secondStopsNow(t *testing.T) {
-	p, out := hangingRun(t)
+	for _, tp := range transports {
+		t.Run(tp, func(t *testing.T) { testSecondStopsNow(t, tp) })
+	}
+}
+
+func testSecondStopsNow(t *testing.T, tp string) {
+	p, out := hangingRun(t, tp)
 	p.signal(t, os.Interrupt)
 	// Handled: the second comes after it, not coalesced with it. That the
 	// run went on meanwhile shows in "stopping now" below.
@@ -539,9 +563,15 @@ func TestInterrupt_secondStopsNow(t *testing.T) {
 }
 
 // TestInterrupt_third: three interrupts in a row end the run at once,
-// leaving whole lines only.
+// leaving whole lines only. On each transport.
 func TestInterrupt_third(t *testing.T) {
-	p, out := hangingRun(t)
+	for _, tp := range transports {
+		t.Run(tp, func(t *testing.T) { testThird(t, tp) })
+	}
+}
+
+func testThird(t *testing.T, tp string) {
+	p, out := hangingRun(t, tp)
 	start := time.Now()
 	// Each signal after the one before was handled: signals sent at once
 	// may be coalesced into one.

@@ -92,9 +92,26 @@ func TestTestdataURLs(t *testing.T) {
 		lines[path] = strings.Split(s, "\n")
 	}
 
-	out := filepath.Join(dir, "out.jsonl")
+	// On each transport, through the same proxy to the same target: the
+	// same records but for timings.
+	var byTransport [2][]results.Record
+	for i, tp := range transports {
+		t.Run(tp, func(t *testing.T) {
+			target.ResetStats() // /retried fails its first request again
+			byTransport[i] = testdataURLs(t, tp, inputs, lines, proxy)
+		})
+	}
+	if byTransport[0] != nil && byTransport[1] != nil {
+		sameRecords(t, byTransport[0], byTransport[1], sameRoute)
+	}
+}
+
+// testdataURLs runs the sample lists on transport tp and checks the
+// records of TestTestdataURLs; it returns them, or nil when a check failed.
+func testdataURLs(t *testing.T, tp string, inputs []string, lines map[string][]string, proxy *fetchtest.Proxy) []results.Record {
+	out := filepath.Join(t.TempDir(), "out.jsonl")
 	ios, _, _, stderr := Test()
-	args := append([]string{"-q", "-o", out, "--proxy", proxy.URL, "--retry-backoff", "1ms"}, inputs...)
+	args := append([]string{"--transport", tp, "-q", "-o", out, "--proxy", proxy.URL, "--retry-backoff", "1ms"}, inputs...)
 	if code := Run(context.Background(), ios, args); code != ExitNotAllOK {
 		t.Errorf("exit code %d, want %d (the invalid lines); stderr:\n%s", code, ExitNotAllOK, stderr)
 	}
@@ -123,7 +140,8 @@ func TestTestdataURLs(t *testing.T) {
 		"/no-scheme": {ok: false},
 	}
 	seen := map[string]bool{}
-	for _, r := range readRecords(t, data) {
+	recs := readRecords(t, data)
+	for _, r := range recs {
 		// The record's line is the physical line of its URL in its input.
 		ls := lines[r.Input]
 		if r.Line < 1 || r.Line > len(ls) || strings.TrimSpace(ls[r.Line-1]) != r.URL {
@@ -157,4 +175,8 @@ func TestTestdataURLs(t *testing.T) {
 			t.Errorf("no record for %s", path)
 		}
 	}
+	if t.Failed() {
+		return nil
+	}
+	return recs
 }
