@@ -362,7 +362,7 @@ func TestCountLines(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := input.Count(context.Background(), input.Source{Name: "-", R: strings.NewReader(tt.in)}, input.Shard{}, nil)
+			got, err := input.Count(context.Background(), input.Source{Name: "-", R: strings.NewReader(tt.in)}, input.Shard{}, nil, 0)
 			if err != nil || got != tt.want {
 				t.Errorf("input.Count = %d, %v; want %d", got, err, tt.want)
 			}

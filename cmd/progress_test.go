@@ -454,7 +454,7 @@ func TestProgressTotal(t *testing.T) {
 			if tc.resume {
 				d = done
 			}
-			if got := linesTaken(context.Background(), tc.names, tc.shard, d); got != want {
+			if got := linesTaken(context.Background(), tc.names, tc.shard, d, 0); got != want {
 				t.Errorf("total %d, want %d", got, want)
 			}
 		})
@@ -528,7 +528,7 @@ func TestProgressTotalMatchesRun(t *testing.T) {
 		if step.shard.N > 0 {
 			args = append(args, "--shard", step.shard.String())
 		}
-		want := linesTaken(ctx, []string{urls}, step.shard, done)
+		want := linesTaken(ctx, []string{urls}, step.shard, done, 0)
 		if step.name == "resume again" && want != 0 {
 			t.Errorf("%s: total %d, want 0", step.name, want)
 		} else if step.name != "resume again" && want < 1 {

@@ -146,8 +146,8 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 	var total func(context.Context) int64
 	if !opts.Quiet && ios.IsStderrTTY() {
 		names := inputNames(opts.Inputs)
-		shard, done := opts.Config.Shard, opts.Config.Done
-		total = func(ctx context.Context) int64 { return linesTaken(ctx, names, shard, done) }
+		shard, done, maxBody := opts.Config.Shard, opts.Config.Done, opts.Config.MaxRequestBody
+		total = func(ctx context.Context) int64 { return linesTaken(ctx, names, shard, done, maxBody) }
 	}
 	rep, runErr := runEngine(ctx, ios, warn, eng, inputs, out, opts.Quiet, total)
 	if opts.Resume && rep != nil && !opts.Quiet {

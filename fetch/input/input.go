@@ -171,10 +171,13 @@ func (s *Scanner) Line() *Line {
 func (s *Scanner) Err() error { return s.err }
 
 // Count returns how many lines of in a run takes with shard and done
-// (which may be nil): those a Scanner stops at that done does not hold.
-// It stops early with ctx's error once ctx is done.
-func Count(ctx context.Context, in Source, shard Shard, done *results.DoneSet) (int64, error) {
+// (which may be nil): those a Scanner stops at that done does not hold,
+// JSON request lines read with bodies of up to maxBody bytes (see
+// Scanner.SetMaxRequestBody; below 1, the default). It stops early with
+// ctx's error once ctx is done.
+func Count(ctx context.Context, in Source, shard Shard, done *results.DoneSet, maxBody int64) (int64, error) {
 	s := NewScanner(in, shard, done)
+	s.SetMaxRequestBody(maxBody)
 	s.ctx = ctx
 	var n int64
 	for s.Scan() {

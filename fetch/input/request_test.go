@@ -232,9 +232,35 @@ func TestJSONLineResume(t *testing.T) {
 	if !reflect.DeepEqual(taken, []int{4}) {
 		t.Errorf("lines taken %v, want [4]", taken)
 	}
-	n, err := Count(t.Context(), Source{Name: "in", R: strings.NewReader(data)}, Shard{}, done)
+	n, err := Count(t.Context(), Source{Name: "in", R: strings.NewReader(data)}, Shard{}, done, 0)
 	if err != nil || n != 1 {
 		t.Errorf("Count %d, %v; want 1", n, err)
+	}
+}
+
+// TestCountWithMaxBody: Count takes the lines a Scanner with the same
+// --max-request-body takes, when a JSON line is longer than the default's
+// limit and --resume finished it: the progress bar's total is what the run
+// takes. (With the default's limit such a line is invalid, shows no URL,
+// and is not found finished.)
+func TestCountWithMaxBody(t *testing.T) {
+	body := strings.Repeat("x", 3<<20)
+	data := `{"url":"http://a.example/1","body":"` + body + `"}` + "\nhttp://a.example/2\n"
+	done, err := results.LoadDone(strings.NewReader(`{"url":"http://a.example/1","input":"in","line":1,"ok":true,"error":null}` + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewScanner(Source{Name: "in", R: strings.NewReader(data)}, Shard{}, done)
+	s.SetMaxRequestBody(4 << 20)
+	var taken int64
+	for s.Scan() {
+		if !s.Done() {
+			taken++
+		}
+	}
+	n, err := Count(t.Context(), Source{Name: "in", R: strings.NewReader(data)}, Shard{}, done, 4<<20)
+	if err != nil || n != taken || n != 1 {
+		t.Errorf("Count %d, %v; the scanner took %d; want 1", n, err, taken)
 	}
 }
 
