@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fetch-dev/fetch/fetch/proxystatus"
 	"github.com/fetch-dev/fetch/internal/dialer"
 	"github.com/fetch-dev/fetch/internal/h1"
 	"github.com/fetch-dev/fetch/proxies"
@@ -66,11 +67,11 @@ func (r *route) via() *routeTransport {
 }
 
 // proxyStatusError is a proxy's refusal of a CONNECT, and what it says
-// of it (see readProxySays).
+// of it (see proxystatus.Read).
 type proxyStatusError struct {
 	code   int
 	status string
-	says   proxySays
+	says   proxystatus.Says
 }
 
 func (e *proxyStatusError) Error() string { return "proxy refused CONNECT: " + e.status }
@@ -179,7 +180,7 @@ func (ts *transports) newTransport(perHost int) *http.Transport {
 		ExpectContinueTimeout:  time.Second,
 		OnProxyConnectResponse: func(_ context.Context, _ *url.URL, _ *http.Request, res *http.Response) error {
 			if res.StatusCode != http.StatusOK {
-				return &proxyStatusError{code: res.StatusCode, status: res.Status, says: readProxySays(res.Header, res.StatusCode)}
+				return &proxyStatusError{code: res.StatusCode, status: res.Status, says: proxystatus.Read(res.Header, res.StatusCode)}
 			}
 			return nil
 		},
