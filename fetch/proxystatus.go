@@ -28,4 +28,3 @@ func (e *Engine) heard(res *result, says *proxystatus.Says, answered string) boo
 	res.targetSide = m.Side == proxystatus.Unreached || m.Side == proxystatus.Target
 	return true
 }
-

@@ -17,6 +17,7 @@ import (
 	"github.com/fetch-dev/fetch/fetch/proxystatus"
 	"github.com/fetch-dev/fetch/internal/dialer"
 	"github.com/fetch-dev/fetch/internal/h1"
+	"github.com/fetch-dev/fetch/internal/h2tunnel"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -272,7 +273,7 @@ func (ts *transports) forProxy(scheme string) *renewing {
 				dialer := &net.Dialer{Timeout: ts.cfg.ConnectTimeout, KeepAliveConfig: keepAlive}
 				tr.DialContext = handshakeDeadline(traceDial(tlsDial(dialer, ts.cfg.RootCAs, ts.cfg.ConnectTimeout)), ts.cfg.ConnectTimeout)
 				tr.Proxy = proxyOfRequest
-				tunnelH2(tr)
+				h2tunnel.Enable(tr)
 				return tr
 			})
 		}
@@ -282,7 +283,7 @@ func (ts *transports) forProxy(scheme string) *renewing {
 		ts.plain = ts.renewing(func() *http.Transport {
 			tr := ts.newTransport(ts.idleBudget())
 			tr.Proxy = proxyOfRequest
-			tunnelH2(tr)
+			h2tunnel.Enable(tr)
 			return tr
 		})
 		if ts.cfg.Transport == TransportFast {
