@@ -240,7 +240,7 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *input.Line, tr 
 	req := e.newRequest(tr.withHooks(), j)
 	tr.set(results.IndexConnect)
 	c := e.transports.client(rt)
-	c.hops = &tr.hops
+	c.Hops = &tr.hops
 	resp, err := c.Do(req)
 	res.facts.Redirects = tr.redirects()
 	if err != nil {

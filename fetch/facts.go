@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -52,7 +51,7 @@ func (e *Engine) responseFacts(f *results.Facts, j *input.Line, tr *tracker, res
 }
 
 // redirects returns the redirects the attempt's client followed (see
-// client.hops), nil for none, and forgets them.
+// follow.Client.Hops), nil for none, and forgets them.
 func (t *tracker) redirects() []results.Redirect {
 	if len(t.hops) == 0 {
 		return nil
@@ -75,16 +74,6 @@ func decimal(s string) bool {
 		}
 	}
 	return true
-}
-
-// shownURL is u as a record shows it: without user information.
-func shownURL(u *url.URL) string {
-	if u.User == nil {
-		return u.String()
-	}
-	c := *u
-	c.User = nil
-	return c.String()
 }
 
 // recordHeaders copies the headers of h that names lists (any case), or

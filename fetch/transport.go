@@ -10,12 +10,12 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/fetch-dev/fetch/fetch/proxystatus"
 	"github.com/fetch-dev/fetch/internal/dialer"
+	"github.com/fetch-dev/fetch/internal/follow"
 	"github.com/fetch-dev/fetch/internal/h1"
 	"github.com/fetch-dev/fetch/internal/h2tunnel"
 	"github.com/fetch-dev/fetch/proxies"
@@ -112,11 +112,11 @@ type transports struct {
 }
 
 // client is route r's client: its round tripper, with the redirect policy.
-func (ts *transports) client(r *route) client {
+func (ts *transports) client(r *route) follow.Client {
 	if r.kind == routeDirect {
-		return client{rt: ts.directRT, policy: ts.redirect}
+		return follow.Client{RT: ts.directRT, Policy: ts.redirect}
 	}
-	return client{rt: &r.proxied, policy: ts.redirect}
+	return follow.Client{RT: &r.proxied, Policy: ts.redirect}
 }
 
 // gateway is what the routes through one proxy (a scheme and host:port:
@@ -555,8 +555,8 @@ type redirectError struct{ msg string }
 func (e *redirectError) Error() string { return e.msg }
 
 // checkRedirect is fetch's redirect policy: whether the redirect to req,
-// after the requests via, is followed. (client.Do keeps credentials from
-// other origins.)
+// after the requests via, is followed. (follow.Client keeps credentials
+// from other origins.)
 func checkRedirect(maxRedirects int) func(*http.Request, []*http.Request) error {
 	return func(req *http.Request, via []*http.Request) error {
 		if maxRedirects <= 0 {
@@ -570,22 +570,4 @@ func checkRedirect(maxRedirects int) func(*http.Request, []*http.Request) error 
 		}
 		return nil
 	}
-}
-
-// sensitiveHeaders are never carried to another origin on a redirect.
-var sensitiveHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie", "Cookie2", "Www-Authenticate"}
-
-// sameOrigin reports whether a and b have the same scheme, host and port.
-func sameOrigin(a, b *url.URL) bool {
-	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && portOf(a) == portOf(b)
-}
-
-func portOf(u *url.URL) string {
-	if p := u.Port(); p != "" {
-		return p
-	}
-	if strings.EqualFold(u.Scheme, "https") {
-		return "443"
-	}
-	return "80"
 }
