@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fetch-dev/fetch/fetch/facts"
 	"github.com/fetch-dev/fetch/fetch/proxystatus"
 	"github.com/fetch-dev/fetch/internal/dialer"
 	"github.com/fetch-dev/fetch/internal/follow"
@@ -169,7 +170,7 @@ func (ts *transports) idleBudget() int { return max(ts.cfg.Concurrency, 16) }
 func (ts *transports) newTransport(perHost int) *http.Transport {
 	cfg := ts.cfg
 	return &http.Transport{
-		DialContext:            remembered(ts.dial()),
+		DialContext:            facts.Remembered(ts.dial()),
 		TLSClientConfig:        &tls.Config{InsecureSkipVerify: cfg.Insecure, RootCAs: cfg.RootCAs},
 		TLSHandshakeTimeout:    cfg.ConnectTimeout,
 		ForceAttemptHTTP2:      true,
@@ -533,7 +534,7 @@ func tlsDial(d *net.Dialer, roots *x509.CertPool, limit time.Duration) dialFunc 
 		if limit > 0 {
 			c.SetDeadline(start.Add(limit))
 		}
-		tc := tls.Client(&remoteConn{Conn: c, addr: c.RemoteAddr().String()}, cfg)
+		tc := tls.Client(facts.Remember(c), cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			c.Close()
 			return nil, &proxyTLSError{err: err}
