@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/fetch-dev/fetch/fetch/errkind"
 	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/proxystatus"
 	"github.com/fetch-dev/fetch/fetch/results"
@@ -221,7 +222,7 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *input.Line, tr 
 		go func() {
 			select {
 			case <-lease.Lost:
-				tr.stop(gen, errLeaseLost)
+				tr.stop(gen, errkind.ErrLeaseLost)
 			case <-ctx.Done(): // the attempt is over
 			}
 		}()
@@ -245,11 +246,11 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *input.Line, tr 
 	res.facts.Redirects = tr.redirects()
 	if err != nil {
 		res.err = e.failure(err, tr.current(), ctx, tr)
-		res.targetSide = targetSide(err)
+		res.targetSide = errkind.TargetSide(err)
 		res.inTunnel = rt.tunnels(j.URL) && afterTunnel(res.err.Phase)
-		res.rejected = credentialsRejected(err)
-		if pse := (*proxyStatusError)(nil); errors.As(err, &pse) && !res.rejected {
-			e.heard(&res, &pse.says, pse.status)
+		res.rejected = errkind.CredentialsRejected(err)
+		if pse := (*errkind.ProxyStatusError)(nil); errors.As(err, &pse) && !res.rejected {
+			e.heard(&res, &pse.Says, pse.Status)
 		}
 		return res
 	}
@@ -307,7 +308,7 @@ func (e *Engine) respond(ctx context.Context, j *input.Line, tr *tracker, rt *ro
 	res.bytes = n
 	if err != nil {
 		res.err = e.failure(err, tr.current(), ctx, tr)
-		var se *saveError
+		var se *errkind.SaveError
 		res.final = errors.As(err, &se)
 		return
 	}

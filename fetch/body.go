@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fetch-dev/fetch/fetch/errkind"
 	"github.com/fetch-dev/fetch/fetch/input"
 )
 
@@ -94,7 +95,7 @@ func (h *headWriter) Write(p []byte) (int, error) {
 // so that each has few enough returns for its defers to be open-coded.
 func (e *Engine) copyBody(j *input.Line, resp *http.Response, body io.Reader, also io.Writer) (int64, string, error) {
 	if e.cfg.tooLarge(resp.ContentLength) {
-		return 0, "", fmt.Errorf("%w: Content-Length %d > %d", errTooLarge, resp.ContentLength, e.cfg.MaxBody)
+		return 0, "", fmt.Errorf("%w: Content-Length %d > %d", errkind.ErrTooLarge, resp.ContentLength, e.cfg.MaxBody)
 	}
 	bp := e.buffers.get()
 	defer e.buffers.put(bp)
@@ -115,7 +116,7 @@ func (e *Engine) copyBody(j *input.Line, resp *http.Response, body io.Reader, al
 func (e *Engine) saveBody(j *input.Line, body io.Reader, also io.Writer, buf []byte) (int64, string, error) {
 	tmp, err := os.CreateTemp(e.cfg.SaveDir, partialPrefix+"*")
 	if err != nil {
-		return 0, "", &saveError{err}
+		return 0, "", &errkind.SaveError{Err: err}
 	}
 	defer func() {
 		if tmp != nil {
@@ -133,16 +134,16 @@ func (e *Engine) saveBody(j *input.Line, body io.Reader, also io.Writer, buf []b
 	}
 	name := filepath.Join(e.cfg.SaveDir, saveName(j))
 	if err := tmp.Close(); err != nil {
-		return n, "", &saveError{err}
+		return n, "", &errkind.SaveError{Err: err}
 	}
 	if err := os.Rename(tmp.Name(), name); err != nil {
-		return n, "", &saveError{err}
+		return n, "", &errkind.SaveError{Err: err}
 	}
 	tmp = nil
 	return n, name, nil
 }
 
-// copyLimited copies body to dst through buf, failing with errTooLarge
+// copyLimited copies body to dst through buf, failing with errkind.ErrTooLarge
 // past --max-body.
 func (e *Engine) copyLimited(dst io.Writer, body io.Reader, buf []byte) (int64, error) {
 	limit := e.cfg.MaxBody
@@ -155,7 +156,7 @@ func (e *Engine) copyLimited(dst io.Writer, body io.Reader, buf []byte) (int64, 
 		return n, err
 	}
 	if limit > 0 && n > limit {
-		return n, fmt.Errorf("%w: more than %d bytes", errTooLarge, limit)
+		return n, fmt.Errorf("%w: more than %d bytes", errkind.ErrTooLarge, limit)
 	}
 	return n, nil
 }
@@ -229,21 +230,14 @@ func PrepareSaveDir(dir string, timeout time.Duration) error {
 	return nil
 }
 
-// saveError is a failure to write a body to --save-dir: a local problem
-// (directory gone, disk full) that another attempt would not mend.
-type saveError struct{ err error }
-
-func (e *saveError) Error() string { return "saving body: " + e.err.Error() }
-func (e *saveError) Unwrap() error { return e.err }
-
-// saveWriter marks write errors as saveErrors, so they are not taken for
+// saveWriter marks write errors as errkind.SaveErrors, so they are not taken for
 // the network's.
 type saveWriter struct{ f *os.File }
 
 func (w saveWriter) Write(p []byte) (int, error) {
 	n, err := w.f.Write(p)
 	if err != nil {
-		err = &saveError{err}
+		err = &errkind.SaveError{Err: err}
 	}
 	return n, err
 }

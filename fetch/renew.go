@@ -3,6 +3,8 @@ package fetch
 import (
 	"net/http"
 	"sync/atomic"
+
+	"github.com/fetch-dev/fetch/fetch/errkind"
 )
 
 // renewFailures is how many failed round trips a transport serves before
@@ -12,7 +14,7 @@ const renewFailures = 8192
 // renewing is an http.RoundTripper on a transport that it replaces with a
 // fresh one every renewFailures failed round trips. Every net/http round
 // trip of the engine goes through one, which types the errors net/http
-// gives no type (see stdError).
+// gives no type (see errkind.Std).
 //
 // net/http keeps a request that waited for a connection to a host in that
 // host's queue of waiters until a connection to the host becomes idle
@@ -46,7 +48,7 @@ func (r *renewing) RoundTrip(req *http.Request) (*http.Response, error) {
 			r.renewals.Add(1)
 			tr.CloseIdleConnections()
 		}
-		err = stdError(err)
+		err = errkind.Std(err)
 	}
 	return resp, err
 }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fetch-dev/fetch/fetch/errkind"
 	"github.com/fetch-dev/fetch/fetch/facts"
 	"github.com/fetch-dev/fetch/fetch/proxystatus"
 	"github.com/fetch-dev/fetch/internal/dialer"
@@ -67,16 +68,6 @@ func (r *route) via() *routeTransport {
 	}
 	return &r.proxied
 }
-
-// proxyStatusError is a proxy's refusal of a CONNECT, and what it says
-// of it (see proxystatus.Read).
-type proxyStatusError struct {
-	code   int
-	status string
-	says   proxystatus.Says
-}
-
-func (e *proxyStatusError) Error() string { return "proxy refused CONNECT: " + e.status }
 
 // transports are the http.Transports of an engine's routes: one for
 // direct, one that every plain (http, socks5) proxy shares, and one that
@@ -182,7 +173,7 @@ func (ts *transports) newTransport(perHost int) *http.Transport {
 		ExpectContinueTimeout:  time.Second,
 		OnProxyConnectResponse: func(_ context.Context, _ *url.URL, _ *http.Request, res *http.Response) error {
 			if res.StatusCode != http.StatusOK {
-				return &proxyStatusError{code: res.StatusCode, status: res.Status, says: proxystatus.Read(res.Header, res.StatusCode)}
+				return &errkind.ProxyStatusError{Code: res.StatusCode, Status: res.Status, Says: proxystatus.Read(res.Header, res.StatusCode)}
 			}
 			return nil
 		},
@@ -537,23 +528,11 @@ func tlsDial(d *net.Dialer, roots *x509.CertPool, limit time.Duration) dialFunc 
 		tc := tls.Client(facts.Remember(c), cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			c.Close()
-			return nil, &proxyTLSError{err: err}
+			return nil, &errkind.ProxyTLSError{Err: err}
 		}
 		return tc, nil
 	}
 }
-
-// proxyTLSError is a failed TLS handshake with an https proxy.
-type proxyTLSError struct{ err error }
-
-func (e *proxyTLSError) Error() string { return "tls handshake with proxy: " + e.err.Error() }
-func (e *proxyTLSError) Unwrap() error { return e.err }
-
-// redirectError is the cause when --max-redirects is exceeded or a redirect
-// leads to a scheme other than http or https.
-type redirectError struct{ msg string }
-
-func (e *redirectError) Error() string { return e.msg }
 
 // checkRedirect is fetch's redirect policy: whether the redirect to req,
 // after the requests via, is followed. (follow.Client keeps credentials
@@ -564,10 +543,10 @@ func checkRedirect(maxRedirects int) func(*http.Request, []*http.Request) error 
 			return http.ErrUseLastResponse
 		}
 		if len(via) > maxRedirects {
-			return &redirectError{msg: fmt.Sprintf("stopped after %d redirects", maxRedirects)}
+			return &errkind.RedirectError{Msg: fmt.Sprintf("stopped after %d redirects", maxRedirects)}
 		}
 		if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
-			return &redirectError{msg: fmt.Sprintf("redirect to unsupported scheme %q", req.URL.Scheme)}
+			return &errkind.RedirectError{Msg: fmt.Sprintf("redirect to unsupported scheme %q", req.URL.Scheme)}
 		}
 		return nil
 	}
