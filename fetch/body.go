@@ -10,11 +10,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/fetch-dev/fetch/fetch/errkind"
 	"github.com/fetch-dev/fetch/fetch/input"
+	"github.com/fetch-dev/fetch/fetch/savedir"
 )
 
 // copyBufferSize is the size of a body's copy buffer, io.Copy's own.
@@ -114,7 +114,7 @@ func (e *Engine) copyBody(j *input.Line, resp *http.Response, body io.Reader, al
 // (and to also when it is not nil), and renames the file to the URL's save
 // name once all of it is there; on any failure the file is removed.
 func (e *Engine) saveBody(j *input.Line, body io.Reader, also io.Writer, buf []byte) (int64, string, error) {
-	tmp, err := os.CreateTemp(e.cfg.SaveDir, partialPrefix+"*")
+	tmp, err := os.CreateTemp(e.cfg.SaveDir, savedir.Partial+"*")
 	if err != nil {
 		return 0, "", &errkind.SaveError{Err: err}
 	}
@@ -124,7 +124,7 @@ func (e *Engine) saveBody(j *input.Line, body io.Reader, also io.Writer, buf []b
 			os.Remove(tmp.Name())
 		}
 	}()
-	var dst io.Writer = saveWriter{tmp}
+	dst := savedir.Writer(tmp)
 	if also != nil {
 		dst = io.MultiWriter(dst, also)
 	}
@@ -132,7 +132,7 @@ func (e *Engine) saveBody(j *input.Line, body io.Reader, also io.Writer, buf []b
 	if err != nil {
 		return n, "", err
 	}
-	name := filepath.Join(e.cfg.SaveDir, saveName(j))
+	name := filepath.Join(e.cfg.SaveDir, savedir.Name(j))
 	if err := tmp.Close(); err != nil {
 		return n, "", &errkind.SaveError{Err: err}
 	}
@@ -198,68 +198,5 @@ func copyAtMost(dst io.Writer, src io.Reader, buf []byte, max int64) (int64, err
 	return n, nil
 }
 
-// partialPrefix starts the name of a body being written to --save-dir. It is
-// renamed to its saved name when whole; one left by a run that was killed
-// is never taken for a body (saved names never start with a dot) and is
-// removed by the next run's PrepareSaveDir.
-const partialPrefix = ".fetch-partial-"
-
-// PrepareSaveDir makes dir (and its parents) if missing, checks that a file
-// can be written in it, and removes the partial bodies that killed runs
-// left there: those not written to for longer than timeout, the longest an
-// attempt of a run with that --timeout can live.
-func PrepareSaveDir(dir string, timeout time.Duration) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	probe, err := os.CreateTemp(dir, partialPrefix+"probe-*")
-	if err != nil {
-		return fmt.Errorf("cannot write in %s: %w", dir, errors.Unwrap(err))
-	}
-	probe.Close()
-	os.Remove(probe.Name())
-	old, err := filepath.Glob(filepath.Join(dir, partialPrefix+"*"))
-	if err != nil {
-		return err
-	}
-	for _, name := range old {
-		if fi, err := os.Lstat(name); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > timeout {
-			os.Remove(name)
-		}
-	}
-	return nil
-}
-
-// saveWriter marks write errors as errkind.SaveErrors, so they are not taken for
-// the network's.
-type saveWriter struct{ f *os.File }
-
-func (w saveWriter) Write(p []byte) (int, error) {
-	n, err := w.f.Write(p)
-	if err != nil {
-		err = &errkind.SaveError{Err: err}
-	}
-	return n, err
-}
-
-// saveName is the file name for a URL's body: its host and path made safe
-// (letters, digits, dot, dash and underscore only, never a path separator or
-// a name starting with a dot) and cut short, then a hash of the input, line
-// and URL so that different lines never share a file.
-func saveName(j *input.Line) string {
-	var b strings.Builder
-	for _, r := range j.URL.Host + j.URL.EscapedPath() {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-		if b.Len() >= 100 {
-			break
-		}
-	}
-	base := strings.TrimLeft(b.String(), ".")
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%d\x00%s", j.Input, j.Number, j.URL.String())))
-	return base + "-" + hex.EncodeToString(sum[:6])
-}
+// PrepareSaveDir makes dir ready for a run's bodies (see savedir.Prepare).
+func PrepareSaveDir(dir string, timeout time.Duration) error { return savedir.Prepare(dir, timeout) }
