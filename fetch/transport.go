@@ -20,6 +20,7 @@ import (
 	"github.com/fetch-dev/fetch/internal/follow"
 	"github.com/fetch-dev/fetch/internal/h1"
 	"github.com/fetch-dev/fetch/internal/h2tunnel"
+	"github.com/fetch-dev/fetch/internal/renew"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -90,8 +91,8 @@ func (r *route) via() *routeTransport {
 // keeps them and each identity has its own connections.
 type transports struct {
 	cfg          *Config
-	direct       *renewing
-	plain, https *renewing // built when a route needs them
+	direct       *renew.Transport
+	plain, https *renew.Transport // built when a route needs them
 	// directH1 and plainH1 send the plain http:// requests of direct and
 	// http:// proxy routes (see internal/h1), built with direct and plain.
 	directH1, plainH1 *h1.Client
@@ -114,7 +115,7 @@ func (ts *transports) client(r *route) follow.Client {
 // gateway is what the routes through one proxy (a scheme and host:port:
 // its identities, for a rotating-proxy provider's gateway) share.
 type gateway struct {
-	tr    *renewing
+	tr    *renew.Transport
 	url   *url.URL   // without credentials; scheme http for an https proxy too (its TLS is the dialer's)
 	h1    *h1.Client // for plain requests through an http:// proxy; nil for others
 	creds *proxies.Credentials
@@ -242,17 +243,22 @@ func (ts *transports) quietInUse() bool {
 	return long(ts.cfg.HeaderTimeout) || long(ts.cfg.IdleTimeout)
 }
 
-// renewing returns a renewing transport made by build.
-func (ts *transports) renewing(build func() *http.Transport) *renewing {
+// renewFailures is how many failed round trips a transport serves before
+// it is replaced by a fresh one (see renew.Transport).
+const renewFailures = 8192
+
+// renewing returns a renewing transport made by build, which types the
+// errors net/http gives no type (errkind.Std).
+func (ts *transports) renewing(build func() *http.Transport) *renew.Transport {
 	every := ts.cfg.renewEvery
 	if every <= 0 {
 		every = renewFailures
 	}
-	return newRenewing(every, build)
+	return renew.New(every, build, errkind.Std)
 }
 
 // forProxy returns the shared transport for proxies of scheme.
-func (ts *transports) forProxy(scheme string) *renewing {
+func (ts *transports) forProxy(scheme string) *renew.Transport {
 	if scheme == "https" {
 		if ts.https == nil {
 			ts.https = ts.renewing(func() *http.Transport {
@@ -341,7 +347,7 @@ func rotates(cfg *Config, p *proxies.Proxy) bool {
 
 // closeIdle closes the idle connections of every transport.
 func (ts *transports) closeIdle() {
-	for _, tr := range []*renewing{ts.direct, ts.plain, ts.https} {
+	for _, tr := range []*renew.Transport{ts.direct, ts.plain, ts.https} {
 		if tr != nil {
 			tr.CloseIdleConnections()
 		}
@@ -407,7 +413,7 @@ func (t *routeTransport) authorization() string {
 // the others on tr.
 type directTransport struct {
 	h1 *h1.Client
-	tr *renewing
+	tr *renew.Transport
 }
 
 func (t directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
