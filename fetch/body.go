@@ -3,7 +3,6 @@ package fetch
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"github.com/fetch-dev/fetch/fetch/errkind"
 	"github.com/fetch-dev/fetch/fetch/input"
 	"github.com/fetch-dev/fetch/fetch/savedir"
+	"github.com/fetch-dev/fetch/internal/boundcopy"
 )
 
 // copyBufferSize is the size of a body's copy buffer, io.Copy's own.
@@ -52,10 +52,10 @@ func (b *buffers) put(p *[]byte) {
 // --record-hash, and the body read whole, sum is set to the hex SHA-256 of
 // its bytes, hashed as they are read.
 func (e *Engine) readBody(j *input.Line, resp *http.Response, body io.Reader, sum *string) (int64, string, []byte, error) {
-	var head *headWriter
+	var head *boundcopy.Head
 	var also io.Writer // what gets a copy of the bytes read
 	if e.cfg.KeepBody > 0 {
-		head = &headWriter{max: e.cfg.KeepBody}
+		head = &boundcopy.Head{Max: e.cfg.KeepBody}
 		also = head
 	}
 	var h hash.Hash
@@ -74,20 +74,7 @@ func (e *Engine) readBody(j *input.Line, resp *http.Response, body io.Reader, su
 	if head == nil {
 		return n, file, nil, err
 	}
-	return n, file, head.b, err
-}
-
-// headWriter keeps the first max bytes written to it.
-type headWriter struct {
-	max int64
-	b   []byte
-}
-
-func (h *headWriter) Write(p []byte) (int, error) {
-	if room := h.max - int64(len(h.b)); room > 0 {
-		h.b = append(h.b, p[:min(room, int64(len(p)))]...)
-	}
-	return len(p), nil
+	return n, file, head.B, err
 }
 
 // copyBody copies body within --max-body: into a file of --save-dir when
@@ -151,49 +138,12 @@ func (e *Engine) copyLimited(dst io.Writer, body io.Reader, buf []byte) (int64, 
 	if limit > 0 {
 		read = limit + 1
 	}
-	n, err := copyAtMost(dst, body, buf, read)
+	n, err := boundcopy.Copy(dst, body, buf, read)
 	if err != nil {
 		return n, err
 	}
 	if limit > 0 && n > limit {
 		return n, fmt.Errorf("%w: more than %d bytes", errkind.ErrTooLarge, limit)
-	}
-	return n, nil
-}
-
-// copyAtMost copies src to dst through buf, as io.CopyBuffer does, but
-// stops after max bytes when max >= 0. It makes no wrapper per call (such
-// as io.LimitReader), and never hands src to dst's ReadFrom.
-func copyAtMost(dst io.Writer, src io.Reader, buf []byte, max int64) (int64, error) {
-	var n int64
-	for max < 0 || n < max {
-		b := buf
-		if max >= 0 && int64(len(b)) > max-n {
-			b = b[:max-n]
-		}
-		nr, rerr := src.Read(b)
-		if nr > 0 {
-			nw, werr := dst.Write(b[:nr])
-			if nw < 0 || nr < nw {
-				nw = 0
-				if werr == nil {
-					werr = errors.New("fetch: invalid write result")
-				}
-			}
-			n += int64(nw)
-			if werr != nil {
-				return n, werr
-			}
-			if nw != nr {
-				return n, io.ErrShortWrite
-			}
-		}
-		if rerr == io.EOF {
-			return n, nil
-		}
-		if rerr != nil {
-			return n, rerr
-		}
 	}
 	return n, nil
 }
