@@ -1,8 +1,6 @@
 package fetch
 
-import (
-	"testing"
-)
+import "testing"
 
 // TestBuffersReuseAndBound: a buffer put back is the next one got; the list
 // keeps at most its capacity and makes a new buffer when empty.
