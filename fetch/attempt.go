@@ -10,7 +10,9 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/fetch-dev/fetch/fetch/errkind"
 	"github.com/fetch-dev/fetch/fetch/input"
+	"github.com/fetch-dev/fetch/fetch/proxystatus"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits"
 )
@@ -94,7 +96,7 @@ type result struct {
 	// What the proxy said in its answer: the Proxy-Status member for the
 	// record, and whose failure it reported, when fetch knows.
 	proxyStatus *results.ProxyStatus
-	said        side
+	said        proxystatus.Side
 }
 
 func (e *Engine) fill(rec *results.Record, res result) {
@@ -189,8 +191,8 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *input.Line, tr 
 	defer func() { // after the body is closed and the tracker has finished
 		sawByte := tr.sawByte.Load()
 		down, answered := noResponse(rt, res, sawByte), res.status != 0 || sawByte
-		if res.said != sideUnknown { // the proxy said whether the target answered
-			down, answered = res.said == sideUnreached, false
+		if res.said != proxystatus.Unknown { // the proxy said whether the target answered
+			down, answered = res.said == proxystatus.Unreached, false
 		}
 		switch {
 		case down:
@@ -220,7 +222,7 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *input.Line, tr 
 		go func() {
 			select {
 			case <-lease.Lost:
-				tr.stop(gen, errLeaseLost)
+				tr.stop(gen, errkind.ErrLeaseLost)
 			case <-ctx.Done(): // the attempt is over
 			}
 		}()
@@ -239,16 +241,16 @@ func (e *Engine) leased(ctx context.Context, start time.Time, j *input.Line, tr 
 	req := e.newRequest(tr.withHooks(), j)
 	tr.set(results.IndexConnect)
 	c := e.transports.client(rt)
-	c.hops = &tr.hops
+	c.Hops = &tr.hops
 	resp, err := c.Do(req)
 	res.facts.Redirects = tr.redirects()
 	if err != nil {
 		res.err = e.failure(err, tr.current(), ctx, tr)
-		res.targetSide = targetSide(err)
+		res.targetSide = errkind.TargetSide(err)
 		res.inTunnel = rt.tunnels(j.URL) && afterTunnel(res.err.Phase)
-		res.rejected = credentialsRejected(err)
-		if pse := (*proxyStatusError)(nil); errors.As(err, &pse) && !res.rejected {
-			e.heard(&res, &pse.says, pse.status)
+		res.rejected = errkind.CredentialsRejected(err)
+		if pse := (*errkind.ProxyStatusError)(nil); errors.As(err, &pse) && !res.rejected {
+			e.heard(&res, &pse.Says, pse.Status)
 		}
 		return res
 	}
@@ -269,7 +271,7 @@ func (e *Engine) respond(ctx context.Context, j *input.Line, tr *tracker, rt *ro
 
 	if rt.proxy() && !rt.tunnels(j.URL) && resp.StatusCode != http.StatusProxyAuthRequired {
 		// The proxy's own answer: what it says may be the target's failure.
-		if says := readProxySays(resp.Header, resp.StatusCode); e.heard(res, &says, resp.Status) {
+		if says := proxystatus.Read(resp.Header, resp.StatusCode); e.heard(res, &says, resp.Status) {
 			io.Copy(io.Discard, io.LimitReader(body, 64<<10)) // let the connection be reused
 			return
 		}
@@ -306,7 +308,7 @@ func (e *Engine) respond(ctx context.Context, j *input.Line, tr *tracker, rt *ro
 	res.bytes = n
 	if err != nil {
 		res.err = e.failure(err, tr.current(), ctx, tr)
-		var se *saveError
+		var se *errkind.SaveError
 		res.final = errors.As(err, &se)
 		return
 	}
@@ -376,7 +378,7 @@ func outcome(rt *route, res result) limits.Outcome {
 			return limits.PushedBack
 		}
 		return limits.Success // the proxy carried it; the target answered
-	case !rt.proxy(), res.targetSide, res.inTunnel, res.said == sidePolicy:
+	case !rt.proxy(), res.targetSide, res.inTunnel, res.said == proxystatus.Policy:
 		return limits.Neutral
 	case res.rejected:
 		return limits.Rejected

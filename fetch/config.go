@@ -224,7 +224,7 @@ type Config struct {
 	Observer Observer
 
 	// renewEvery, when positive, replaces renewFailures: tests set it
-	// low to see transports renewed (see renewing).
+	// low to see transports renewed (see renew.Transport).
 	renewEvery int64
 }
 

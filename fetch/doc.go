@@ -10,8 +10,18 @@
 // stages: reader, workers, writer; stopping), attempt.go (a job's attempts
 // and what they say of the proxy), trace.go and hooks.go (the tracker: an
 // attempt's phases and timers, and the hooks it is told through),
-// transport.go (routes, gateways, the transports), classify.go,
-// failure.go and stderror.go (an attempt's error), collect.go (the report
-// as a run builds it), and config.go, retry.go, body.go, redirect.go,
-// request.go, hostdown.go, queue.go, renew.go, ban.go and clock.go.
+// transport.go (routes, gateways, the transports), failure.go (an
+// attempt's error as a record has it), proxystatus.go (what a proxy's
+// answer says, applied to an attempt), facts.go (what the tracker keeps
+// of a response), collect.go (the report as a run builds it), and
+// config.go, retry.go, body.go, request.go, hostdown.go, queue.go,
+// ban.go, observe.go and clock.go.
+//
+// Jobs of their own are packages beside it: fetch/errkind (the kind of a
+// failure), fetch/proxystatus (what a proxy's Proxy-Status or
+// X-Squid-Error says; its parser is internal/sfv), fetch/facts (a
+// record's response facts), fetch/savedir (bodies in --save-dir),
+// internal/follow (the client that follows redirects), internal/h2tunnel
+// (HTTP/2 per tunnel), internal/renew (the renewed transports) and
+// internal/boundcopy (a body copied within a bound).
 package fetch

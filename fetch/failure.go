@@ -8,12 +8,13 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/fetch-dev/fetch/fetch/errkind"
 	"github.com/fetch-dev/fetch/fetch/results"
 )
 
 // failure is the error of an attempt that failed with err in phase: its
 // kind and message. ctx is the attempt's context and tr its tracker, which
-// knows why it cancelled the attempt, if it did (see classify).
+// knows why it cancelled the attempt, if it did (see errkind.Classify).
 //
 // The context's Err is read before the tracker's cause, and only once. The
 // tracker sets the cause, then cancels the context; a phase timer may fire
@@ -24,8 +25,8 @@ import (
 func (e *Engine) failure(err error, phase string, ctx context.Context, tr *tracker) *results.Error {
 	ctxErr := ctx.Err()
 	cause := tr.cause()
-	kind := classify(err, phase, ctxErr, cause)
-	if kind == results.KindTooLarge && headersTooLarge(err) {
+	kind := errkind.Classify(err, phase, ctxErr, cause)
+	if kind == results.KindTooLarge && errkind.HeadersTooLarge(err) {
 		phase = results.PhaseHeaders // net/http may see the limit pass before the request is written
 	}
 	return e.newError(phase, kind, e.message(kind, err, cause))
@@ -58,17 +59,17 @@ func (e *Engine) redactMessage(msg string) string {
 // message is the error text for a record of kind: the cause of a timeout,
 // a deadline or a lost lease where there is one, else err's.
 func (e *Engine) message(kind string, err, cause error) string {
-	var pt *phaseTimeout
+	var pt *errkind.PhaseTimeout
 	switch {
-	case errors.Is(cause, errLeaseLost):
-		return errLeaseLost.Error()
+	case errors.Is(cause, errkind.ErrLeaseLost):
+		return errkind.ErrLeaseLost.Error()
 	case errors.As(cause, &pt):
 		return pt.Error()
 	case kind == results.KindDeadline:
 		return fmt.Sprintf("total deadline of %s (-t) exceeded", e.cfg.Timeout)
 	case kind == results.KindCancelled:
 		return "interrupted"
-	case headersTooLarge(err):
+	case errkind.HeadersTooLarge(err):
 		return fmt.Sprintf("response headers larger than --max-header (%s)", formatSize(e.cfg.maxHeader()))
 	}
 	// A coordinator's error names its address, never a password.

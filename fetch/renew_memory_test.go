@@ -17,7 +17,7 @@ import (
 // TestFailingHostsMemory: a direct run over 20,000 hosts that refuse
 // every connection keeps little once it is done, while the engine (and its
 // transport) lives on: each transport renewal lets go of the waiters that
-// net/http keeps for hosts that never answered (see renewing). With a
+// net/http keeps for hosts that never answered (see renew.Transport). With a
 // renewal every 1,000 failures at most about 1,000 of them are kept; with
 // none, all 20,000 (about 10 MiB). The URLs are https://, which go through
 // net/http; plain http:// ones go through h1, which keeps nothing for a

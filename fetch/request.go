@@ -70,7 +70,7 @@ func (e *Engine) newRequest(ctx context.Context, j *input.Line) *http.Request {
 // base request: its method, its header over the run's (a name it gives
 // replaces the run's values; its Host, the request's host), and its body,
 // which every attempt reads anew, and net/http and a 307 or 308 redirect
-// again through GetBody (see withBody).
+// again through GetBody (see follow.Client).
 func lineRequest(req *http.Request, r *input.Request) {
 	if r.Method != "" {
 		req.Method = r.Method
@@ -89,19 +89,4 @@ func lineRequest(req *http.Request, r *input.Request) {
 		req.Body, _ = req.GetBody()
 		req.ContentLength = int64(len(body))
 	}
-}
-
-// withBody gives next, the request a redirect with status asks for after
-// req, req's body again when the status keeps it: 307 and 308 send it
-// again, as net/http and curl do; 301, 302 and 303 do not (and make a POST
-// a GET, see redirectMethod).
-func withBody(next, req *http.Request, status int) {
-	if req.GetBody == nil || status != http.StatusTemporaryRedirect && status != http.StatusPermanentRedirect {
-		return
-	}
-	body, err := req.GetBody()
-	if err != nil {
-		return // fetch's own GetBody never fails
-	}
-	next.Body, next.GetBody, next.ContentLength = body, req.GetBody, req.ContentLength
 }

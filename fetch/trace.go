@@ -3,29 +3,18 @@ package fetch
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"net"
 	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/fetch-dev/fetch/fetch/errkind"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/internal/clock"
 	"github.com/fetch-dev/fetch/internal/connwatch"
 	"github.com/fetch-dev/fetch/internal/h1"
 )
-
-// phaseTimeout is the cancellation cause when a per-phase limit runs out.
-type phaseTimeout struct {
-	phase string
-	limit time.Duration
-	flag  string // the flag that set the limit
-}
-
-func (e *phaseTimeout) Error() string {
-	return fmt.Sprintf("no progress in %s for %s (%s)", e.phase, e.limit, e.flag)
-}
 
 const idleFlag = "--idle-timeout"
 
@@ -35,7 +24,7 @@ const pNone = -1
 
 // tracker follows an attempt through its phases and enforces the per-phase
 // timeouts and the URL's deadline by cancelling the attempt's context; why
-// it did (a *phaseTimeout, context.DeadlineExceeded, or errLeaseLost) is its
+// it did (a *errkind.PhaseTimeout, context.DeadlineExceeded, or errkind.ErrLeaseLost) is its
 // cause. A worker keeps one tracker
 // for all its attempts, one after the other (begin starts each), so that
 // an attempt allocates no hooks and no timer.
@@ -297,7 +286,7 @@ func (t *tracker) fire() {
 		end := t.armed.Add(t.limit)
 		if !now.Before(end) {
 			t.timerOn = false
-			t.stopLocked(&phaseTimeout{phase: results.Phases[max(t.phase, results.IndexQueue)], limit: t.limit, flag: t.flag})
+			t.stopLocked(&errkind.PhaseTimeout{Phase: results.Phases[max(t.phase, results.IndexQueue)], Limit: t.limit, Flag: t.flag})
 			return
 		}
 		if next.IsZero() || end.Before(next) {

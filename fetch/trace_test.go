@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fetch-dev/fetch/fetch/errkind"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/internal/clock/clocktest"
 )
@@ -272,7 +273,7 @@ func TestTrackerReused(t *testing.T) {
 	if r.tr.current() != results.PhaseQueue || r.tr.cause() != nil || r.tr.sawByte.Load() {
 		t.Fatalf("a new attempt starts in %s, cause %v, sawByte %v", r.tr.current(), r.tr.cause(), r.tr.sawByte.Load())
 	}
-	r.tr.stop(first, errLeaseLost) // the first attempt's lease, lost too late
+	r.tr.stop(first, errkind.ErrLeaseLost) // the first attempt's lease, lost too late
 	r.run(t, []trackerStep{
 		{hook: "GetConn", advance: 5 * time.Millisecond, phase: results.PhaseConnect},
 	})
@@ -364,7 +365,7 @@ func TestFailureSeesTimerThatFiresBetween(t *testing.T) {
 	r := newTrackerRun(t, cfg, false)
 	r.tr.set(results.IndexConnect)
 	ctx := &timerBetween{Context: r.ctx, fire: func() {
-		r.tr.stop(r.tr.gen, &phaseTimeout{phase: results.PhaseConnect, limit: cfg.ConnectTimeout, flag: "--connect-timeout"})
+		r.tr.stop(r.tr.gen, &errkind.PhaseTimeout{Phase: results.PhaseConnect, Limit: cfg.ConnectTimeout, Flag: "--connect-timeout"})
 	}}
 	dialErr := fmt.Errorf("dial tcp 127.0.0.1:9: %w", context.DeadlineExceeded) // what the dialer's own timeout returns
 	got := e.failure(dialErr, r.tr.current(), ctx, r.tr)

@@ -10,12 +10,17 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/fetch-dev/fetch/fetch/errkind"
+	"github.com/fetch-dev/fetch/fetch/facts"
+	"github.com/fetch-dev/fetch/fetch/proxystatus"
 	"github.com/fetch-dev/fetch/internal/dialer"
+	"github.com/fetch-dev/fetch/internal/follow"
 	"github.com/fetch-dev/fetch/internal/h1"
+	"github.com/fetch-dev/fetch/internal/h2tunnel"
+	"github.com/fetch-dev/fetch/internal/renew"
 	"github.com/fetch-dev/fetch/proxies"
 )
 
@@ -65,16 +70,6 @@ func (r *route) via() *routeTransport {
 	return &r.proxied
 }
 
-// proxyStatusError is a proxy's refusal of a CONNECT, and what it says
-// of it (see readProxySays).
-type proxyStatusError struct {
-	code   int
-	status string
-	says   proxySays
-}
-
-func (e *proxyStatusError) Error() string { return "proxy refused CONNECT: " + e.status }
-
 // transports are the http.Transports of an engine's routes: one for
 // direct, one that every plain (http, socks5) proxy shares, and one that
 // every https proxy shares (its dialer does the TLS with the proxy). Each
@@ -96,8 +91,8 @@ func (e *proxyStatusError) Error() string { return "proxy refused CONNECT: " + e
 // keeps them and each identity has its own connections.
 type transports struct {
 	cfg          *Config
-	direct       *renewing
-	plain, https *renewing // built when a route needs them
+	direct       *renew.Transport
+	plain, https *renew.Transport // built when a route needs them
 	// directH1 and plainH1 send the plain http:// requests of direct and
 	// http:// proxy routes (see internal/h1), built with direct and plain.
 	directH1, plainH1 *h1.Client
@@ -110,17 +105,17 @@ type transports struct {
 }
 
 // client is route r's client: its round tripper, with the redirect policy.
-func (ts *transports) client(r *route) client {
+func (ts *transports) client(r *route) follow.Client {
 	if r.kind == routeDirect {
-		return client{rt: ts.directRT, policy: ts.redirect}
+		return follow.Client{RT: ts.directRT, Policy: ts.redirect}
 	}
-	return client{rt: &r.proxied, policy: ts.redirect}
+	return follow.Client{RT: &r.proxied, Policy: ts.redirect}
 }
 
 // gateway is what the routes through one proxy (a scheme and host:port:
 // its identities, for a rotating-proxy provider's gateway) share.
 type gateway struct {
-	tr    *renewing
+	tr    *renew.Transport
 	url   *url.URL   // without credentials; scheme http for an https proxy too (its TLS is the dialer's)
 	h1    *h1.Client // for plain requests through an http:// proxy; nil for others
 	creds *proxies.Credentials
@@ -167,7 +162,7 @@ func (ts *transports) idleBudget() int { return max(ts.cfg.Concurrency, 16) }
 func (ts *transports) newTransport(perHost int) *http.Transport {
 	cfg := ts.cfg
 	return &http.Transport{
-		DialContext:            remembered(ts.dial()),
+		DialContext:            facts.Remembered(ts.dial()),
 		TLSClientConfig:        &tls.Config{InsecureSkipVerify: cfg.Insecure, RootCAs: cfg.RootCAs},
 		TLSHandshakeTimeout:    cfg.ConnectTimeout,
 		ForceAttemptHTTP2:      true,
@@ -179,7 +174,7 @@ func (ts *transports) newTransport(perHost int) *http.Transport {
 		ExpectContinueTimeout:  time.Second,
 		OnProxyConnectResponse: func(_ context.Context, _ *url.URL, _ *http.Request, res *http.Response) error {
 			if res.StatusCode != http.StatusOK {
-				return &proxyStatusError{code: res.StatusCode, status: res.Status, says: readProxySays(res.Header, res.StatusCode)}
+				return &errkind.ProxyStatusError{Code: res.StatusCode, Status: res.Status, Says: proxystatus.Read(res.Header, res.StatusCode)}
 			}
 			return nil
 		},
@@ -248,17 +243,22 @@ func (ts *transports) quietInUse() bool {
 	return long(ts.cfg.HeaderTimeout) || long(ts.cfg.IdleTimeout)
 }
 
-// renewing returns a renewing transport made by build.
-func (ts *transports) renewing(build func() *http.Transport) *renewing {
+// renewFailures is how many failed round trips a transport serves before
+// it is replaced by a fresh one (see renew.Transport).
+const renewFailures = 8192
+
+// renewing returns a renewing transport made by build, which types the
+// errors net/http gives no type (errkind.Std).
+func (ts *transports) renewing(build func() *http.Transport) *renew.Transport {
 	every := ts.cfg.renewEvery
 	if every <= 0 {
 		every = renewFailures
 	}
-	return newRenewing(every, build)
+	return renew.New(every, build, errkind.Std)
 }
 
 // forProxy returns the shared transport for proxies of scheme.
-func (ts *transports) forProxy(scheme string) *renewing {
+func (ts *transports) forProxy(scheme string) *renew.Transport {
 	if scheme == "https" {
 		if ts.https == nil {
 			ts.https = ts.renewing(func() *http.Transport {
@@ -271,7 +271,7 @@ func (ts *transports) forProxy(scheme string) *renewing {
 				dialer := &net.Dialer{Timeout: ts.cfg.ConnectTimeout, KeepAliveConfig: keepAlive}
 				tr.DialContext = handshakeDeadline(traceDial(tlsDial(dialer, ts.cfg.RootCAs, ts.cfg.ConnectTimeout)), ts.cfg.ConnectTimeout)
 				tr.Proxy = proxyOfRequest
-				tunnelH2(tr)
+				h2tunnel.Enable(tr)
 				return tr
 			})
 		}
@@ -281,7 +281,7 @@ func (ts *transports) forProxy(scheme string) *renewing {
 		ts.plain = ts.renewing(func() *http.Transport {
 			tr := ts.newTransport(ts.idleBudget())
 			tr.Proxy = proxyOfRequest
-			tunnelH2(tr)
+			h2tunnel.Enable(tr)
 			return tr
 		})
 		if ts.cfg.Transport == TransportFast {
@@ -347,7 +347,7 @@ func rotates(cfg *Config, p *proxies.Proxy) bool {
 
 // closeIdle closes the idle connections of every transport.
 func (ts *transports) closeIdle() {
-	for _, tr := range []*renewing{ts.direct, ts.plain, ts.https} {
+	for _, tr := range []*renew.Transport{ts.direct, ts.plain, ts.https} {
 		if tr != nil {
 			tr.CloseIdleConnections()
 		}
@@ -413,7 +413,7 @@ func (t *routeTransport) authorization() string {
 // the others on tr.
 type directTransport struct {
 	h1 *h1.Client
-	tr *renewing
+	tr *renew.Transport
 }
 
 func (t directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -531,59 +531,29 @@ func tlsDial(d *net.Dialer, roots *x509.CertPool, limit time.Duration) dialFunc 
 		if limit > 0 {
 			c.SetDeadline(start.Add(limit))
 		}
-		tc := tls.Client(&remoteConn{Conn: c, addr: c.RemoteAddr().String()}, cfg)
+		tc := tls.Client(facts.Remember(c), cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			c.Close()
-			return nil, &proxyTLSError{err: err}
+			return nil, &errkind.ProxyTLSError{Err: err}
 		}
 		return tc, nil
 	}
 }
 
-// proxyTLSError is a failed TLS handshake with an https proxy.
-type proxyTLSError struct{ err error }
-
-func (e *proxyTLSError) Error() string { return "tls handshake with proxy: " + e.err.Error() }
-func (e *proxyTLSError) Unwrap() error { return e.err }
-
-// redirectError is the cause when --max-redirects is exceeded or a redirect
-// leads to a scheme other than http or https.
-type redirectError struct{ msg string }
-
-func (e *redirectError) Error() string { return e.msg }
-
 // checkRedirect is fetch's redirect policy: whether the redirect to req,
-// after the requests via, is followed. (client.Do keeps credentials from
-// other origins.)
+// after the requests via, is followed. (follow.Client keeps credentials
+// from other origins.)
 func checkRedirect(maxRedirects int) func(*http.Request, []*http.Request) error {
 	return func(req *http.Request, via []*http.Request) error {
 		if maxRedirects <= 0 {
 			return http.ErrUseLastResponse
 		}
 		if len(via) > maxRedirects {
-			return &redirectError{msg: fmt.Sprintf("stopped after %d redirects", maxRedirects)}
+			return &errkind.RedirectError{Msg: fmt.Sprintf("stopped after %d redirects", maxRedirects)}
 		}
 		if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
-			return &redirectError{msg: fmt.Sprintf("redirect to unsupported scheme %q", req.URL.Scheme)}
+			return &errkind.RedirectError{Msg: fmt.Sprintf("redirect to unsupported scheme %q", req.URL.Scheme)}
 		}
 		return nil
 	}
-}
-
-// sensitiveHeaders are never carried to another origin on a redirect.
-var sensitiveHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie", "Cookie2", "Www-Authenticate"}
-
-// sameOrigin reports whether a and b have the same scheme, host and port.
-func sameOrigin(a, b *url.URL) bool {
-	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && portOf(a) == portOf(b)
-}
-
-func portOf(u *url.URL) string {
-	if p := u.Port(); p != "" {
-		return p
-	}
-	if strings.EqualFold(u.Scheme, "https") {
-		return "443"
-	}
-	return "80"
 }

@@ -1,4 +1,8 @@
-package fetch
+// Package follow is the client of an attempt: it sends a request through
+// a round tripper and follows the redirects of its answers, its one job,
+// as http.Client does but for what fetch decides (Client.Policy) and
+// without copying what most requests never need.
+package follow
 
 import (
 	"crypto/tls"
@@ -7,28 +11,34 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/fetch-dev/fetch/fetch/results"
 )
 
-// client sends an attempt's requests through a route's round tripper and
+// Client sends an attempt's requests through a route's round tripper and
 // follows redirects as http.Client does: the method a status asks for, the
 // Location resolved against the request's URL, a Host header kept for a
 // relative Location, a Referer unless from https to http, Basic
 // authentication from user information in the URL, and a redirect's body
 // read (2 KiB at most) and closed so that its connection is reused. Which
-// redirects are followed, and what headers go to another origin, is
-// fetch's policy (checkRedirect). http.Client would copy every request's
-// header and URL for the redirects that most requests never have.
-type client struct {
-	rt     http.RoundTripper
-	policy func(req *http.Request, via []*http.Request) error
-	hops   *[]results.Redirect // when set, each redirect followed is added: its status, its URL as shown
+// redirects are followed is the caller's policy (Policy); the credentials
+// and cookies of the first request (sensitiveHeaders) are dropped from the
+// first redirect to another scheme, host or port on, as curl does.
+// http.Client would copy every request's header and URL for the redirects
+// that most requests never have.
+//
+// A Client is a value made for each attempt: with Hops set, it is not for
+// concurrent use.
+type Client struct {
+	RT     http.RoundTripper
+	Policy func(req *http.Request, via []*http.Request) error // as http.Client.CheckRedirect
+	Hops   *[]results.Redirect                                // when set, each redirect followed is added: its status, its URL as shown
 }
 
 // Do sends req and the requests of the redirects that follow, and returns
 // the last response. On an error no response is open.
-func (c *client) Do(req *http.Request) (*http.Response, error) {
+func (c *Client) Do(req *http.Request) (*http.Response, error) {
 	first := req
 	var via []*http.Request
 	stripped := false // the headers of first that do not cross origins are gone: for good
@@ -72,7 +82,7 @@ func (c *client) Do(req *http.Request) (*http.Response, error) {
 			}
 		}
 		via = append(via, req)
-		err = c.policy(next, via)
+		err = c.Policy(next, via)
 		if errors.Is(err, http.ErrUseLastResponse) {
 			return resp, nil
 		}
@@ -84,8 +94,8 @@ func (c *client) Do(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		if c.hops != nil {
-			*c.hops = append(*c.hops, results.Redirect{Status: resp.StatusCode, URL: shownURL(u)})
+		if c.Hops != nil {
+			*c.Hops = append(*c.Hops, results.Redirect{Status: resp.StatusCode, URL: shownURL(u)})
 		}
 		req = next.WithContext(first.Context())
 	}
@@ -94,7 +104,7 @@ func (c *client) Do(req *http.Request) (*http.Response, error) {
 // send makes one round trip of req, as http.Client does: with Basic
 // authentication from user information in its URL when it has no
 // Authorization header, and naming a plain HTTP answer to a TLS hello.
-func (c *client) send(req *http.Request) (*http.Response, error) {
+func (c *Client) send(req *http.Request) (*http.Response, error) {
 	if u := req.URL.User; u != nil && req.Header.Get("Authorization") == "" {
 		fork := *req // a round tripper must not change the request
 		fork.Header = req.Header.Clone()
@@ -102,7 +112,7 @@ func (c *client) send(req *http.Request) (*http.Response, error) {
 		fork.SetBasicAuth(u.Username(), pass)
 		req = &fork
 	}
-	resp, err := c.rt.RoundTrip(req)
+	resp, err := c.RT.RoundTrip(req)
 	if err != nil {
 		var rhe tls.RecordHeaderError
 		if errors.As(err, &rhe) && string(rhe.RecordHeader[:]) == "HTTP/" {
@@ -111,7 +121,7 @@ func (c *client) send(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if resp == nil {
-		return nil, fmt.Errorf("fetch: %T returned no response and no error", c.rt)
+		return nil, fmt.Errorf("fetch: %T returned no response and no error", c.RT)
 	}
 	if resp.Body == nil {
 		resp.Body = http.NoBody
@@ -154,4 +164,47 @@ func referer(last, next *url.URL) string {
 func isAbs(loc string) bool {
 	u, err := url.Parse(loc)
 	return err == nil && u.IsAbs()
+}
+
+// shownURL is u as a record shows it: without user information.
+func shownURL(u *url.URL) string {
+	if u.User == nil {
+		return u.String()
+	}
+	c := *u
+	c.User = nil
+	return c.String()
+}
+
+// withBody gives next, the request a redirect with status asks for after
+// req, req's body again when the status keeps it: 307 and 308 send it
+// again, as net/http and curl do; 301, 302 and 303 do not (and make a POST
+// a GET, see redirectMethod).
+func withBody(next, req *http.Request, status int) {
+	if req.GetBody == nil || status != http.StatusTemporaryRedirect && status != http.StatusPermanentRedirect {
+		return
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return // fetch's own GetBody never fails
+	}
+	next.Body, next.GetBody, next.ContentLength = body, req.GetBody, req.ContentLength
+}
+
+// sensitiveHeaders are never carried to another origin on a redirect.
+var sensitiveHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie", "Cookie2", "Www-Authenticate"}
+
+// sameOrigin reports whether a and b have the same scheme, host and port.
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && portOf(a) == portOf(b)
+}
+
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
 }

@@ -1,4 +1,4 @@
-package fetch
+package renew
 
 import (
 	"context"
@@ -10,7 +10,10 @@ import (
 	"testing"
 
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestRenewingReplacesTransport: every third failed round trip replaces
 // the transport; the one replaced closes its idle connections, so the
@@ -28,9 +31,9 @@ func TestRenewingReplacesTransport(t *testing.T) {
 	dead := ln.Addr().String()
 	ln.Close() // nothing listens there now: a refused connect
 
-	cfg := DefaultConfig()
-	ts := &transports{cfg: &cfg}
-	r := newRenewing(3, func() *http.Transport { return ts.newTransport(4) })
+	errs := 0
+	r := New(3, func() *http.Transport { return &http.Transport{MaxIdleConnsPerHost: 4} },
+		func(err error) error { errs++; return err })
 	defer r.CloseIdleConnections()
 	client := &http.Client{Transport: r}
 	// get fetches url and reports whether it had a kept-alive connection.
@@ -64,6 +67,9 @@ func TestRenewingReplacesTransport(t *testing.T) {
 		if want := int64((i + 1) / 3); r.renewals.Load() != want {
 			t.Fatalf("after %d failures: %d renewals, want %d", i+1, r.renewals.Load(), want)
 		}
+	}
+	if errs != 5 {
+		t.Errorf("%d errors handed to mapErr, want 5", errs)
 	}
 	if r.cur.Load() == first {
 		t.Fatal("the transport was not replaced")

@@ -1,4 +1,8 @@
-package fetch
+// Package h2tunnel gives each tunnel through a proxy whose TLS
+// negotiated h2 an HTTP/2 connection of its own, its one job, so that
+// only the requests of the route (proxy, identity) that opened a tunnel
+// go on it.
+package h2tunnel
 
 import (
 	"context"
@@ -16,20 +20,20 @@ import (
 // net/http's own HTTP/2 keeps a transport's HTTP/2 connections in one
 // pool keyed by the target's host:port alone, and tries that pool for an
 // https request before it asks which proxy to use. On the transports that
-// all the proxies of a scheme share (see transports), a request routed
+// all the proxies of a scheme share (see fetch's transports), a request routed
 // through one proxy (or one identity of a gateway) would then go on a
 // tunnel another one opened: out of another exit, past the other's
 // permits (a permit is one request, whatever the connection carries).
 //
 // So the proxies' transports make each tunnel whose TLS negotiated h2 an
-// HTTP/2 connection of its own (tunnelH2), which net/http keeps where it
+// HTTP/2 connection of its own (Enable), which net/http keeps where it
 // keeps the tunnel: under the route's proxy URL and the target. Only the
 // requests of that route use it, as many at once as its permits let in.
 
-// tunnelH2 has tr, a transport of proxies, speak HTTP/2 with the targets
+// Enable has tr, a transport of proxies, speak HTTP/2 with the targets
 // that offer it, on connections kept by route (see above). Call it before
-// tr is used.
-func tunnelH2(tr *http.Transport) {
+// tr is used; tr must have a TLSClientConfig.
+func Enable(tr *http.Transport) {
 	p := &h2Conns{conns: map[*h2Conn]struct{}{}}
 	p.maker = &http.Transport{
 		// The connection is the tunnel's, its TLS done (see attach).
@@ -103,7 +107,7 @@ func (p *h2Conns) forget(h *h2Conn) {
 	p.mu.Unlock()
 }
 
-// h2Closer is what tunnelH2 registers for https: it leaves every request
+// h2Closer is what Enable registers for https: it leaves every request
 // to the transport, and has it find Conns.
 type h2Closer struct{ Conns *h2Conns }
 

@@ -1,6 +1,7 @@
-package fetch
+package h2tunnel
 
 import (
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -11,7 +12,10 @@ import (
 	"time"
 
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestHTTP2TunnelClosedAfterRenewal: a transport of proxies closes its
 // HTTP/2 tunnels when told to close its idle connections (as a renewal
@@ -50,12 +54,17 @@ func TestHTTP2TunnelClosedAfterRenewal(t *testing.T) {
 	defer px.Close()
 	pxURL, _ := url.Parse(px.URL)
 
-	cfg := DefaultConfig()
-	cfg.RootCAs = srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
-	ts := &transports{cfg: &cfg}
-	tr := ts.newTransport(4)
-	tr.Proxy = http.ProxyURL(pxURL)
-	tunnelH2(tr)
+	// As the engine's transports of proxies are: its own TLS settings,
+	// HTTP/2 attempted, an idle timeout of 90 s.
+	tr := &http.Transport{
+		Proxy:               http.ProxyURL(pxURL),
+		TLSClientConfig:     &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs},
+		ForceAttemptHTTP2:   true,
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	Enable(tr)
 	defer tr.CloseIdleConnections()
 
 	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/now", nil)

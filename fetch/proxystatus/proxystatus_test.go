@@ -1,14 +1,14 @@
-package fetch
+package proxystatus
 
 import (
 	"net/http"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/fetch-dev/fetch/fetch/results"
+	"github.com/fetch-dev/fetch/internal/sfv"
 )
 
 // TestPickProxyStatus: which member of a Proxy-Status field a record
@@ -49,7 +49,7 @@ func TestPickProxyStatus(t *testing.T) {
 		{"too long", []string{"gw; details=\"" + strings.Repeat("d", maxProxyStatusHeader) + "\""}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := pickProxyStatus(tc.values)
+			got := pick(tc.values)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
@@ -62,49 +62,49 @@ func TestPickProxyStatus(t *testing.T) {
 // X-Squid-Error without it; nothing on a success or on the proxy's word on
 // credentials.
 func TestReadProxySays(t *testing.T) {
-	type m = meaning
+	type m = Meaning
 	for _, tc := range []struct {
 		name   string
 		code   int
 		header http.Header
-		want   meaning
+		want   Meaning
 		what   string
 	}{
-		{"dns_timeout", 504, ps("gw; error=dns_timeout"), m{results.KindDNS, results.PhaseDNS, sideUnreached}, "dns_timeout"},
-		{"dns_error", 502, ps("gw; error=dns_error; rcode=NXDOMAIN"), m{results.KindDNS, results.PhaseDNS, sideUnreached}, "dns_error"},
-		{"connection_refused", 502, ps("gw; error=connection_refused"), m{results.KindRefused, results.PhaseConnect, sideUnreached}, "connection_refused"},
-		{"connection_timeout", 504, ps("gw; error=connection_timeout"), m{results.KindTimeout, results.PhaseConnect, sideUnreached}, "connection_timeout"},
-		{"destination_unavailable", 503, ps("gw; error=destination_unavailable"), m{results.KindRefused, results.PhaseConnect, sideUnreached}, "destination_unavailable"},
-		{"tls_certificate_error", 502, ps("gw; error=tls_certificate_error"), m{results.KindTLS, results.PhaseTLS, sideUnreached}, "tls_certificate_error"},
-		{"connection_terminated", 502, ps("gw; error=connection_terminated"), m{results.KindReset, results.PhaseHeaders, sideTarget}, "connection_terminated"},
-		{"http_response_timeout", 504, ps("gw; error=http_response_timeout"), m{results.KindTimeout, results.PhaseHeaders, sideTarget}, "http_response_timeout"},
-		{"http_response_body_size", 502, ps("gw; error=http_response_body_size"), m{results.KindTooLarge, results.PhaseBody, sideTarget}, "http_response_body_size"},
-		{"http_request_denied", 403, ps("gw; error=http_request_denied"), m{results.KindProxy, results.PhaseProxy, sidePolicy}, "http_request_denied"},
-		{"proxy_internal_error", 500, ps("gw; error=proxy_internal_error"), m{results.KindProxy, results.PhaseProxy, sideProxy}, "proxy_internal_error"},
-		{"proxy_loop_detected", 502, ps("gw; error=proxy_loop_detected"), m{results.KindProxy, results.PhaseProxy, sideProxy}, "proxy_loop_detected"},
+		{"dns_timeout", 504, ps("gw; error=dns_timeout"), m{results.KindDNS, results.PhaseDNS, Unreached}, "dns_timeout"},
+		{"dns_error", 502, ps("gw; error=dns_error; rcode=NXDOMAIN"), m{results.KindDNS, results.PhaseDNS, Unreached}, "dns_error"},
+		{"connection_refused", 502, ps("gw; error=connection_refused"), m{results.KindRefused, results.PhaseConnect, Unreached}, "connection_refused"},
+		{"connection_timeout", 504, ps("gw; error=connection_timeout"), m{results.KindTimeout, results.PhaseConnect, Unreached}, "connection_timeout"},
+		{"destination_unavailable", 503, ps("gw; error=destination_unavailable"), m{results.KindRefused, results.PhaseConnect, Unreached}, "destination_unavailable"},
+		{"tls_certificate_error", 502, ps("gw; error=tls_certificate_error"), m{results.KindTLS, results.PhaseTLS, Unreached}, "tls_certificate_error"},
+		{"connection_terminated", 502, ps("gw; error=connection_terminated"), m{results.KindReset, results.PhaseHeaders, Target}, "connection_terminated"},
+		{"http_response_timeout", 504, ps("gw; error=http_response_timeout"), m{results.KindTimeout, results.PhaseHeaders, Target}, "http_response_timeout"},
+		{"http_response_body_size", 502, ps("gw; error=http_response_body_size"), m{results.KindTooLarge, results.PhaseBody, Target}, "http_response_body_size"},
+		{"http_request_denied", 403, ps("gw; error=http_request_denied"), m{results.KindProxy, results.PhaseProxy, Policy}, "http_request_denied"},
+		{"proxy_internal_error", 500, ps("gw; error=proxy_internal_error"), m{results.KindProxy, results.PhaseProxy, Proxy}, "proxy_internal_error"},
+		{"proxy_loop_detected", 502, ps("gw; error=proxy_loop_detected"), m{results.KindProxy, results.PhaseProxy, Proxy}, "proxy_loop_detected"},
 		{"an error fetch does not know", 502, ps("gw; error=quantum_flux"), m{}, "quantum_flux"},
 		{"http_request_error: the origin's 4xx", 400, ps("gw; error=http_request_error"), m{}, "http_request_error"},
 		{"an error on a success means nothing", 200, ps("gw; error=dns_timeout"), m{}, ""},
 		{"nor on a 407", 407, ps("gw; error=proxy_configuration_error"), m{}, ""},
-		{"squid: refused", 503, sq("ERR_CONNECT_FAIL 111"), m{results.KindRefused, results.PhaseConnect, sideUnreached}, "X-Squid-Error ERR_CONNECT_FAIL 111"},
-		{"squid: connect timeout", 504, sq("ERR_CONNECT_FAIL 110"), m{results.KindTimeout, results.PhaseConnect, sideUnreached}, "X-Squid-Error ERR_CONNECT_FAIL 110"},
-		{"squid: dns", 503, sq("ERR_DNS_FAIL 0"), m{results.KindDNS, results.PhaseDNS, sideUnreached}, "X-Squid-Error ERR_DNS_FAIL"},
-		{"squid 5: no path (a name that does not resolve)", 500, sq("ERR_CANNOT_FORWARD 0"), m{results.KindDNS, results.PhaseDNS, sideUnreached}, "X-Squid-Error ERR_CANNOT_FORWARD"},
-		{"squid: read timeout", 504, sq("ERR_READ_TIMEOUT 0"), m{results.KindTimeout, results.PhaseHeaders, sideTarget}, "X-Squid-Error ERR_READ_TIMEOUT"},
-		{"squid: read error", 502, sq("ERR_READ_ERROR 104"), m{results.KindReset, results.PhaseHeaders, sideTarget}, "X-Squid-Error ERR_READ_ERROR 104"},
-		{"squid: denied", 403, sq("ERR_ACCESS_DENIED 0"), m{results.KindProxy, results.PhaseProxy, sidePolicy}, "X-Squid-Error ERR_ACCESS_DENIED"},
-		{"squid: its own failure", 503, sq("ERR_SHUTTING_DOWN 0"), m{results.KindProxy, results.PhaseProxy, sideProxy}, "X-Squid-Error ERR_SHUTTING_DOWN"},
+		{"squid: refused", 503, sq("ERR_CONNECT_FAIL 111"), m{results.KindRefused, results.PhaseConnect, Unreached}, "X-Squid-Error ERR_CONNECT_FAIL 111"},
+		{"squid: connect timeout", 504, sq("ERR_CONNECT_FAIL 110"), m{results.KindTimeout, results.PhaseConnect, Unreached}, "X-Squid-Error ERR_CONNECT_FAIL 110"},
+		{"squid: dns", 503, sq("ERR_DNS_FAIL 0"), m{results.KindDNS, results.PhaseDNS, Unreached}, "X-Squid-Error ERR_DNS_FAIL"},
+		{"squid 5: no path (a name that does not resolve)", 500, sq("ERR_CANNOT_FORWARD 0"), m{results.KindDNS, results.PhaseDNS, Unreached}, "X-Squid-Error ERR_CANNOT_FORWARD"},
+		{"squid: read timeout", 504, sq("ERR_READ_TIMEOUT 0"), m{results.KindTimeout, results.PhaseHeaders, Target}, "X-Squid-Error ERR_READ_TIMEOUT"},
+		{"squid: read error", 502, sq("ERR_READ_ERROR 104"), m{results.KindReset, results.PhaseHeaders, Target}, "X-Squid-Error ERR_READ_ERROR 104"},
+		{"squid: denied", 403, sq("ERR_ACCESS_DENIED 0"), m{results.KindProxy, results.PhaseProxy, Policy}, "X-Squid-Error ERR_ACCESS_DENIED"},
+		{"squid: its own failure", 503, sq("ERR_SHUTTING_DOWN 0"), m{results.KindProxy, results.PhaseProxy, Proxy}, "X-Squid-Error ERR_SHUTTING_DOWN"},
 		{"squid: a code fetch does not know", 503, sq("ERR_FTP_FAILURE 0"), m{}, ""},
 		{"squid: not a code", 503, sq("<script>"), m{}, ""},
 		{"Proxy-Status wins over squid's", 502, http.Header{"Proxy-Status": {"squid; error=connection_timeout"}, "X-Squid-Error": {"ERR_READ_ERROR 0"}},
-			m{results.KindTimeout, results.PhaseConnect, sideUnreached}, "connection_timeout"},
+			m{results.KindTimeout, results.PhaseConnect, Unreached}, "connection_timeout"},
 		{"a Proxy-Status without an error leaves squid's", 503, http.Header{"Proxy-Status": {"squid"}, "X-Squid-Error": {"ERR_CONNECT_FAIL 111"}},
-			m{results.KindRefused, results.PhaseConnect, sideUnreached}, "X-Squid-Error ERR_CONNECT_FAIL 111"},
+			m{results.KindRefused, results.PhaseConnect, Unreached}, "X-Squid-Error ERR_CONNECT_FAIL 111"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := readProxySays(tc.header, tc.code)
-			if s.meaning != tc.want || s.what != tc.what {
-				t.Errorf("%+v %q, want %+v %q", s.meaning, s.what, tc.want, tc.what)
+			s := Read(tc.header, tc.code)
+			if s.Meaning != tc.want || s.What != tc.what {
+				t.Errorf("%+v %q, want %+v %q", s.Meaning, s.What, tc.want, tc.what)
 			}
 		})
 	}
@@ -113,12 +113,27 @@ func TestReadProxySays(t *testing.T) {
 func ps(v string) http.Header { return http.Header{"Proxy-Status": {v}} }
 func sq(v string) http.Header { return http.Header{"X-Squid-Error": {v}} }
 
+// maxMessage and cutMark stand for the engine's bound on a record's
+// error message (see Fit): at most maxMessage bytes, marked cut.
+const (
+	maxMessage = 200
+	cutMark    = "…(cut)"
+)
+
+// boundMessage cuts s as the engine's own does a message of ASCII.
+func boundMessage(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	return s[:maxMessage-len(cutMark)] + cutMark
+}
+
 // TestFitProxyStatus: what a record shows of a member is redacted, then
 // bounded.
 func TestFitProxyStatus(t *testing.T) {
 	redact := func(s string) string { return strings.ReplaceAll(s, "s3cret", "***") }
 	long := strings.Repeat("x", 190) + "s3cret" + strings.Repeat("y", 1000)
-	got := fitProxyStatus(&results.ProxyStatus{Proxy: "gw-s3cret" + strings.Repeat("n", 500), Error: "dns_error", Details: long}, redact)
+	got := Fit(&results.ProxyStatus{Proxy: "gw-s3cret" + strings.Repeat("n", 500), Error: "dns_error", Details: long}, redact, boundMessage)
 	if strings.Contains(got.Proxy+got.Details, "s3cret") || strings.Contains(got.Details, "s3c") {
 		t.Errorf("a credential shows: %+v", got)
 	}
@@ -130,9 +145,10 @@ func TestFitProxyStatus(t *testing.T) {
 	}
 }
 
-// FuzzProxyStatus: whatever a proxy sends as Proxy-Status, parsing never
-// panics, what a record shows is bounded, and a field that parses is
-// parsed the same once written back out.
+// FuzzProxyStatus: whatever a proxy sends as Proxy-Status, reading it
+// never panics, a member is picked only from a field that parses, and
+// what a record shows of it is bounded (the round trip of the parse is
+// sfv's FuzzParseList).
 func FuzzProxyStatus(f *testing.F) {
 	for _, s := range []string{
 		`gw; error=dns_timeout; details="no \"answer\""`,
@@ -142,72 +158,16 @@ func FuzzProxyStatus(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		members, ok := parseSFList(s)
-		if ps := pickProxyStatus([]string{s}); ps != nil {
+		_, ok := sfv.ParseList(s)
+		if ps := pick([]string{s}); ps != nil {
 			if !ok {
 				t.Fatalf("picked %+v from a field that does not parse", ps)
 			}
-			fit := fitProxyStatus(ps, func(s string) string { return s })
+			fit := Fit(ps, func(s string) string { return s }, boundMessage)
 			if len(fit.Proxy) > maxProxyName || len(fit.Error) > maxProxyError || len(fit.Details) > maxMessage ||
 				!utf8.ValidString(fit.Proxy+fit.Error+fit.Details) {
 				t.Fatalf("unbounded: %+v", fit)
 			}
 		}
-		if !ok {
-			return
-		}
-		out := formatSFList(members)
-		again, ok := parseSFList(out)
-		if !ok {
-			t.Fatalf("%q parsed, but not as written back out: %q", s, out)
-		}
-		if !reflect.DeepEqual(members, again) {
-			t.Fatalf("%q: %+v; written %q: %+v", s, members, out, again)
-		}
 	})
-}
-
-// formatSFList writes members as a Structured Field list (RFC 8941
-// section 4.1).
-func formatSFList(members []sfMember) string {
-	var b strings.Builder
-	for i, m := range members {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(formatSFItem(m.value))
-		for _, p := range m.params {
-			b.WriteString(";" + p.key)
-			if p.value.typ != sfBoolean || p.value.n != 1 {
-				b.WriteString("=" + formatSFItem(p.value))
-			}
-		}
-	}
-	return b.String()
-}
-
-func formatSFItem(it sfItem) string {
-	switch it.typ {
-	case sfInteger:
-		return strconv.FormatInt(it.n, 10)
-	case sfDecimal:
-		n, sign := it.n, ""
-		if n < 0 {
-			n, sign = -n, "-"
-		}
-		frac := strings.TrimRight(strconv.FormatInt(1000+n%1000, 10)[1:], "0")
-		if frac == "" {
-			frac = "0"
-		}
-		return sign + strconv.FormatInt(n/1000, 10) + "." + frac
-	case sfString:
-		return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(it.s) + `"`
-	case sfToken:
-		return it.s
-	case sfBytes:
-		return ":" + it.s + ":"
-	case sfBoolean:
-		return "?" + strconv.FormatInt(it.n, 10)
-	}
-	panic("unknown type")
 }
