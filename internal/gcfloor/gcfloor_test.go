@@ -21,6 +21,19 @@ func collections(n int) uint32 {
 	return after.NumGC - before.NumGC
 }
 
+// collectAndTune runs a collection and tunes f for what it found live, as
+// the finalizer after it does. The collections that allocation starts are
+// concurrent: on a busy machine their mark can last while the test
+// allocates, and what it allocates meanwhile is counted live, so a floor
+// tuned after one of them may see tens of MiB live where a few are; and
+// the finalizer's sentinel, made during such a mark, outlives the next
+// cycle. runtime.GC returns once its cycle is over, with the test's
+// goroutine waiting: tune then reads that cycle's live heap.
+func collectAndTune(f *Floor) {
+	runtime.GC()
+	f.tune()
+}
+
 // heapGoal is the heap size the runtime means to collect at next.
 func heapGoal() uint64 {
 	s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
@@ -50,6 +63,7 @@ func TestFloorCollectsLessOften(t *testing.T) {
 	f := Start(32 << 20)
 	runtime.GC() // the floor is set for what this collection finds live
 	with := collections(garbage)
+	collectAndTune(f)
 	if p := f.Percent(); p <= 100 {
 		t.Errorf("percentage %d with a small live heap and a floor of 32 MiB, want more than 100", p)
 	}
@@ -71,8 +85,8 @@ func TestFloorLeavesBigHeaps(t *testing.T) {
 	live := liveMiB(64)
 	f := Start(8 << 20)
 	defer f.Stop()
-	runtime.GC()
 	collections(64 << 20)
+	collectAndTune(f)
 	if p := f.Percent(); p != 100 {
 		t.Errorf("percentage %d with 64 MiB live and a floor of 8 MiB, want 100", p)
 	}
@@ -172,8 +186,8 @@ func TestKeepLive(t *testing.T) {
 	defer debug.SetGCPercent(old)
 	live := liveMiB(64)
 	f := Start(8 << 20)
-	runtime.GC()
-	collections(64 << 20) // the finalizer after a collection has set the percentage
+	collections(64 << 20)
+	collectAndTune(f) // the percentage is set for the 64 MiB live
 	if p := f.Percent(); p != 100 {
 		t.Fatalf("percentage %d with 64 MiB live, want the base 100", p)
 	}
@@ -197,8 +211,8 @@ func TestKeepLive(t *testing.T) {
 	live = nil
 	f = Start(8 << 20)
 	defer f.Stop()
-	runtime.GC()
 	collections(64 << 20)
+	collectAndTune(f) // what KeepLive reads: a few hundred KiB live
 	small := f.Percent()
 	f.KeepLive() // a few hundred KiB live: the floor decides
 	// The floor's percentage follows the live heap of each collection, and
