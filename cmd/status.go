@@ -64,7 +64,7 @@ func statusRun(ctx context.Context, opts *QueueOptions) error {
 		return err
 	}
 	defer client.Close()
-	st, err := q.Status(ctx, time.Now())
+	st, err := q.Status(ctx)
 	if errors.Is(err, workqueue.ErrNoGroup) {
 		return fmt.Errorf("no queue in namespace %s: nothing was enqueued there", opts.Namespace)
 	}

@@ -100,7 +100,7 @@ func BenchmarkQueue(b *testing.B) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	work := serverCost(b, srv)
-	st, err := q.Status(ctx, time.Now())
+	st, err := q.Status(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}

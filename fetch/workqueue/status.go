@@ -30,10 +30,14 @@ type Status struct {
 // rateWindow is the time the rate is averaged over.
 const rateWindow = time.Minute
 
-// Status reads the queue's progress at now. It wraps ErrNoGroup when the
-// namespace has no queue.
-func (q *Queue) Status(ctx context.Context, now time.Time) (Status, error) {
+// Status reads the queue's progress, now being the Redis clock's time. It
+// wraps ErrNoGroup when the namespace has no queue.
+func (q *Queue) Status(ctx context.Context) (Status, error) {
 	var st Status
+	now, err := q.c.Time(ctx).Result()
+	if err != nil {
+		return st, fmt.Errorf("workqueue: %w", err)
+	}
 	stats, err := q.c.HGetAll(ctx, q.keys.stats).Result()
 	if err != nil {
 		return st, fmt.Errorf("workqueue: %w", err)

@@ -45,8 +45,9 @@ type WorkerOptions struct {
 	GiveUp time.Duration
 	// Batch is how many lines one read from Redis takes (default 32).
 	Batch int
-	// Clock is the worker's time: the heartbeat, waits between tries and
-	// the rate's buckets (nil: the real clock).
+	// Clock is the worker's time: the heartbeat's period and the waits
+	// between tries (nil: the real clock). The times the queue keeps
+	// (heartbeats, the rate's buckets) are on the Redis clock.
 	Clock clock.Clock
 }
 
@@ -359,8 +360,7 @@ func (w *Worker) flushAcks(ctx context.Context) {
 		return
 	}
 	q := w.q
-	bucket := strconv.FormatInt(w.clk.Now().Unix()/rateBucketSeconds, 10)
-	args := append([]any{Group, bucket}, w.acks...)
+	args := append([]any{Group}, w.acks...)
 	if err := ackScript.Run(ctx, q.c, []string{q.keys.stream, q.keys.stats, q.keys.rate}, args...).Err(); err != nil {
 		return
 	}
@@ -394,11 +394,9 @@ func (w *Worker) beats(ctx context.Context) {
 // holds (see beatScript).
 func (w *Worker) beat(ctx context.Context) error {
 	q := w.q
-	now := w.clk.Now()
 	w.mu.Lock()
-	args := make([]any, 0, 5+len(w.heldID))
-	args = append(args, Group, w.opt.Name, now.Add(3*w.opt.Beat).UnixMilli(), now.Add(-time.Hour).UnixMilli(),
-		now.Unix()/rateBucketSeconds-2*60/rateBucketSeconds)
+	args := make([]any, 0, 3+len(w.heldID))
+	args = append(args, Group, w.opt.Name, w.opt.Beat.Milliseconds())
 	for id := range w.heldID {
 		args = append(args, id)
 	}

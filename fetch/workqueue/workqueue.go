@@ -80,9 +80,12 @@ const (
 	flagLongAtPast = "la" // and an "@" past its kept start
 )
 
-// rateBucket is the width of the buckets of acknowledged lines that the
-// rate is computed from.
-const rateBucketSeconds = 10
+// rateBucketSeconds is the width of the buckets of acknowledged lines
+// that the rate is computed from (rateBucket in the scripts).
+const (
+	rateBucketSeconds = 10
+	rateBucket        = "10"
+)
 
 // enqueueScript adds a batch of lines of one input past the last line
 // enqueued from it, and counts them. KEYS: stream, inputs, stats. ARGV:
@@ -106,11 +109,12 @@ if added > 0 then redis.call('HINCRBY', KEYS[3], 'enqueued', added) end
 return added`)
 
 // ackScript acknowledges and deletes entries, counting those that were
-// still pending as done (and failed). KEYS: stream, stats, rate. ARGV:
-// group, rate bucket, then (id, ok "1" or "0") for each entry.
+// still pending as done (and failed), and in the rate's bucket of now on
+// the Redis clock. KEYS: stream, stats, rate. ARGV: group, then (id, ok
+// "1" or "0") for each entry.
 var ackScript = goredis.NewScript(`
 local done, failed = 0, 0
-for i = 3, #ARGV, 2 do
+for i = 2, #ARGV, 2 do
   if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
     done = done + 1
     if ARGV[i+1] == '0' then failed = failed + 1 end
@@ -120,7 +124,8 @@ end
 if done > 0 then
   redis.call('HINCRBY', KEYS[2], 'done', done)
   if failed > 0 then redis.call('HINCRBY', KEYS[2], 'failed', failed) end
-  redis.call('HINCRBY', KEYS[3], ARGV[2], done)
+  local now = redis.call('TIME')
+  redis.call('HINCRBY', KEYS[3], math.floor(tonumber(now[1]) / ` + rateBucket + `), done)
 end
 return done`)
 
@@ -145,20 +150,24 @@ for i = 3, #ARGV do
 end
 return n`)
 
-// beatScript is a worker's heartbeat: it says the worker lives until
-// ARGV[3], resets the idle time of the entries it holds (those no other
-// worker has claimed), so that nobody claims a line it is still fetching,
-// and drops workers and rate buckets long gone. KEYS: stream, workers,
-// rate. ARGV: group, consumer, alive until (ms), forget workers before
-// (ms), forget buckets before, then the ids held.
+// beatScript is a worker's heartbeat: it says the worker lives for three
+// beats from now (on the Redis clock, as every time of the queue is),
+// resets the idle time of the entries it holds (those no other worker has
+// claimed), so that nobody claims a line it is still fetching, and drops
+// workers gone for an hour and rate buckets older than two minutes. KEYS:
+// stream, workers, rate. ARGV: group, consumer, the beat (ms), then the
+// ids held.
 var beatScript = goredis.NewScript(`
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[4])
-local old = tonumber(ARGV[5])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[2], now + 3 * tonumber(ARGV[3]), ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - 3600000)
+local old = math.floor(now / 1000 / ` + rateBucket + `) - 12
 for _, b in ipairs(redis.call('HKEYS', KEYS[3])) do
-  if tonumber(b) < old then redis.call('HDEL', KEYS[3], b) end
+  local k = tonumber(b)
+  if k == nil or k < old then redis.call('HDEL', KEYS[3], b) end
 end
-for i = 6, #ARGV do
+for i = 4, #ARGV do
   local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
   if p[1] and p[1][2] == ARGV[2] then
     redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')

@@ -96,7 +96,7 @@ func drain(t *testing.T, w *workqueue.Worker) map[string]int {
 
 func status(t *testing.T, q *workqueue.Queue) workqueue.Status {
 	t.Helper()
-	st, err := q.Status(context.Background(), time.Now())
+	st, err := q.Status(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestWorker_doneLinesAcknowledged(t *testing.T) {
 // runs, and the lines each holds.
 func TestStatus_workersAndPending(t *testing.T) {
 	q, _ := newQueue(t)
-	if _, err := q.Status(context.Background(), time.Now()); !errors.Is(err, workqueue.ErrNoGroup) {
+	if _, err := q.Status(context.Background()); !errors.Is(err, workqueue.ErrNoGroup) {
 		t.Errorf("status of an empty namespace: %v, want ErrNoGroup", err)
 	}
 	enqueue(t, q, "a", list(10))
