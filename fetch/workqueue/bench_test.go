@@ -107,6 +107,10 @@ func BenchmarkQueue(b *testing.B) {
 	if st.Done != int64(b.N) || st.Pending != 0 {
 		b.Fatalf("status after the run: %+v, want %d done", st, b.N)
 	}
+	// With -v, each command's calls and time: where the server's CPU goes.
+	if v, err := srv.Do("INFO", "commandstats"); err == nil && testing.Verbose() {
+		b.Log(v)
+	}
 	n := float64(b.N)
 	b.ReportMetric((enq.cmds-before.cmds)/n, "enqueue-cmds/line")
 	b.ReportMetric((enq.cpu-before.cpu)*1e6/n, "enqueue-cpu-µs/line")

@@ -62,13 +62,14 @@ type Worker struct {
 
 	// fillMu is held while fill talks to Redis: Close waits for it, so
 	// that no line is taken after Close has put back what was held.
-	fillMu sync.Mutex
-	mu     sync.Mutex
-	held   map[lineKey][]string // entries handed out by Next, by line, not yet let go
-	heldID map[string]bool      // their ids, and those of buf
-	buf    []goredis.XMessage   // taken from Redis, not yet handed out
-	acks   []any                // (id, ok) pairs whose acknowledgement failed: tried again
-	cursor string               // XAUTOCLAIM's
+	fillMu  sync.Mutex
+	mu      sync.Mutex
+	held    map[lineKey][]string // entries handed out by Next, by line, not yet let go
+	heldID  map[string]bool      // their ids, and those of buf
+	buf     []goredis.XMessage   // taken from Redis, not yet handed out
+	acks    []any                // (id, ok) pairs whose acknowledgement failed: tried again
+	cursor  string               // XAUTOCLAIM's
+	scanned time.Time            // when XAUTOCLAIM last went through the whole group
 
 	taken, acked, returned atomic.Int64
 	stopBeats              context.CancelFunc
@@ -251,24 +252,32 @@ func (w *Worker) fill(ctx context.Context) (drained bool, err error) {
 	defer w.fillMu.Unlock()
 	q := w.q
 	w.mu.Lock()
-	cursor, closed := w.cursor, w.closed
+	cursor, closed, scanned := w.cursor, w.closed, w.scanned
 	w.mu.Unlock()
 	if closed {
 		return false, ErrClosed
 	}
-	msgs, next, err := q.c.XAutoClaim(ctx, &goredis.XAutoClaimArgs{Stream: q.keys.stream, Group: Group,
-		Consumer: w.opt.Name, MinIdle: w.opt.ClaimAfter, Start: cursor, Count: int64(w.opt.Batch)}).Result()
-	if err != nil {
-		return false, err
-	}
-	w.mu.Lock()
-	w.cursor = next
-	w.mu.Unlock()
-	if w.add(msgs) > 0 {
-		return false, nil
-	}
-	if next != "0-0" {
-		return false, nil // more to look through
+	// Lines to claim are looked for once a poll: they have waited the
+	// claim period already, and a scan of the group's pending lines costs
+	// Redis more than taking a batch of new ones.
+	if now := w.clk.Now(); cursor != "0-0" || now.Sub(scanned) >= w.poll() {
+		msgs, next, err := q.c.XAutoClaim(ctx, &goredis.XAutoClaimArgs{Stream: q.keys.stream, Group: Group,
+			Consumer: w.opt.Name, MinIdle: w.opt.ClaimAfter, Start: cursor, Count: int64(w.opt.Batch)}).Result()
+		if err != nil {
+			return false, err
+		}
+		w.mu.Lock()
+		w.cursor = next
+		if next == "0-0" {
+			w.scanned = now
+		}
+		w.mu.Unlock()
+		if w.add(msgs) > 0 {
+			return false, nil
+		}
+		if next != "0-0" {
+			return false, nil // more to look through
+		}
 	}
 	streams, err := q.c.XReadGroup(ctx, &goredis.XReadGroupArgs{Group: Group, Consumer: w.opt.Name,
 		Streams: []string{q.keys.stream, ">"}, Count: int64(w.opt.Batch), Block: w.poll()}).Result()
