@@ -152,6 +152,9 @@ func testWorkQueue(t *testing.T, restart bool) {
 			}
 		}
 		t.Logf("worker %d: %d records", i+1, len(ok))
+		if len(ok) == 0 {
+			t.Errorf("worker %d recorded no line", i+1)
+		}
 	}
 	for line := 1; line <= n; line++ {
 		switch final[line] {
