@@ -69,20 +69,25 @@ func (q *Queue) Status(ctx context.Context) (Status, error) {
 }
 
 // rate is the lines done a second over the last minute, from buckets (unix
-// time / rateBucketSeconds -> lines), and the time left takes at that
-// rate (-1 when never).
+// time / rateBucketSeconds -> lines), and the time the lines left take at
+// that rate (-1 when never). A run younger than a minute is averaged from
+// the start of its first bucket, not over the whole minute.
 func rate(buckets map[string]string, now time.Time, left int64) (float64, time.Duration) {
 	cur := now.Unix() / rateBucketSeconds
 	// The whole buckets of the last minute and the one under way.
 	first := cur - int64(rateWindow/time.Second)/rateBucketSeconds + 1
 	var n int64
+	since := cur + 1 // the first bucket with lines
 	for b, v := range buckets {
 		if k, err := strconv.ParseInt(b, 10, 64); err == nil && k >= first && k <= cur {
 			n += atoi(v)
+			since = min(since, k)
 		}
 	}
-	span := time.Duration(cur-first)*rateBucketSeconds*time.Second + now.Sub(time.Unix(cur*rateBucketSeconds, 0))
-	r := float64(n) / span.Seconds()
+	var r float64
+	if span := now.Sub(time.Unix(since*rateBucketSeconds, 0)); n > 0 && span > 0 {
+		r = float64(n) / span.Seconds()
+	}
 	switch {
 	case left <= 0:
 		return r, 0
