@@ -399,8 +399,8 @@ func (w *Worker) beats(ctx context.Context) {
 	}
 }
 
-// beat says the worker is alive for three beats, and touches the lines it
-// holds (see beatScript).
+// beat says the worker is alive for three beats, touches the lines it
+// holds and forgets those it lost (see beatScript).
 func (w *Worker) beat(ctx context.Context) error {
 	q := w.q
 	w.mu.Lock()
@@ -410,10 +410,38 @@ func (w *Worker) beat(ctx context.Context) error {
 		args = append(args, id)
 	}
 	w.mu.Unlock()
-	if err := beatScript.Run(ctx, q.c, []string{q.keys.stream, q.keys.workers, q.keys.rate}, args...).Err(); err != nil {
+	lost, err := beatScript.Run(ctx, q.c, []string{q.keys.stream, q.keys.workers, q.keys.rate}, args...).StringSlice()
+	if err != nil {
 		return fmt.Errorf("workqueue: heartbeat: %w", err)
 	}
+	w.forget(lost)
 	return nil
+}
+
+// forget drops from buf the lines of ids, which are no longer the
+// worker's: after a pause (a stopped process, a Redis away) longer than
+// the claim period, others took them; fetching them too would only
+// duplicate their records. Lines already handed out are left to finish.
+func (w *Worker) forget(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	gone := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		gone[id] = true
+	}
+	kept := w.buf[:0]
+	for _, m := range w.buf {
+		if gone[m.ID] {
+			delete(w.heldID, m.ID)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	clear(w.buf[len(kept):])
+	w.buf = kept
 }
 
 // Close stops the heartbeat, puts back in the queue every line the worker

@@ -154,9 +154,10 @@ return n`)
 // beats from now (on the Redis clock, as every time of the queue is),
 // resets the idle time of the entries it holds (those no other worker has
 // claimed), so that nobody claims a line it is still fetching, and drops
-// workers gone for an hour and rate buckets older than two minutes. KEYS:
-// stream, workers, rate. ARGV: group, consumer, the beat (ms), then the
-// ids held.
+// workers gone for an hour and rate buckets older than two minutes. It
+// returns the ids held that are no longer the worker's (another claimed
+// them, or they were acknowledged). KEYS: stream, workers, rate. ARGV:
+// group, consumer, the beat (ms), then the ids held.
 var beatScript = goredis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -167,10 +168,13 @@ for _, b in ipairs(redis.call('HKEYS', KEYS[3])) do
   local k = tonumber(b)
   if k == nil or k < old then redis.call('HDEL', KEYS[3], b) end
 end
+local lost = {}
 for i = 4, #ARGV do
   local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
   if p[1] and p[1][2] == ARGV[2] then
     redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
+  else
+    lost[#lost + 1] = ARGV[i]
   end
 end
-return 0`)
+return lost`)

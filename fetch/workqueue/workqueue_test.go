@@ -55,7 +55,9 @@ func newWorker(t *testing.T, q *workqueue.Queue, opt workqueue.WorkerOptions) *w
 		opt.ClaimAfter = time.Hour
 	}
 	if opt.Beat == 0 {
-		opt.Beat = 100 * time.Millisecond
+		// Alive for three beats: a beat late by more than two seconds on
+		// a loaded machine is not taken for a dead worker.
+		opt.Beat = time.Second
 	}
 	w, err := q.Worker(context.Background(), opt)
 	if err != nil {
@@ -198,7 +200,7 @@ func TestWorker_claimsADeadWorkersLines(t *testing.T) {
 	died := time.Now()
 
 	// A live worker that holds one line past the claim period, beating.
-	alive := newWorker(t, q, workqueue.WorkerOptions{ClaimAfter: claimAfter, Batch: 1})
+	alive := newWorker(t, q, workqueue.WorkerOptions{ClaimAfter: claimAfter, Batch: 1, Beat: 100 * time.Millisecond})
 	held, err := alive.Next(context.Background())
 	if err != nil {
 		t.Fatal(err)
