@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fetch-dev/fetch/fetch/fetchtest"
 	"github.com/fetch-dev/fetch/fetch/report"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits/redis/redistest"
@@ -190,4 +191,89 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestWork_pausedWorkerFetchedTwice: a worker stopped (SIGSTOP) with lines
+// in flight past --claim-after has them claimed and finished by another;
+// started again (SIGCONT), it finishes its own copies, so those lines
+// have a record in each worker's file. summarize counts each line once,
+// status counts each done once, and no file has a line ok twice.
+func TestWork_pausedWorkerFetchedTwice(t *testing.T) {
+	rds := redistest.Start(t)
+	target, err := fetchtest.StartTarget(fetchtest.TargetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	dir := t.TempDir()
+	const n = 40
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "%s/p?i=%d&delay=300ms\n", target.URL, i)
+	}
+	urls := writeFile(t, dir, "urls.txt", b.String())
+	ios, _, _, stderr := Test()
+	if code := Run(context.Background(), ios, []string{"enqueue", "-q", "--redis", rds.URL, urls}); code != ExitOK {
+		t.Fatalf("enqueue: exit %d; stderr:\n%s", code, stderr)
+	}
+	// Leases outlive the pause (10s), lines do not (--claim-after 2s).
+	common := []string{"work", "-q", "--redis", rds.URL, "--lease-ttl", "10s", "--claim-after", "2s"}
+	outA, outB := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	a := startFetch(t, "", append(common, "-c", "4", "-o", outA)...)
+	a.waitFor(t, 10*time.Second, "worker a's requests at the target", func() bool { return target.InFlight() >= 4 })
+	a.signal(t, syscall.SIGSTOP)
+	stopped := time.Now()
+	wb := startFetch(t, "", append(common, "-c", "16", "-o", outB)...)
+	if code := wb.wait(t, time.Minute); code != ExitOK {
+		t.Fatalf("worker b: exit %d; stderr:\n%s", code, wb.stderr)
+	}
+	drained := time.Since(stopped)
+	t.Logf("worker b drained the queue %s after a stopped", drained.Round(time.Millisecond))
+	// a's lines were touched at most a beat (a third of --claim-after)
+	// before it stopped: none could be claimed sooner.
+	if least := 2*time.Second - 2*time.Second/3; drained < least {
+		t.Errorf("worker b drained the queue %s after a stopped: a's lines were claimed before they were idle %s", drained, least)
+	}
+	a.signal(t, syscall.SIGCONT)
+	if code := a.wait(t, time.Minute); code != ExitOK {
+		t.Fatalf("worker a: exit %d; stderr:\n%s", code, a.stderr)
+	}
+
+	files := map[string]map[int]int{} // file -> line -> ok records
+	for _, out := range []string{outA, outB} {
+		files[out] = map[int]int{}
+		for _, r := range recordsOf(t, out) {
+			if !r.OK {
+				t.Errorf("%s: line %d not ok: %+v", filepath.Base(out), r.Line, r.Error)
+			}
+			if files[out][r.Line]++; files[out][r.Line] > 1 {
+				t.Errorf("%s recorded line %d ok twice", filepath.Base(out), r.Line)
+			}
+		}
+	}
+	twice := 0
+	for line := range files[outA] {
+		if files[outB][line] > 0 {
+			twice++
+		}
+	}
+	t.Logf("a recorded %d lines, b %d; %d lines by both", len(files[outA]), len(files[outB]), twice)
+	if twice == 0 {
+		t.Errorf("no line recorded by both workers: a's requests in flight when it stopped should have been")
+	}
+	repFile := filepath.Join(dir, "report.json")
+	ios, _, _, stderr = Test()
+	if code := Run(context.Background(), ios, []string{"summarize", "--report", repFile, outB, outA}); code != ExitOK {
+		t.Errorf("summarize: exit %d; stderr:\n%s", code, stderr)
+	}
+	var rep report.Report
+	if b, err := os.ReadFile(repFile); err != nil || json.Unmarshal(b, &rep) != nil {
+		t.Fatalf("report: %v\n%s", err, b)
+	}
+	if rep.Jobs != n || rep.OK != n {
+		t.Errorf("summarize counts %d jobs, %d ok; want %d each", rep.Jobs, rep.OK, n)
+	}
+	if st := queueStatus(t, rds); st.Done != n || st.Pending != 0 || st.Failed != 0 {
+		t.Errorf("status: %+v; want %d done, each once", st, n)
+	}
 }

@@ -102,6 +102,8 @@ func (opts *FetchOptions) startWorker(ctx context.Context, mx *metricsServer) (*
 	}
 	q := workqueue.New(w.client, opts.Namespace)
 	wk, err := q.Worker(ctx, workqueue.WorkerOptions{
+		// Beats as often as leases are renewed, or oftener when
+		// --claim-after is short (see WorkerOptions.Beat).
 		ClaimAfter: w.ClaimAfter, Beat: opts.LeaseTTL / 3, Follow: w.Follow,
 		MaxRequestBody: opts.Config.MaxRequestBody, Done: opts.Config.Done,
 		GiveUp: opts.Config.PoolWait, Clock: opts.Config.Clock,

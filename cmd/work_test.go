@@ -22,8 +22,9 @@ import (
 
 // TestWork_killAndJoin: three workers over one queue of 30,000 lines, a
 // fourth joining halfway and one of the first killed with -9 then: every
-// line has one final record in the union of the workers' files, summarize
-// and status agree, no proxy was ever over its cap (counted at the
+// line has one final record in the union of the workers' files (the
+// killed one started again on its file once its lines were taken over:
+// no line recorded ok twice in a file), summarize and status agree, no proxy was ever over its cap (counted at the
 // proxies), and the dead worker's lines were finished by the others within
 // --claim-after plus 5 seconds.
 func TestWork_killAndJoin(t *testing.T) { testWorkQueue(t, false) }
@@ -70,17 +71,20 @@ func testWorkQueue(t *testing.T, restart bool) {
 
 	var workers []*proc
 	var outs []string
-	startWorker := func() *proc {
-		out := filepath.Join(dir, fmt.Sprintf("w%d.jsonl", len(workers)+1))
+	// startWorker starts a worker writing to out, a new file when "".
+	startWorker := func(out string) *proc {
+		if out == "" {
+			out = filepath.Join(dir, fmt.Sprintf("w%d.jsonl", len(outs)+1))
+			outs = append(outs, out)
+		}
 		args := append([]string{"work", "-q", "--redis", rds.URL, "--namespace", ns, "-c", "8",
 			"--proxy-concurrency", strconv.Itoa(cap), "--lease-ttl", "1s", "--claim-after", claimAfter.String(), "-o", out}, pxArgs...)
 		p := startFetch(t, "", args...)
 		workers = append(workers, p)
-		outs = append(outs, out)
 		return p
 	}
 	for range 3 {
-		startWorker()
+		startWorker("")
 	}
 	done := func() int {
 		v, _ := rds.Do("HGET", "{"+ns+"}:q:stats", "done")
@@ -101,8 +105,9 @@ func testWorkQueue(t *testing.T, restart bool) {
 	}
 	waitFor(t, 2*time.Minute, "half the lines done", func() bool { return done() >= n/2 }, explain)
 
-	// Halfway: the fourth joins, and the second is killed.
-	startWorker()
+	// Halfway: the fourth joins, and the second is killed, then started
+	// again on its file.
+	startWorker("")
 	victim := workers[1]
 	name := consumerOf(t, rds, ns, victim.cmd.Process.Pid)
 	held := pendingOf(t, rds, ns, name)
@@ -123,6 +128,7 @@ func testWorkQueue(t *testing.T, restart bool) {
 		return true
 	}, explain)
 	t.Logf("the dead worker's lines were finished %s after the kill", time.Since(killed).Round(time.Millisecond))
+	startWorker(outs[1])
 
 	for i, w := range workers {
 		if i == 1 {

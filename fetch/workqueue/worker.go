@@ -27,8 +27,10 @@ type WorkerOptions struct {
 	// of it (its heartbeat touches the lines it holds) before another
 	// worker claims it.
 	ClaimAfter time.Duration
-	// Beat is how often the heartbeat runs; a worker counts as alive for
-	// three beats after its last.
+	// Beat is how often the heartbeat runs, at most a third of
+	// ClaimAfter (a longer one is cut to that: the lines of a live worker
+	// must not sit idle for the claim period between two beats); a worker
+	// counts as alive for three beats after its last.
 	Beat time.Duration
 	// Follow: Next waits for more lines when the queue is drained, instead
 	// of returning io.EOF.
@@ -107,6 +109,7 @@ func (q *Queue) Worker(ctx context.Context, opt WorkerOptions) (*Worker, error) 
 	if opt.Batch < 1 {
 		opt.Batch = 32
 	}
+	opt.Beat = min(opt.Beat, opt.ClaimAfter/3)
 	w := &Worker{q: q, opt: opt, clk: opt.Clock, held: map[lineKey][]string{}, heldID: map[string]bool{},
 		cursor: "0-0", beatDone: make(chan struct{})}
 	if w.clk == nil {

@@ -200,7 +200,8 @@ func TestWorker_claimsADeadWorkersLines(t *testing.T) {
 	died := time.Now()
 
 	// A live worker that holds one line past the claim period, beating.
-	alive := newWorker(t, q, workqueue.WorkerOptions{ClaimAfter: claimAfter, Batch: 1, Beat: 100 * time.Millisecond})
+	// Its beat, asked for hourly, is cut to a third of the claim period.
+	alive := newWorker(t, q, workqueue.WorkerOptions{ClaimAfter: claimAfter, Batch: 1, Beat: time.Hour})
 	held, err := alive.Next(context.Background())
 	if err != nil {
 		t.Fatal(err)
