@@ -220,7 +220,9 @@ func TestWork_pausedWorkerFetchedTwice(t *testing.T) {
 	common := []string{"work", "-q", "--redis", rds.URL, "--lease-ttl", "10s", "--claim-after", "2s"}
 	outA, outB := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
 	a := startFetch(t, "", append(common, "-c", "4", "-o", outA)...)
-	a.waitFor(t, 10*time.Second, "worker a's requests at the target", func() bool { return target.InFlight() >= 4 })
+	// On a Redis younger than a lease, the first process waits for one
+	// (see limits/redis): 10s, then its requests go out.
+	a.waitFor(t, 30*time.Second, "worker a's requests at the target", func() bool { return target.InFlight() >= 4 })
 	a.signal(t, syscall.SIGSTOP)
 	stopped := time.Now()
 	wb := startFetch(t, "", append(common, "-c", "16", "-o", outB)...)
