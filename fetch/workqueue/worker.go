@@ -202,6 +202,15 @@ func (w *Worker) Next(ctx context.Context) (*input.Line, error) {
 
 // pop hands out the first line of buf, acknowledging those Done holds.
 func (w *Worker) pop(ctx context.Context) *input.Line {
+	if l := w.popBuf(); l != nil {
+		return l
+	}
+	w.flushAcks(ctx)
+	return nil
+}
+
+// popBuf hands out the first line of buf that is to be fetched.
+func (w *Worker) popBuf() *input.Line {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for len(w.buf) > 0 {
@@ -225,9 +234,6 @@ func (w *Worker) pop(ctx context.Context) *input.Line {
 		w.held[k] = append(w.held[k], m.ID)
 		w.taken.Add(1)
 		return l
-	}
-	if len(w.acks) > 0 {
-		w.flushAcks(ctx)
 	}
 	return nil
 }
@@ -356,28 +362,36 @@ func (w *Worker) Written(recs []*results.Record) {
 		}
 		w.acks = append(w.acks, id, ok)
 	}
+	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), w.opt.Beat)
 	defer cancel()
 	w.flushAcks(ctx)
-	w.mu.Unlock()
 	if len(ret) > 0 {
 		w.putBack(ctx, ret)
 	}
 }
 
 // flushAcks sends the acknowledgements waiting; those that fail wait for
-// the next try. Call it with w.mu held.
-func (w *Worker) flushAcks(ctx context.Context) {
-	if len(w.acks) == 0 {
-		return
+// the next try. Redis is called without w.mu held: Stats (a scrape) and
+// the other goroutine do not wait for it.
+func (w *Worker) flushAcks(ctx context.Context) bool {
+	w.mu.Lock()
+	acks := w.acks
+	w.acks = nil
+	w.mu.Unlock()
+	if len(acks) == 0 {
+		return true
 	}
 	q := w.q
-	args := append([]any{Group}, w.acks...)
+	args := append([]any{Group}, acks...)
 	if err := ackScript.Run(ctx, q.c, []string{q.keys.stream, q.keys.stats, q.keys.rate}, args...).Err(); err != nil {
-		return
+		w.mu.Lock()
+		w.acks = append(acks, w.acks...)
+		w.mu.Unlock()
+		return false
 	}
-	w.acked.Add(int64(len(w.acks) / 2))
-	w.acks = w.acks[:0]
+	w.acked.Add(int64(len(acks) / 2))
+	return true
 }
 
 // putBack puts the entries ids back in the queue, for any worker.
@@ -464,9 +478,8 @@ func (w *Worker) Close(ctx context.Context) error {
 	<-w.beatDone
 	w.fillMu.Lock() // a take under way ends within a poll
 	defer w.fillMu.Unlock()
+	acked := w.flushAcks(ctx)
 	w.mu.Lock()
-	w.flushAcks(ctx)
-	left := len(w.acks)
 	ids := make([]any, 0, len(w.heldID))
 	for id := range w.heldID {
 		ids = append(ids, id)
@@ -481,7 +494,7 @@ func (w *Worker) Close(ctx context.Context) error {
 	if rerr := q.c.ZRem(ctx, q.keys.workers, w.opt.Name).Err(); rerr != nil && err == nil {
 		err = fmt.Errorf("workqueue: leaving: %w", rerr)
 	}
-	if err == nil && left == 0 {
+	if err == nil && acked {
 		// Nothing of it pending: its name leaves the group's list too.
 		if n, perr := q.c.XPendingExt(ctx, &goredis.XPendingExtArgs{Stream: q.keys.stream, Group: Group,
 			Start: "-", End: "+", Count: 1, Consumer: w.opt.Name}).Result(); perr == nil && len(n) == 0 {
