@@ -87,6 +87,9 @@ func (opts *FetchOptions) dialCoordinator(ctx context.Context, warn *warnings) (
 	if err != nil {
 		return nil, usageError(fmt.Errorf("--redis: %w", err))
 	}
+	if opts.work != nil {
+		opts.work.client = client // the queue's too
+	}
 	ro := redislimits.Options{Namespace: opts.Namespace, LeaseTTL: opts.LeaseTTL, Addr: target.String()}
 	if target.Kind == redislimits.KindSentinel {
 		ro.Replicas = 1 // a failover to the replica keeps every lease in use

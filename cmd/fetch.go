@@ -50,6 +50,8 @@ type FetchOptions struct {
 	Shard     string
 	LeaseTTL  time.Duration
 
+	work *workOptions // fetch work: the lines come from the queue; nil for a plain run
+
 	// resumeGC ends the pause of garbage collection that covers reading
 	// the proxy list and building the engine; nil when none was paused.
 	resumeGC func()
@@ -70,6 +72,7 @@ func NewCmdRoot(ios *IOStreams) *cobra.Command {
 	root.AddCommand(NewCmdDemo(ios, nil))
 	root.AddCommand(NewCmdCheck(ios, nil))
 	root.AddCommand(NewCmdSummarize(ios, nil))
+	root.AddCommand(NewCmdEnqueue(ios, nil), NewCmdWork(ios, nil), NewCmdStatus(ios, nil))
 	root.AddCommand(NewCmdCompletion(ios, root))
 	// --help and --version, as cobra would add them, but without its
 	// templates: text/template keeps every exported method of every type

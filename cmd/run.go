@@ -81,6 +81,11 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 		return err
 	}
 	defer closeCoordinator()
+	src, closeWorker, err := opts.startWorker(ctx, mx)
+	if err != nil {
+		return err
+	}
+	defer closeWorker() // before closeCoordinator: it puts lines back
 	opts.Config.Warn = warn.warn
 	defer routeLog(warn)() // after Close: the transports log until then
 	// The engine is handed the only reference to the proxy list: it keeps
@@ -144,13 +149,17 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 	}()
 
 	var total func(context.Context) int64
-	if !opts.Quiet && ios.IsStderrTTY() {
+	if !opts.Quiet && ios.IsStderrTTY() && src == nil {
 		names := inputNames(opts.Inputs)
 		shard, done, maxBody := opts.Config.Shard, opts.Config.Done, opts.Config.MaxRequestBody
 		total = func(ctx context.Context) int64 { return linesTaken(ctx, names, shard, done, maxBody) }
 	}
-	rep, runErr := runEngine(ctx, ios, warn, eng, inputs, out, opts.Quiet, total)
-	if opts.Resume && rep != nil && !opts.Quiet {
+	var lines fetch.LineSource // nil: the inputs
+	if src != nil {
+		lines = src
+	}
+	rep, runErr := runLines(ctx, ios, warn, eng, inputs, lines, out, opts.Quiet, total)
+	if opts.Resume && rep != nil && !opts.Quiet && src == nil {
 		n := eng.Stats().Skipped
 		lines := "lines"
 		if n == 1 {
@@ -164,7 +173,7 @@ func fetchRun(ctx context.Context, opts *FetchOptions, cpu *earlyCPU) (err error
 			return fmt.Errorf("--report: %w", err)
 		}
 	}
-	return runResult(rep, runErr)
+	return opts.workResult(runResult(rep, runErr))
 }
 
 // inputFiles are the files fetch reads, for checkFiles: the URL inputs
@@ -215,6 +224,12 @@ func (opts *FetchOptions) outputFiles() []namedFile {
 // unless quiet. It returns what Run returned, or the error of the final
 // flush of the records.
 func runEngine(ctx context.Context, ios *IOStreams, warn *warnings, eng *fetch.Engine, inputs []input.Source, out io.Writer, quiet bool, total func(context.Context) int64) (*report.Report, error) {
+	return runLines(ctx, ios, warn, eng, inputs, nil, out, quiet, total)
+}
+
+// runLines is runEngine over the lines of src instead of inputs, when src
+// is not nil.
+func runLines(ctx context.Context, ios *IOStreams, warn *warnings, eng *fetch.Engine, inputs []input.Source, src fetch.LineSource, out io.Writer, quiet bool, total func(context.Context) int64) (*report.Report, error) {
 	ow := &outputWriter{w: guardWrites(ctx, out)}
 	w := results.NewJSONLWriter(ow)
 	defer onSecondInterrupt(ctx, eng.StopNow)()
@@ -222,7 +237,13 @@ func runEngine(ctx context.Context, ios *IOStreams, warn *warnings, eng *fetch.E
 	if total != nil {
 		stop = startProgress(ctx, warn.out, eng, total, ios.stderrColumns)
 	}
-	rep, err := eng.Run(ctx, inputs, w)
+	var rep *report.Report
+	var err error
+	if src != nil {
+		rep, err = eng.RunSource(ctx, src, w)
+	} else {
+		rep, err = eng.Run(ctx, inputs, w)
+	}
 	stop()
 	if ferr := w.Flush(); ferr != nil && err == nil {
 		err = fmt.Errorf("writing results: %w", ferr)

@@ -25,6 +25,11 @@ var ErrInterrupted = errors.New("fetch: interrupted")
 // still unfinished as cancelled, and returns the report (Interrupted set)
 // with an error wrapping ErrInterrupted and context.Canceled.
 func (e *Engine) Run(ctx context.Context, inputs []input.Source, w RecordWriter) (*report.Report, error) {
+	return e.run(ctx, inputs, nil, w)
+}
+
+// run is Run over inputs, or RunSource over src when it is not nil.
+func (e *Engine) run(ctx context.Context, inputs []input.Source, src LineSource, w RecordWriter) (*report.Report, error) {
 	start := e.clock().now()
 	coll := newCollector(start, e.cfg.ReportHosts, e.cfg.ReportProxies, e.routes)
 	coll.obs = e.cfg.Observer
@@ -52,7 +57,7 @@ func (e *Engine) Run(ctx context.Context, inputs []input.Source, w RecordWriter)
 
 	jobs := newJobQueue(min(e.cfg.Concurrency, maxJobsQueued), maxQueuedBytes)
 	readDone := make(chan error, 1)
-	go e.read(admit, inputs, jobs, readDone)
+	go e.read(admit, inputs, src, jobs, readDone)
 
 	records := make(chan *results.Record, min(e.cfg.Concurrency, maxRecordsWaiting))
 	g.Go(func() error {
@@ -60,7 +65,7 @@ func (e *Engine) Run(ctx context.Context, inputs []input.Source, w RecordWriter)
 		e.fetch(admit, work, stages, jobs, records, coll)
 		return nil
 	})
-	g.Go(func() error { return e.write(w, records, coll) })
+	g.Go(func() error { return e.write(w, records, coll, &written{src: src}) })
 	writeErr := g.Wait()
 	cancelWork() // ends the grace timer
 	e.transports.closeIdle()
@@ -191,13 +196,18 @@ func (e *Engine) grace(work context.Context, end context.CancelFunc) {
 // maxJobsQueued bounds the jobs read ahead of the workers.
 const maxJobsQueued = 64
 
-// read is the reader stage: it streams the jobs of inputs to jobs until
-// admit ends, closes jobs, and sends its error (nil when every line was
+// read is the reader stage: it streams the jobs of inputs (of src, when
+// not nil) to jobs until admit ends, closes jobs, and sends its error (nil when every line was
 // taken) to done. Run does not wait for it once admitting has stopped: a
 // read from a pipe or a terminal may block for ever, and is left behind.
-func (e *Engine) read(admit context.Context, inputs []input.Source, jobs *jobQueue, done chan<- error) {
+func (e *Engine) read(admit context.Context, inputs []input.Source, src LineSource, jobs *jobQueue, done chan<- error) {
 	defer jobs.close()
-	err := readInputs(admit, inputs, e.cfg.Shard, e.cfg.Done, e.cfg.MaxRequestBody, &e.skipped, jobs)
+	var err error
+	if src != nil {
+		err = readSource(admit, src, jobs)
+	} else {
+		err = readInputs(admit, inputs, e.cfg.Shard, e.cfg.Done, e.cfg.MaxRequestBody, &e.skipped, jobs)
+	}
 	if err == nil {
 		err = jobs.drained(admit)
 	}
@@ -296,9 +306,10 @@ const flushDelay = 50 * time.Millisecond
 
 // write is the writing stage: it counts each record from records and
 // writes it to w, flushing w within flushDelay of a record, so that output
-// is never stale, and once more when records is closed. It returns w's
-// first error: records can no longer be kept, and the run stops.
-func (e *Engine) write(w RecordWriter, records <-chan *results.Record, coll *collector) error {
+// is never stale, and once more when records is closed; src is told of
+// the records once flushed. It returns w's first error: records can no
+// longer be kept, and the run stops.
+func (e *Engine) write(w RecordWriter, records <-chan *results.Record, coll *collector, src *written) error {
 	flusher, _ := w.(interface{ Flush() error })
 	clk := e.clock()
 	var due <-chan struct{} // closed when buffered records are to be flushed; nil when none are
@@ -313,8 +324,11 @@ func (e *Engine) write(w RecordWriter, records <-chan *results.Record, coll *col
 		case rec, ok := <-records:
 			if !ok {
 				if flusher != nil && due != nil {
-					return flusher.Flush()
+					if err := flusher.Flush(); err != nil {
+						return err
+					}
 				}
+				src.flushed()
 				return nil
 			}
 			coll.record(rec)
@@ -327,7 +341,10 @@ func (e *Engine) write(w RecordWriter, records <-chan *results.Record, coll *col
 			if err := w.Write(rec); err != nil {
 				return err
 			}
-			if flusher != nil && due == nil {
+			src.add(rec)
+			if flusher == nil {
+				src.flushed()
+			} else if due == nil {
 				due, timer = clk.after(flushDelay)
 			}
 		case <-due:
@@ -335,6 +352,7 @@ func (e *Engine) write(w RecordWriter, records <-chan *results.Record, coll *col
 			if err := flusher.Flush(); err != nil {
 				return err
 			}
+			src.flushed()
 		}
 	}
 }

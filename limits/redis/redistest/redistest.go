@@ -16,41 +16,60 @@ import (
 )
 
 // Server is a redis-server listening on a unix socket in a test's
-// temporary directory, with no persistence.
+// temporary directory, with no persistence unless started by StartAOF.
 type Server struct {
 	Sock string // the socket's path
 	URL  string // unix://Sock
 	t    testing.TB
 	cmd  *exec.Cmd
 	dir  string
+	aof  bool // an append-only file, fsynced at every write: Restart loads it
 }
 
 // Start starts a redis-server for t and stops it when t ends. It fails the
 // test (never skips it) if redis-server is not installed.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return start(t, false)
+}
+
+// StartAOF starts a redis-server as Start does, but persisting every write
+// to an append-only file before answering it (appendfsync always): after
+// Stop, even a kill -9, Restart brings back all it had answered.
+func StartAOF(t testing.TB) *Server {
+	t.Helper()
+	return start(t, true)
+}
+
+func start(t testing.TB, aof bool) *Server {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "redistest")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	s := &Server{Sock: filepath.Join(dir, "r.sock"), t: t, dir: dir}
+	s := &Server{Sock: filepath.Join(dir, "r.sock"), t: t, dir: dir, aof: aof}
 	s.URL = "unix://" + s.Sock
 	s.Restart()
 	t.Cleanup(s.Stop)
 	return s
 }
 
-// Restart starts the server again on the same socket, empty, after Stop or
-// Shutdown.
+// Restart starts the server again on the same socket after Stop or
+// Shutdown: empty, or, started by StartAOF, with what its append-only file
+// holds.
 func (s *Server) Restart() {
 	s.t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		s.t.Fatal("redistest: redis-server is not installed (scripts/test.sh installs it): ", err)
 	}
-	s.cmd = exec.Command(bin, "--port", "0", "--unixsocket", s.Sock, "--unixsocketperm", "700",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning")
+	aof := []string{"--appendonly", "no"}
+	if s.aof {
+		aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	s.cmd = exec.Command(bin, append([]string{"--port", "0", "--unixsocket", s.Sock, "--unixsocketperm", "700",
+		"--save", "", "--dir", s.dir, "--loglevel", "warning"}, aof...)...)
 	log, err := os.OpenFile(filepath.Join(s.dir, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		s.t.Fatal("redistest: ", err)

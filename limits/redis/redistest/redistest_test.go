@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -380,5 +381,34 @@ func (r *redirectCount) ProcessPipelineHook(next goredis.ProcessPipelineHook) go
 			r.note(c.Err())
 		}
 		return err
+	}
+}
+
+// TestStartAOF: a server started by StartAOF keeps what it answered
+// through a kill -9 and Restart; one started by Start comes back empty.
+func TestStartAOF(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		start func(testing.TB) *Server
+		want  any
+	}{
+		{"aof", StartAOF, "v"},
+		{"no persistence", Start, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.start(t)
+			if _, err := s.Do("SET", "k", "v"); err != nil {
+				t.Fatal(err)
+			}
+			s.Stop()
+			s.Restart()
+			got, err := s.Do("GET", "k")
+			if err != nil && !errors.Is(err, goredis.Nil) {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("after a kill and restart: GET k = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
