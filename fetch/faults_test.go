@@ -19,23 +19,43 @@ import (
 	"github.com/fetch-dev/fetch/proxies"
 )
 
-// Limits for the fault tests: small, so that the suite stays fast.
+// Limits for the fault tests. Every fault that a limit ends is a server
+// that never answers (a connect never accepted, a handshake, a head or the
+// rest of a body never sent), which a limit of any length ends in the same
+// phase. So each row sets short only the one limit it tests, and every
+// other limit long (faultLong): load cannot end a row's well-behaved
+// steps (a loopback connect, a TLS handshake) before its fault. Under
+// -race with both cores busy, a loopback TLS handshake took 75 ms at the
+// median and up to 0.94 s, more than the 300 ms that every limit had.
 const (
-	faultConnect = 300 * time.Millisecond
-	faultHeader  = 300 * time.Millisecond
-	faultIdle    = 300 * time.Millisecond
-	faultTotal   = 2 * time.Second
-	faultBackoff = 10 * time.Millisecond // first back-off: full jitter, so at most this with --retries 1
+	// faultLimit is the connect, header or idle limit a row tests.
+	faultLimit = 300 * time.Millisecond
+	// faultTotal is the total deadline of the row that tests it: the
+	// connect, TLS handshake and head before its body must fit in it.
+	faultTotal = 3 * time.Second
+	// faultLong is every connect, header and idle limit a row does not
+	// test, far beyond what a loaded machine takes (see TestFaultMix).
+	faultLong = 5 * time.Second
+	// faultLongTotal is the total deadline of a row that does not test
+	// it: two attempts that each run into faultLong and the back-off
+	// between them, with a limit to spare, and far below the 30 s
+	// Retry-After that must not fit.
+	faultLongTotal = 3 * faultLong
+	faultBackoff   = 10 * time.Millisecond // first back-off: full jitter, so at most this with --retries 1
 
-	// faultTolerance is how far past its bound a failure may land: timers,
-	// TLS handshakes with fresh keys and goroutine scheduling under -race
-	// on a shared 2-core machine, with several rows running at once. On a
-	// virtual machine 3 times slower than usual, with 9% of its CPU time
-	// taken by the hypervisor, two attempts through SOCKS5 and TLS that
-	// each end at once took 313ms. 500ms still tells a limit that held
-	// from one that did not: the next limit that would end such a row is
-	// the 2s total deadline.
-	faultTolerance = 500 * time.Millisecond
+	// faultTolerance is how far past its length a limit's own time (the
+	// phases it bounds, in each attempt) may run, or a wait between
+	// attempts: a timer's firing and the goroutines it wakes, under -race
+	// on a shared 2-core machine with several rows at once. It is checked
+	// on the limit's phases, not on the record's elapsed time, which also
+	// holds the handshakes and heads before them. With both cores busy
+	// (TestTargetFaults and TestProxyFaults -race -count=5 beside two busy
+	// loops and other engineers' tests, load average 6 to 9), a 300 ms
+	// limit's phases took up to 694 ms and a back-off of at most 10 ms up
+	// to 285 ms. A limit that does not hold is told from one that does
+	// all the same: the next limit that would end the attempt is
+	// faultLong or the total deadline, 5 s and more.
+	faultTolerance = time.Second
 	// faultEarly is how much sooner than its limit a timeout may be
 	// recorded: the record's clock and the timer's start a few
 	// microseconds apart.
@@ -45,41 +65,44 @@ const (
 	faultRowsAtOnce       = 10 // rows in flight together
 )
 
-// Limits for TestFaultMix, which checks each line's phase and kind, not
-// its time. Every fault there that a limit ends is a server that never
-// answers (a connect never accepted, a handshake, a head or the rest of
-// a body never sent), which a limit of any length ends in the same
-// phase. A well-behaved server's connect, handshake or head, on the
-// other hand, has to fit in its limit, and on a loaded machine the fault
-// tests' 300 ms did not: under -race with both cores busy (TestFaultMix
-// -count=5 beside two busy loops and other packages' tests), the mix's
-// 64 lines at once took 200 ms for a TLS handshake at the median and up
-// to 0.9 s, up to 1.3 s for a loopback connect, and 41 to 50 of 276
-// lines ran out of the connect timeout (in phase tls or connect) before
-// their fault. The time is the CPU's: 64 handshakes at once, each side
-// under -race. So the mix sets every limit far beyond what a loaded
-// machine takes, and load cannot change a line's outcome; the check logs
-// the slowest such phase it saw. TestTargetFaults and TestProxyFaults
-// check the limits' lengths.
+// The limit a row tests: what ends each of its attempts.
 const (
-	mixLimit = 5 * time.Second // connect (with the TLS handshake), headers, idle
-	// mixTotal holds two attempts that each run into mixLimit and the
-	// back-off between them, with a limit to spare, and is far below
-	// the 30 s Retry-After that must not fit.
-	mixTotal = 3 * mixLimit
+	limitNone    = ""
+	limitConnect = "connect" // --connect-timeout: from the dial to the connection (see limitPhases)
+	limitHeaders = "headers" // --header-timeout: the headers phase
+	limitIdle    = "idle"    // --idle-timeout: here, the body phase
+	limitTotal   = "total"   // --timeout: the record's elapsed time
+)
+
+// Limits for TestFaultMix, which checks each line's phase and kind, not
+// its time: every limit long. A well-behaved server's connect, handshake
+// or head has to fit in its limit, and on a loaded machine 300 ms did
+// not: under -race with both cores busy (TestFaultMix -count=5 beside two
+// busy loops and other packages' tests), the mix's 64 lines at once took
+// 200 ms for a TLS handshake at the median and up to 0.9 s, up to 1.3 s
+// for a loopback connect, and 41 to 50 of 276 lines ran out of the
+// connect timeout (in phase tls or connect) before their fault. The time
+// is the CPU's: 64 handshakes at once, each side under -race. So the mix
+// sets every limit far beyond what a loaded machine takes, and load
+// cannot change a line's outcome; the check logs the slowest such phase
+// it saw. TestTargetFaults and TestProxyFaults check the limits' lengths.
+const (
+	mixLimit = faultLong      // connect (with the TLS handshake), headers, idle
+	mixTotal = faultLongTotal // see faultLongTotal
 )
 
 // transports are the clients every fault row runs on: records are the
 // same on both (net/http is the fast path's reference).
 var transports = []fetch.Transport{fetch.TransportFast, fetch.TransportStd}
 
-// faultConfig is the configuration every fault row starts from.
+// faultConfig is the configuration every fault row starts from: every
+// limit long.
 func faultConfig(roots *x509.CertPool) fetch.Config {
 	cfg := fetch.DefaultConfig()
-	cfg.ConnectTimeout = faultConnect
-	cfg.HeaderTimeout = faultHeader
-	cfg.IdleTimeout = faultIdle
-	cfg.Timeout = faultTotal
+	cfg.ConnectTimeout = faultLong
+	cfg.HeaderTimeout = faultLong
+	cfg.IdleTimeout = faultLong
+	cfg.Timeout = faultLongTotal
 	cfg.Retries = 1
 	cfg.RetryBackoff = faultBackoff
 	cfg.MaxBody = 1000
@@ -92,15 +115,35 @@ func faultConfig(roots *x509.CertPool) fetch.Config {
 	return cfg
 }
 
+// faultConfigFor is faultConfig with the limit a row tests made short.
+func faultConfigFor(roots *x509.CertPool, limit string) fetch.Config {
+	cfg := faultConfig(roots)
+	switch limit {
+	case limitConnect:
+		cfg.ConnectTimeout = faultLimit
+	case limitHeaders:
+		cfg.HeaderTimeout = faultLimit
+	case limitIdle:
+		cfg.IdleTimeout = faultLimit
+	case limitTotal:
+		cfg.Timeout = faultTotal
+	}
+	return cfg
+}
+
 // expect is what one row's record must show.
 type expect struct {
 	ok          bool
 	status      int // 0: any
 	phase, kind string
 	attempts    int
-	// The record's elapsed_ms must be at least min and at most
-	// bound + faultTolerance.
-	min, bound time.Duration
+	// limit is the limit that ended each attempt (limitNone: none did):
+	// the row sets it short, and each attempt's time in the phases it
+	// bounds must be its length, within faultEarly and faultTolerance.
+	limit string
+	// wait is the Retry-After wait between attempts, when there is one;
+	// else a back-off of at most faultBackoff.
+	wait time.Duration
 	// rejects: the proxy refuses its credentials. Its only attempt fails,
 	// the pool of that one proxy cannot serve, and the run stops: the URL
 	// is cancelled in the queue, to be taken again by a resumed run.
@@ -113,19 +156,13 @@ type expect struct {
 // attempt that failed in phase proxy, then the URL cancelled in the queue
 // with the pool's cause, and the run stopped.
 func rejected() expect {
-	return expect{phase: "queue", kind: "cancelled", attempts: 1, bound: faultBackoff, rejects: true}
+	return expect{phase: "queue", kind: "cancelled", attempts: 1, rejects: true}
 }
 
-// fails is a failure after n attempts, each of which ran into limit (0 for
-// a failure that comes at once): at least n limits, at most n limits and
-// the back-offs between them.
-func fails(phase, kind string, n int, limit time.Duration) expect {
-	e := expect{phase: phase, kind: kind, attempts: n, bound: time.Duration(n) * limit}
-	if limit > 0 {
-		e.min = e.bound - faultEarly
-	}
-	e.bound += time.Duration(n-1) * faultBackoff
-	return e
+// fails is a failure after n attempts, each of which ran into limit
+// (limitNone for a failure that comes at once).
+func fails(phase, kind string, n int, limit string) expect {
+	return expect{phase: phase, kind: kind, attempts: n, limit: limit}
 }
 
 func (e expect) status_(s int) expect { e.status = s; return e }
@@ -133,7 +170,7 @@ func (e expect) status_(s int) expect { e.status = s; return e }
 func (e expect) says_(s string) expect { e.says = s; return e }
 
 func succeeds(status, attempts int) expect {
-	return expect{ok: true, status: status, attempts: attempts, bound: time.Duration(attempts-1) * faultBackoff}
+	return expect{ok: true, status: status, attempts: attempts}
 }
 
 // faultEnv is what the rows share: well-behaved targets that misbehave on
@@ -210,14 +247,14 @@ func targetFaults(env *faultEnv) []targetFault {
 			want: func(route, scheme string) expect {
 				switch {
 				case route == "direct":
-					return fails("connect", "timeout", 2, faultConnect)
+					return fails("connect", "timeout", 2, limitConnect)
 				case route == "http" && scheme == "http":
 					// The request went to the proxy, which hangs dialing:
 					// the client waits for headers.
-					return fails("headers", "timeout", 2, faultHeader)
+					return fails("headers", "timeout", 2, limitHeaders)
 				}
 				// CONNECT or SOCKS connect unanswered.
-				return fails("proxy", "timeout", 2, faultConnect)
+				return fails("proxy", "timeout", 2, limitConnect)
 			},
 		},
 		{
@@ -226,13 +263,13 @@ func targetFaults(env *faultEnv) []targetFault {
 			want: func(route, scheme string) expect {
 				switch {
 				case route == "direct":
-					return fails("connect", "refused", 2, 0)
+					return fails("connect", "refused", 2, limitNone)
 				case route == "http" && scheme == "http":
 					// The proxy answers 502 Bad Gateway, a retried status.
-					return fails("headers", "status", 2, 0).status_(502)
+					return fails("headers", "status", 2, limitNone).status_(502)
 				}
 				// CONNECT answered 502, or the SOCKS reply says refused.
-				return fails("proxy", "proxy", 2, 0)
+				return fails("proxy", "proxy", 2, limitNone)
 			},
 		},
 		{
@@ -240,9 +277,9 @@ func targetFaults(env *faultEnv) []targetFault {
 			url:  func(env *faultEnv, scheme, _ string) string { return scheme + "://" + env.f.Silent + "/x" },
 			want: func(_, scheme string) expect {
 				if scheme == "https" {
-					return fails("tls", "timeout", 2, faultConnect) // TLS handshake never finishes
+					return fails("tls", "timeout", 2, limitConnect) // TLS handshake never finishes
 				}
-				return fails("headers", "timeout", 2, faultHeader)
+				return fails("headers", "timeout", 2, limitHeaders)
 			},
 		},
 		{
@@ -253,28 +290,29 @@ func targetFaults(env *faultEnv) []targetFault {
 				}
 				return env.f.BadCertURL + "/x"
 			},
-			want: same(fails("tls", "tls", 2, 0)),
+			want: same(fails("tls", "tls", 2, limitNone)),
 		},
 		{
 			name: "headers never come",
 			url:  func(env *faultEnv, scheme, path string) string { return env.base(scheme) + path + "?hang=1" },
-			want: same(fails("headers", "timeout", 2, faultHeader)),
+			want: same(fails("headers", "timeout", 2, limitHeaders)),
 		},
 		{
 			name: "body stalls",
 			url: func(env *faultEnv, scheme, path string) string {
 				return env.base(scheme) + path + "?size=100&chunks=2&drip=1h"
 			},
-			want: same(fails("body", "timeout", 2, faultIdle)),
+			want: same(fails("body", "timeout", 2, limitIdle)),
 		},
 		{
 			name: "body drips forever",
-			// One byte every third of the idle limit: never idle, so only
-			// the total deadline ends it, on the first attempt.
+			// One byte every 100 ms, far within the idle limit: never
+			// idle, so only the total deadline ends it, on the first
+			// attempt.
 			url: func(env *faultEnv, scheme, path string) string {
 				return env.base(scheme) + path + "?size=1000000&chunks=1000000&drip=100ms"
 			},
-			want: same(fails("body", "deadline", 1, faultTotal)),
+			want: same(fails("body", "deadline", 1, limitTotal)),
 		},
 		{
 			// Headers with a Content-Length and part of the body come at
@@ -287,7 +325,7 @@ func targetFaults(env *faultEnv) []targetFault {
 				}
 				return env.f.URL + "/stall?size=800"
 			},
-			want: same(fails("body", "timeout", 2, faultIdle).says_("--idle-timeout")),
+			want: same(fails("body", "timeout", 2, limitIdle).says_("--idle-timeout")),
 		},
 		{
 			// Part of a head, up to the end of a header line, then a close
@@ -303,9 +341,9 @@ func targetFaults(env *faultEnv) []targetFault {
 			},
 			want: func(route, scheme string) expect {
 				if route == "http" && scheme == "http" {
-					return fails("headers", "status", 2, 0).status_(502)
+					return fails("headers", "status", 2, limitNone).status_(502)
 				}
-				return fails("headers", "reset", 2, 0)
+				return fails("headers", "reset", 2, limitNone)
 			},
 		},
 		{
@@ -321,9 +359,9 @@ func targetFaults(env *faultEnv) []targetFault {
 			},
 			want: func(route, scheme string) expect {
 				if route == "http" && scheme == "http" {
-					return fails("headers", "status", 2, 0).status_(502)
+					return fails("headers", "status", 2, limitNone).status_(502)
 				}
-				return fails("headers", "other", 2, 0).says_("malformed MIME header")
+				return fails("headers", "other", 2, limitNone).says_("malformed MIME header")
 			},
 		},
 		{
@@ -334,36 +372,36 @@ func targetFaults(env *faultEnv) []targetFault {
 				}
 				return env.f.URL + "/reset?size=800"
 			},
-			want: same(fails("body", "reset", 2, 0)),
+			want: same(fails("body", "reset", 2, limitNone)),
 		},
 		{
 			name: "503",
 			url:  func(env *faultEnv, scheme, path string) string { return env.base(scheme) + path + "?status=503" },
-			want: same(fails("headers", "status", 2, 0).status_(503)),
+			want: same(fails("headers", "status", 2, limitNone).status_(503)),
 		},
 		{
 			name: "429 Retry-After 1 (fits)",
 			url:  retryAfterURL(429, "1"),
 			want: same(func() expect {
-				e := fails("headers", "status", 2, 0).status_(429)
-				e.min, e.bound = max(e.min, time.Second), max(e.bound, time.Second)
+				e := fails("headers", "status", 2, limitNone).status_(429)
+				e.wait = time.Second
 				return e
 			}()),
 		},
 		{
 			name: "503 Retry-After 30 (does not fit)",
 			url:  retryAfterURL(503, "30"),
-			want: same(fails("headers", "status", 1, 0).status_(503).says_("; not retried: its Retry-After of 30s does not fit in the ")),
+			want: same(fails("headers", "status", 1, limitNone).status_(503).says_("; not retried: its Retry-After of 30s does not fit in the ")),
 		},
 		{
 			name: "503 Retry-After date past",
 			url:  retryAfterURL(503, past),
-			want: same(fails("headers", "status", 2, 0).status_(503)),
+			want: same(fails("headers", "status", 2, limitNone).status_(503)),
 		},
 		{
 			name: "429 Retry-After date in an hour",
 			url:  retryAfterURL(429, future),
-			want: same(fails("headers", "status", 1, 0).status_(429).says_("; not retried: its Retry-After of ")),
+			want: same(fails("headers", "status", 1, limitNone).status_(429).says_("; not retried: its Retry-After of ")),
 		},
 		{
 			name: "429 once then ok",
@@ -375,26 +413,26 @@ func targetFaults(env *faultEnv) []targetFault {
 		{
 			name: "body over --max-body",
 			url:  func(env *faultEnv, scheme, path string) string { return env.base(scheme) + path + "?size=5000" },
-			want: same(fails("body", "too_large", 1, 0)),
+			want: same(fails("body", "too_large", 1, limitNone)),
 		},
 		{
 			name: "chunked body over --max-body",
 			url: func(env *faultEnv, scheme, path string) string {
 				return env.base(scheme) + path + "?size=5000&chunks=5"
 			},
-			want: same(fails("body", "too_large", 1, 0)),
+			want: same(fails("body", "too_large", 1, limitNone)),
 		},
 		{
 			name: "redirect loop",
 			url:  func(env *faultEnv, scheme, _ string) string { return env.base(scheme) + "/loop" },
-			want: same(fails("headers", "redirect", 1, 0)),
+			want: same(fails("headers", "redirect", 1, limitNone)),
 		},
 		{
 			name: "redirect to another scheme",
 			url: func(env *faultEnv, scheme, _ string) string {
 				return env.base(scheme) + "/redirect?to=" + url.QueryEscape("ftp://127.0.0.1/x")
 			},
-			want: same(fails("headers", "redirect", 1, 0)),
+			want: same(fails("headers", "redirect", 1, limitNone)),
 		},
 		{
 			name: "redirect to another host and scheme",
@@ -439,21 +477,21 @@ func proxyFaults() []proxyFault {
 		{
 			name:  "http proxy refused",
 			proxy: plainProxy("http", func(env *faultEnv) string { return env.f.Refused }),
-			want:  func(string) expect { return fails("connect", "refused", 2, 0) },
+			want:  func(string) expect { return fails("connect", "refused", 2, limitNone) },
 		},
 		{
 			name:  "socks5 proxy refused",
 			proxy: plainProxy("socks5", func(env *faultEnv) string { return env.f.Refused }),
-			want:  func(string) expect { return fails("connect", "refused", 2, 0) },
+			want:  func(string) expect { return fails("connect", "refused", 2, limitNone) },
 		},
 		{
 			name:  "http proxy never answers",
 			proxy: plainProxy("http", func(env *faultEnv) string { return env.f.Silent }),
 			want: func(scheme string) expect {
 				if scheme == "http" {
-					return fails("headers", "timeout", 2, faultHeader)
+					return fails("headers", "timeout", 2, limitHeaders)
 				}
-				return fails("proxy", "timeout", 2, faultConnect)
+				return fails("proxy", "timeout", 2, limitConnect)
 			},
 		},
 		{
@@ -461,7 +499,7 @@ func proxyFaults() []proxyFault {
 			proxy: func(t *testing.T, env *faultEnv) (string, *x509.CertPool) {
 				return "socks5://" + env.f.Silent, nil
 			},
-			want: func(string) expect { return fails("proxy", "timeout", 2, faultConnect) },
+			want: func(string) expect { return fails("proxy", "timeout", 2, limitConnect) },
 		},
 		{
 			name:  "407 without credentials",
@@ -483,7 +521,7 @@ func proxyFaults() []proxyFault {
 					// curl reports it.
 					return succeeds(403, 1)
 				}
-				return fails("proxy", "proxy", 2, 0)
+				return fails("proxy", "proxy", 2, limitNone)
 			},
 		},
 		{
@@ -492,10 +530,10 @@ func proxyFaults() []proxyFault {
 			want: func(scheme string) expect {
 				if scheme == "http" {
 					// No CONNECT for http: the proxy closes without an answer.
-					return fails("headers", "reset", 2, 0)
+					return fails("headers", "reset", 2, limitNone)
 				}
 				// The tunnel closes in the TLS handshake with the target.
-				return fails("tls", "tls", 2, 0)
+				return fails("tls", "tls", 2, limitNone)
 			},
 		},
 		{
@@ -512,7 +550,7 @@ func proxyFaults() []proxyFault {
 				px := startProxy(t, "http", fetchtest.ProxyOptions{TLS: true})
 				return px.URL, nil
 			},
-			want: func(string) expect { return fails("proxy", "tls", 2, 0) },
+			want: func(string) expect { return fails("proxy", "tls", 2, limitNone) },
 		},
 	}
 }
@@ -539,10 +577,7 @@ func checkRecord(t *testing.T, r *results.Record, want expect) {
 	if want.says != "" && (r.Error == nil || !strings.Contains(r.Error.Message, want.says)) {
 		t.Errorf("got %s; want a message that says %q", got(), want.says)
 	}
-	el := time.Duration(r.ElapsedMS * float64(time.Millisecond))
-	if el < want.min || el > want.bound+faultTolerance {
-		t.Errorf("elapsed %s, want %s..%s (bound %s + tolerance %s); %s", el.Round(time.Millisecond), want.min, want.bound+faultTolerance, want.bound, faultTolerance, got())
-	}
+	checkTimes(t, r, want)
 	// A URL that ends waiting in the queue after an attempt has that
 	// attempt among its tries: its final "attempt" never started.
 	if wantTries := r.Attempts - 1; want.phase == "queue" && !want.ok && len(r.Tries) != r.Attempts || want.phase != "queue" && len(r.Tries) != wantTries {
@@ -557,6 +592,84 @@ func checkRecord(t *testing.T, r *results.Record, want expect) {
 		}
 	}
 	t.Log(got())
+}
+
+// limitPhases are the phases each limit bounds in an attempt that ran
+// into it: from the start of the wait for a connection, --connect-timeout
+// bounds the dial, the proxy's handshake and the TLS handshake; --header-timeout the wait
+// for the head once the request is written; --idle-timeout, in the rows
+// that test it, the body, which starts at once and then stalls.
+var limitPhases = map[string][]string{
+	// Until it has its connection, an attempt is in phase request between
+	// its dial and its TLS handshake (net/http, directly).
+	limitConnect: {"dns", "connect", "proxy", "tls", "request"},
+	limitHeaders: {"headers"},
+	limitIdle:    {"body"},
+}
+
+// spent is the time p shows in phases.
+func spent(p results.PhaseTimes, phases ...string) time.Duration {
+	var ms float64
+	for _, ph := range phases {
+		v, _ := p.Get(ph)
+		ms += v
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}
+
+// within reports whether d is length, at most faultEarly sooner and
+// faultTolerance later.
+func within(d, length time.Duration) bool {
+	return d >= length-faultEarly && d <= length+faultTolerance
+}
+
+// checkTimes checks the limit want tests on its own time, in each attempt
+// (every attempt must have ended on it), or on the elapsed time for the
+// total deadline; and the wait between attempts.
+func checkTimes(t *testing.T, r *results.Record, want expect) {
+	t.Helper()
+	type attempt struct {
+		phases results.PhaseTimes
+		err    *results.Error
+	}
+	var atts []attempt
+	var tried time.Duration // the earlier attempts' time
+	for _, tr := range r.Tries {
+		atts = append(atts, attempt{tr.Phases, tr.Error})
+		tried += time.Duration(tr.ElapsedMS * float64(time.Millisecond))
+	}
+	atts = append(atts, attempt{r.Phases, r.Error})
+	el := time.Duration(r.ElapsedMS * float64(time.Millisecond))
+	switch want.limit {
+	case limitNone:
+	case limitTotal:
+		t.Logf("total deadline: elapsed %s", el.Round(time.Millisecond))
+		if !within(el, faultTotal) {
+			t.Errorf("elapsed %s, want the total deadline %s (-%s +%s)", el.Round(time.Millisecond), faultTotal, faultEarly, faultTolerance)
+		}
+	default:
+		for i, a := range atts {
+			if a.err == nil || a.err.Phase != want.phase || a.err.Kind != want.kind {
+				t.Errorf("attempt %d ended %+v, want %s/%s", i+1, a.err, want.phase, want.kind)
+			}
+			d := spent(a.phases, limitPhases[want.limit]...)
+			t.Logf("attempt %d: %s limit's phases %s", i+1, want.limit, d.Round(time.Millisecond))
+			if !within(d, faultLimit) {
+				t.Errorf("attempt %d spent %s in %v (phases %v), want the %s limit %s (-%s +%s)",
+					i+1, d.Round(time.Millisecond), limitPhases[want.limit], a.phases, want.limit, faultLimit, faultEarly, faultTolerance)
+			}
+		}
+	}
+	// The wait between attempts: the record's time that no attempt spent.
+	// A URL that ends waiting in the queue has no final attempt to count.
+	if len(r.Tries) == 0 || want.rejects {
+		return
+	}
+	wait := el - tried - spent(r.Phases, results.Phases...)
+	t.Logf("waited %s between attempts", wait.Round(time.Millisecond))
+	if want.wait > 0 && !within(wait, want.wait) || want.wait == 0 && wait > faultBackoff+faultTolerance {
+		t.Errorf("waited %s between attempts, want %s (-%s +%s)", wait.Round(time.Millisecond), max(want.wait, faultBackoff), faultEarly, faultTolerance)
+	}
 }
 
 // parallelRows runs each row as a subtest, faultRowsAtOnce at a time. The
@@ -608,7 +721,8 @@ func TestTargetFaults(t *testing.T) {
 		rw := rows[i]
 		path := "/" + strings.NewReplacer(" ", "-", "/", "-", "(", "", ")", "").Replace(rw.name)
 		u := rw.fault.url(env, rw.scheme, path)
-		cfg := faultConfig(env.roots)
+		want := rw.fault.want(rw.route, rw.scheme)
+		cfg := faultConfigFor(env.roots, want.limit)
 		cfg.Transport = rw.transport
 		switch rw.route {
 		case "direct":
@@ -618,34 +732,59 @@ func TestTargetFaults(t *testing.T) {
 		case "socks5":
 			cfg.Proxies = []proxies.Proxy{proxyOf(t, env.socksProxy.URL, nil)}
 		}
+		// The row's two failed attempts, and a page of checkWhole's that
+		// ran out of the row's short limit on a loaded machine, must not
+		// bench the proxy (seen: 5 in a row, and checkWhole's pages
+		// waited out their deadline in the queue).
+		cfg.ProxyMaxFailures = 0
 		e, err := fetch.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		recs, rep := runEngine(t, e, u)
-		checkRecord(t, recs[1], rw.fault.want(rw.route, rw.scheme))
+		checkRecord(t, recs[1], want)
 		if rep.Jobs != 1 {
 			t.Errorf("report counts %d jobs", rep.Jobs)
 		}
-		checkWhole(t, e, rw.route)
+		checkWhole(t, e, rw.route, want.limit)
 	})
 }
 
-// checkWhole fetches slow pages from a fresh plain-http target through e
-// and checks that the target saw faultProxyConcurrency of them at once.
-func checkWhole(t *testing.T, e *fetch.Engine, route string) {
+// checkWhole fetches pages from a fresh plain-http target through e and
+// checks that the target saw faultProxyConcurrency of them at once. The
+// target holds each page until that many wait (hold=N), so that they
+// overlap however busy the machine is; where it holds them is bounded by a
+// limit other than the one the row made short (limit).
+func checkWhole(t *testing.T, e *fetch.Engine, route, limit string) {
 	t.Helper()
 	tg := startTarget(t, fetchtest.TargetOptions{})
+	hold := fmt.Sprintf("hold=%d", faultProxyConcurrency) // before the head: --header-timeout
+	if limit == limitHeaders {
+		hold += "&holdat=body" // --idle-timeout
+	}
 	var lines []string
 	for i := range 2 * faultProxyConcurrency {
-		lines = append(lines, fmt.Sprintf("%s/whole/%d?size=100&chunks=2&drip=40ms", tg.URL, i))
+		lines = append(lines, fmt.Sprintf("%s/whole/%d?size=100&chunks=2&%s", tg.URL, i, hold))
 	}
 	recs, _ := runEngine(t, e, lines...)
+	var slowest [3]time.Duration // by limitPhases: what the row's short limit bounds
+	retried := 0
 	for line, r := range recs {
 		if !r.OK {
 			t.Errorf("after the fault, line %d via %s: %+v", line, route, r.Error)
 		}
+		if r.Attempts > 1 {
+			retried++
+		}
+		for i, l := range []string{limitConnect, limitHeaders, limitIdle} {
+			slowest[i] = max(slowest[i], spent(r.Phases, limitPhases[l]...))
+		}
 	}
+	// The row's short limit bounds a step of these pages too (a connect, a
+	// head, a gap in a body): on a loaded machine one may run out of it,
+	// and its retry then fetches the page.
+	t.Logf("after the fault, %d of %d pages retried; slowest dns to request written %s, headers %s, body %s",
+		retried, len(lines), slowest[0].Round(time.Millisecond), slowest[1].Round(time.Millisecond), slowest[2].Round(time.Millisecond))
 	if got := tg.MaxInFlight(); got != faultProxyConcurrency {
 		t.Errorf("after the fault, %s reached %d in flight, want %d: limits not whole", route, got, faultProxyConcurrency)
 	}
@@ -675,7 +814,8 @@ func TestProxyFaults(t *testing.T) {
 	parallelRows(t, names, func(t *testing.T, i int) {
 		rw := rows[i]
 		pu, pool := rw.fault.proxy(t, env)
-		cfg := faultConfig(env.roots)
+		want := rw.fault.want(rw.scheme)
+		cfg := faultConfigFor(env.roots, want.limit)
 		cfg.Transport = rw.transport
 		if pool != nil {
 			cfg.RootCAs = pool
@@ -687,7 +827,6 @@ func TestProxyFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		u := env.base(rw.scheme) + "/p?size=10"
-		want := rw.fault.want(rw.scheme)
 		if want.rejects {
 			recs, err := runEngineErr(t, e, u)
 			if !errors.Is(err, limits.ErrNoUsableProxy) {
@@ -765,9 +904,7 @@ func TestFaultMix(t *testing.T) {
 	}
 
 	config := func() fetch.Config {
-		cfg := faultConfig(env.roots)
-		cfg.ConnectTimeout, cfg.HeaderTimeout, cfg.IdleTimeout = mixLimit, mixLimit, mixLimit
-		cfg.Timeout = mixTotal
+		cfg := faultConfig(env.roots) // every limit mixLimit, the total mixTotal
 		cfg.Concurrency = 64
 		return cfg
 	}

@@ -1,11 +1,9 @@
 package fetch_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/x509"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,28 +18,6 @@ import (
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/proxies"
 )
-
-// openConns counts the established TCP connections from this host to
-// 127.0.0.1:port, from /proc/net/tcp: the connections a client holds open
-// to a proxy, in use or idle.
-func openConns(t testing.TB, port int) int {
-	t.Helper()
-	f, err := os.Open("/proc/net/tcp")
-	if err != nil {
-		t.Skip("no /proc/net/tcp:", err)
-	}
-	defer f.Close()
-	want := fmt.Sprintf("0100007F:%04X", port)
-	n := 0
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) > 3 && fs[2] == want && fs[3] == "01" { // rem_address, st ESTABLISHED
-			n++
-		}
-	}
-	return n
-}
 
 // identities returns n proxies that are one gateway under n user names, as
 // rotating-proxy providers sell sessions.

@@ -1,6 +1,7 @@
 package fetchtest
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -26,6 +27,13 @@ type TargetOptions struct {
 // and understands:
 //
 //	hang=1                 send nothing; wait until the client goes away
+//	hold=N                 before the head, wait until N requests with hold
+//	                       wait at once (in batches of N), or the client
+//	                       goes away: requests made to overlap, whatever
+//	                       the machine's speed
+//	hold=N&holdat=body     the same, after the head (sent at once), before
+//	                       the first byte of the body: use with chunks, whose
+//	                       head is flushed before the body
 //
 // Paths with a meaning of their own:
 //
@@ -51,6 +59,8 @@ type Target struct {
 	inFlight    int
 	maxInFlight int
 	fromIP      map[string]*ipStats
+	holding     int           // requests waiting in the batch of hold=N
+	release     chan struct{} // closed when the batch is full; nil: none waits
 
 	changes changes // of inFlight, for the tests of this package
 }
@@ -192,7 +202,20 @@ func (t *Target) wrap(next http.Handler) http.Handler {
 		ip := sourceIP(r.RemoteAddr)
 		t.begin(r.URL.RequestURI(), ip)
 		defer t.end(ip)
-		if v := r.URL.Query().Get("hang"); v != "" {
+		q := r.URL.Query()
+		if v := q.Get("hold"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || q.Get("holdat") != "" && q.Get("holdat") != "body" {
+				http.Error(w, fmt.Sprintf("fetchtest: bad hold %q or holdat %q", v, q.Get("holdat")), http.StatusBadRequest)
+				return
+			}
+			if q.Get("holdat") == "body" {
+				w = &holdWriter{ResponseWriter: w, hold: func() bool { return t.hold(r.Context(), n) }}
+			} else if !t.hold(r.Context(), n) {
+				loopback.Abort()
+			}
+		}
+		if v := q.Get("hang"); v != "" {
 			hang, err := strconv.ParseBool(v)
 			if err != nil {
 				http.Error(w, fmt.Sprintf("fetchtest: bad hang %q", v), http.StatusBadRequest)
@@ -205,6 +228,60 @@ func (t *Target) wrap(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// hold waits until n requests wait in it at once, or ctx is done, and
+// reports whether the batch filled.
+func (t *Target) hold(ctx context.Context, n int) bool {
+	t.mu.Lock()
+	if t.release == nil {
+		t.release = make(chan struct{})
+	}
+	rel := t.release
+	t.holding++
+	if t.holding >= n {
+		close(rel)
+		t.release, t.holding = nil, 0
+	}
+	t.mu.Unlock()
+	select {
+	case <-rel:
+		return true
+	case <-ctx.Done():
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.release == rel { // the batch is not full: leave it
+			t.holding--
+		}
+		return false
+	}
+}
+
+// holdWriter holds (hold=N&holdat=body) before the first byte of the body.
+type holdWriter struct {
+	http.ResponseWriter
+	hold func() bool
+	held bool
+}
+
+func (w *holdWriter) Write(b []byte) (int, error) {
+	if !w.held && len(b) > 0 {
+		w.held = true
+		if !w.hold() {
+			loopback.Abort()
+		}
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController flush the head through w.
+func (w *holdWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush flushes the head, for handlers that assert http.Flusher.
+func (w *holdWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // begin records a request for uri from ip.

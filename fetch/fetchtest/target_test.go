@@ -340,3 +340,75 @@ func TestTargetCloseWithRequestsInFlight(t *testing.T) {
 	}
 	tg.Close() // idempotent
 }
+
+// TestTargetHold: hold=N answers no request of a batch until N wait at
+// once, before the head, or with holdat=body after it; a request that
+// gives up leaves its batch.
+func TestTargetHold(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	c := newClient(t, "", nil)
+
+	// A request that gives up waiting leaves the batch: the next two fill
+	// it, not the next one.
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "GET", tg.URL+"/gone?hold=2", nil)
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		gaveUp <- err
+	}()
+	waitFor(t, "1 request in flight", func() bool { return tg.InFlight() == 1 }, tg)
+	cancel()
+	if err := <-gaveUp; err == nil {
+		t.Fatal("a request alone in a batch of 2 was answered")
+	}
+	waitFor(t, "0 requests in flight", func() bool { return tg.InFlight() == 0 }, tg)
+
+	// Before the head: the first request has no answer until the second
+	// comes.
+	first := make(chan int, 1) // its status, or 0 for an error
+	go func() {
+		resp, err := c.Get(tg.URL + "/a?hold=2&size=3")
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	waitFor(t, "1 request in flight", func() bool { return tg.InFlight() == 1 }, tg)
+	select {
+	case st := <-first:
+		t.Fatalf("answered alone: status %d", st)
+	default:
+	}
+	if r := get(t, c, tg.URL+"/b?hold=2&size=3"); r.status != 200 {
+		t.Errorf("second: %+v", r)
+	}
+	if st := <-first; st != 200 {
+		t.Errorf("first: status %d", st)
+	}
+
+	// After the head: the first request's head comes alone, its body with
+	// the second.
+	resp, err := c.Get(tg.URL + "/c?hold=2&holdat=body&size=3&chunks=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if tg.InFlight() != 1 {
+		t.Fatalf("%d in flight", tg.InFlight())
+	}
+	if r := get(t, c, tg.URL+"/d?hold=2&holdat=body&size=3&chunks=1"); r.status != 200 || len(r.body) != 3 {
+		t.Errorf("second: %+v", r)
+	}
+	if b, err := io.ReadAll(resp.Body); err != nil || len(b) != 3 {
+		t.Errorf("first's body: %q, %v", b, err)
+	}
+	if r := get(t, c, tg.URL+"/e?hold=x"); r.status != 400 {
+		t.Errorf("hold=x: %+v", r)
+	}
+}
