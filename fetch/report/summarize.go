@@ -34,8 +34,9 @@ type Summary struct {
 
 // Summarize rebuilds the report of a run from its results files: the
 // resumed runs of one list, or the shards of a distributed run. Each
-// (input, line, URL) counts once, by its final record: the last one that is
-// not cancelled, else the last one. Per proxy and per host, attempts, ok
+// (input, line, URL) counts once, by its final record: the last one that
+// ends it (neither cancelled, coordinator, nor banned in phase queue), else
+// the last one that is not cancelled, else the last one. Per proxy and per host, attempts, ok
 // and failed count the final attempt and the tries of the records counted,
 // and the phases' quantiles come from theirs. What records do not hold is
 // left at zero: elapsed_ms, max_in_flight, the proxies' health.
@@ -74,8 +75,11 @@ func SummarizeTop(ctx context.Context, srcs []Source, reportHosts, reportProxies
 				return fmt.Errorf("fetch: %s: line %d %w", src.Name, n, err)
 			}
 			rank := ordinal
-			if end != results.EndCancelled {
-				rank |= finalBit
+			switch end {
+			case results.EndFinal:
+				rank |= finalBit | settledBit
+			case results.EndCoordinator, results.EndHostBanned:
+				rank |= settledBit
 			}
 			s.keyList(input).add(key, rank)
 			ordinal++
@@ -118,10 +122,19 @@ func SummarizeTop(ctx context.Context, srcs []Source, reportHosts, reportProxies
 	return sum, nil
 }
 
-// finalBit marks, in a rank, a record that is not cancelled: such a record
-// outranks every cancelled one of its line, and the later outranks the
-// earlier among records alike.
-const finalBit = 1 << 63
+// The bits of a rank above a record's ordinal. finalBit marks a record
+// that ends its line (see results.EndFinal); settledBit one that is not
+// cancelled. A final record outranks every other of its line, one that is
+// not cancelled (coordinator, or banned in phase queue: never the URL's
+// own end, so --resume takes its line again) outranks the cancelled ones,
+// and the later outranks the earlier among records alike. The workers of
+// a shared queue may both record a line one took over from the other:
+// which file comes first must not decide.
+const (
+	finalBit   = 1 << 63
+	settledBit = 1 << 62
+	rankBits   = finalBit | settledBit
+)
 
 // readLines calls fn with each whole line of src, its line end included,
 // reading at most limit bytes (all of it when limit < 0). It returns the
@@ -252,7 +265,7 @@ func (s *summarizer) isFinal(rec *results.Record, ordinal uint64) bool {
 		return false
 	}
 	rank, ok := k.rank(results.DoneKey(rec.Line, rec.URL))
-	return ok && rank&^finalBit == ordinal
+	return ok && rank&^rankBits == ordinal
 }
 
 func (s *summarizer) start() {

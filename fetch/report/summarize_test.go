@@ -30,6 +30,8 @@ func sources(texts ...string) []report.Source {
 // Records for the tests: line 1 of u.txt, in the states a line goes through.
 const (
 	cancelledRec = `{"url":"http://a.example/1","input":"u.txt","line":1,"ok":false,"status":0,"proxy":"http://127.0.0.1:8081","attempts":1,"phases":{"queue":0.1,"headers":900},"error":{"phase":"headers","kind":"cancelled","message":"interrupted"},"tries":[]}` + "\n"
+	coordinatorRec = `{"url":"http://a.example/1","input":"u.txt","line":1,"ok":false,"status":0,"proxy":"http://127.0.0.1:8081","attempts":1,"phases":{"queue":0.1,"headers":900},"error":{"phase":"headers","kind":"coordinator","message":"lease lost"},"tries":[]}` + "\n"
+	hostBannedRec = `{"url":"http://a.example/1","input":"u.txt","line":1,"ok":false,"status":0,"proxy":"http://127.0.0.1:8081","attempts":1,"phases":{"queue":0.1,"headers":900},"error":{"phase":"queue","kind":"banned","message":"banned: a.example banned all 2 proxies"},"tries":[]}` + "\n"
 	okRec        = `{"url":"http://a.example/1","input":"u.txt","line":1,"ok":true,"status":200,"proxy":"http://127.0.0.1:8082","pool":"p","attempts":2,"phases":{"queue":0.2,"connect":1,"headers":20,"body":3},"error":null,"tries":[{"proxy":"http://127.0.0.1:8081","status":503,"phases":{"queue":0.1,"headers":10},"error":{"phase":"headers","kind":"status","message":"503 Service Unavailable"}}]}` + "\n"
 	failedRec    = `{"url":"http://a.example/1","input":"u.txt","line":1,"ok":false,"status":0,"proxy":"http://127.0.0.1:8081","attempts":1,"phases":{"queue":0.1,"connect":2},"error":{"phase":"connect","kind":"refused","message":"connection refused"},"tries":[]}` + "\n"
 	line2Rec     = `{"url":"https://b.example/2","input":"u.txt","line":2,"ok":true,"status":404,"proxy":"http://127.0.0.1:8081","attempts":1,"phases":{"headers":5},"error":null,"tries":[]}` + "\n"
@@ -37,7 +39,8 @@ const (
 )
 
 // TestSummarize_finalRecord: each line counts once, by its last record that
-// is not cancelled, else its last; files add up as one run.
+// ends it (not cancelled, coordinator or banned in phase queue), else its
+// last that is not cancelled, else its last; files add up as one run.
 func TestSummarize_finalRecord(t *testing.T) {
 	tests := []struct {
 		name               string
@@ -56,6 +59,11 @@ func TestSummarize_finalRecord(t *testing.T) {
 		{"ok then failed: the later", []string{okRec + failedRec}, 1, 0, 1, map[string]int{"refused": 1}, 1, 1, 0, 1, 1, 2},
 		{"shards in two files", []string{cancelledRec + line2Rec, invalidRec + okRec}, 3, 2, 1, map[string]int{"invalid": 1}, 2, 1, 1, 2, 1, 4},
 		{"resumed across files", []string{cancelledRec, okRec, cancelledRec}, 1, 1, 0, map[string]int{}, 1, 1, 1, 2, 1, 3},
+		// Two workers of a queue: one took the line over from the other,
+		// whose lease was lost; the order of the files must not decide.
+		{"ok, then coordinator in another file", []string{okRec, coordinatorRec}, 1, 1, 0, map[string]int{}, 1, 1, 1, 2, 1, 2},
+		{"ok, then a host's ban in phase queue", []string{okRec, hostBannedRec}, 1, 1, 0, map[string]int{}, 1, 1, 1, 2, 1, 2},
+		{"coordinator, then cancelled: the coordinator", []string{coordinatorRec, cancelledRec}, 1, 0, 1, map[string]int{"coordinator": 1}, 1, 1, 0, 1, 1, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
