@@ -44,27 +44,13 @@ func Fill(f *results.Facts, shown string, resp *http.Response, remote string, tf
 	if v := resp.Header["Content-Type"]; len(v) > 0 {
 		f.ContentType = v[0]
 	}
-	if v := resp.Header["Content-Length"]; len(v) > 0 && decimal(v[0]) {
+	if v := resp.Header["Content-Length"]; len(v) > 0 && results.IsDecimal(v[0]) {
 		f.ContentLength = json.Number(v[0])
 	}
 	f.TLS = tf
 	if all || len(headers) > 0 {
 		f.Headers = Headers(resp.Header, headers, all)
 	}
-}
-
-// decimal reports whether s is a decimal number as a record writes it:
-// digits, without a leading zero.
-func decimal(s string) bool {
-	if s == "" || len(s) > 1 && s[0] == '0' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // Headers copies the headers of h that names lists (any case), or

@@ -93,30 +93,8 @@ func phaseLabel(i int) string {
 }
 
 // phaseIndex is the label index of phase p; one it does not know counts
-// as "".
-func phaseIndex(p string) int {
-	switch p {
-	case results.PhaseInput:
-		return 1 + results.IndexInput
-	case results.PhaseQueue:
-		return 1 + results.IndexQueue
-	case results.PhaseDNS:
-		return 1 + results.IndexDNS
-	case results.PhaseConnect:
-		return 1 + results.IndexConnect
-	case results.PhaseProxy:
-		return 1 + results.IndexProxy
-	case results.PhaseTLS:
-		return 1 + results.IndexTLS
-	case results.PhaseRequest:
-		return 1 + results.IndexRequest
-	case results.PhaseHeaders:
-		return 1 + results.IndexHeaders
-	case results.PhaseBody:
-		return 1 + results.IndexBody
-	}
-	return 0
-}
+// as "" (index 0).
+func phaseIndex(p string) int { return 1 + results.PhaseIndex(p) }
 
 // The states of fetch_proxies: a proxy in the run is healthy, or banned
 // when the last verdict on it was a ban by a host (a success or a 429

@@ -29,13 +29,13 @@ func sources(texts ...string) []report.Source {
 
 // Records for the tests: line 1 of u.txt, in the states a line goes through.
 const (
-	cancelledRec = `{"url":"http://a.example/1","input":"u.txt","line":1,"ok":false,"status":0,"proxy":"http://127.0.0.1:8081","attempts":1,"phases":{"queue":0.1,"headers":900},"error":{"phase":"headers","kind":"cancelled","message":"interrupted"},"tries":[]}` + "\n"
+	cancelledRec   = `{"url":"http://a.example/1","input":"u.txt","line":1,"ok":false,"status":0,"proxy":"http://127.0.0.1:8081","attempts":1,"phases":{"queue":0.1,"headers":900},"error":{"phase":"headers","kind":"cancelled","message":"interrupted"},"tries":[]}` + "\n"
 	coordinatorRec = `{"url":"http://a.example/1","input":"u.txt","line":1,"ok":false,"status":0,"proxy":"http://127.0.0.1:8081","attempts":1,"phases":{"queue":0.1,"headers":900},"error":{"phase":"headers","kind":"coordinator","message":"lease lost"},"tries":[]}` + "\n"
-	hostBannedRec = `{"url":"http://a.example/1","input":"u.txt","line":1,"ok":false,"status":0,"proxy":"http://127.0.0.1:8081","attempts":1,"phases":{"queue":0.1,"headers":900},"error":{"phase":"queue","kind":"banned","message":"banned: a.example banned all 2 proxies"},"tries":[]}` + "\n"
-	okRec        = `{"url":"http://a.example/1","input":"u.txt","line":1,"ok":true,"status":200,"proxy":"http://127.0.0.1:8082","pool":"p","attempts":2,"phases":{"queue":0.2,"connect":1,"headers":20,"body":3},"error":null,"tries":[{"proxy":"http://127.0.0.1:8081","status":503,"phases":{"queue":0.1,"headers":10},"error":{"phase":"headers","kind":"status","message":"503 Service Unavailable"}}]}` + "\n"
-	failedRec    = `{"url":"http://a.example/1","input":"u.txt","line":1,"ok":false,"status":0,"proxy":"http://127.0.0.1:8081","attempts":1,"phases":{"queue":0.1,"connect":2},"error":{"phase":"connect","kind":"refused","message":"connection refused"},"tries":[]}` + "\n"
-	line2Rec     = `{"url":"https://b.example/2","input":"u.txt","line":2,"ok":true,"status":404,"proxy":"http://127.0.0.1:8081","attempts":1,"phases":{"headers":5},"error":null,"tries":[]}` + "\n"
-	invalidRec   = `{"url":"nope","input":"u.txt","line":3,"ok":false,"status":0,"attempts":0,"phases":{},"error":{"phase":"input","kind":"invalid","message":"not an absolute URL"},"tries":[]}` + "\n"
+	hostBannedRec  = `{"url":"http://a.example/1","input":"u.txt","line":1,"ok":false,"status":0,"proxy":"http://127.0.0.1:8081","attempts":1,"phases":{"queue":0.1,"headers":900},"error":{"phase":"queue","kind":"banned","message":"banned: a.example banned all 2 proxies"},"tries":[]}` + "\n"
+	okRec          = `{"url":"http://a.example/1","input":"u.txt","line":1,"ok":true,"status":200,"proxy":"http://127.0.0.1:8082","pool":"p","attempts":2,"phases":{"queue":0.2,"connect":1,"headers":20,"body":3},"error":null,"tries":[{"proxy":"http://127.0.0.1:8081","status":503,"phases":{"queue":0.1,"headers":10},"error":{"phase":"headers","kind":"status","message":"503 Service Unavailable"}}]}` + "\n"
+	failedRec      = `{"url":"http://a.example/1","input":"u.txt","line":1,"ok":false,"status":0,"proxy":"http://127.0.0.1:8081","attempts":1,"phases":{"queue":0.1,"connect":2},"error":{"phase":"connect","kind":"refused","message":"connection refused"},"tries":[]}` + "\n"
+	line2Rec       = `{"url":"https://b.example/2","input":"u.txt","line":2,"ok":true,"status":404,"proxy":"http://127.0.0.1:8081","attempts":1,"phases":{"headers":5},"error":null,"tries":[]}` + "\n"
+	invalidRec     = `{"url":"nope","input":"u.txt","line":3,"ok":false,"status":0,"attempts":0,"phases":{},"error":{"phase":"input","kind":"invalid","message":"not an absolute URL"},"tries":[]}` + "\n"
 )
 
 // TestSummarize_finalRecord: each line counts once, by its last record that

@@ -37,7 +37,7 @@ const (
 	NumPhases
 )
 
-// noPhase is phaseIndex's answer for a name that is not a phase.
+// noPhase is PhaseIndex's answer for a name that is not a phase.
 const noPhase = -1
 
 // Error kinds.
@@ -178,7 +178,7 @@ type PhaseTimes struct {
 
 // Get returns the milliseconds spent in phase, and whether it happened.
 func (p PhaseTimes) Get(phase string) (ms float64, ok bool) {
-	i := phaseIndex(phase)
+	i := PhaseIndex(phase)
 	if i == noPhase || !p.seen[i] {
 		return 0, false
 	}
@@ -188,7 +188,7 @@ func (p PhaseTimes) Get(phase string) (ms float64, ok bool) {
 // Set says that phase happened and took ms milliseconds. It reports false,
 // and changes nothing, when phase is not one of Phases.
 func (p *PhaseTimes) Set(phase string, ms float64) bool {
-	i := phaseIndex(phase)
+	i := PhaseIndex(phase)
 	if i == noPhase {
 		return false
 	}
@@ -308,7 +308,7 @@ func readPhaseTimes(b []byte) (p PhaseTimes, ok bool) {
 		if err != nil {
 			return p, false
 		}
-		if ph := phaseIndex(string(key)); ph != noPhase {
+		if ph := PhaseIndex(string(key)); ph != noPhase {
 			p.SetAt(ph, ms)
 		}
 		if next('}') {

@@ -115,7 +115,7 @@ func appendFacts(b []byte, f *Facts) ([]byte, error) {
 	b = appendOptString(b, `,"remote_addr":`, f.RemoteAddr)
 	b = appendOptString(b, `,"content_type":`, f.ContentType)
 	if f.ContentLength != "" {
-		if !decimal(string(f.ContentLength)) {
+		if !IsDecimal(string(f.ContentLength)) {
 			return b, fmt.Errorf("content_length %q: not a decimal number", string(f.ContentLength))
 		}
 		b = append(b, `,"content_length":`...)
@@ -167,9 +167,9 @@ func (h Headers) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-// decimal reports whether s is a JSON number without sign, fraction or
-// exponent: digits, no leading zero.
-func decimal(s string) bool {
+// IsDecimal reports whether s can be a record's content_length: a JSON
+// number without sign, fraction or exponent (digits, no leading zero).
+func IsDecimal(s string) bool {
 	if s == "" || len(s) > 1 && s[0] == '0' {
 		return false
 	}
@@ -279,9 +279,9 @@ func (p *PhaseTimes) appendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// phaseIndex is the position of phase k in Phases (IndexInput to IndexBody), or
-// noPhase.
-func phaseIndex(k string) int {
+// PhaseIndex is the position of phase k in Phases (IndexInput to
+// IndexBody), or -1 when k is not a phase.
+func PhaseIndex(k string) int {
 	switch k {
 	case PhaseInput:
 		return IndexInput
