@@ -252,7 +252,7 @@ func runLines(ctx context.Context, ios *IOStreams, warn *warnings, eng *fetch.En
 		rep.Stopped = stoppedOutput
 	}
 	if rep != nil && !quiet {
-		writeSummary(ios.stderr(), rep) // through the lock: an interrupt's message may come meanwhile
+		report.WriteSummary(ios.stderr(), rep) // through the lock: an interrupt's message may come meanwhile
 	}
 	return rep, err
 }

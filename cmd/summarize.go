@@ -140,7 +140,7 @@ func summarizeRun(ctx context.Context, opts *SummarizeOptions) (err error) {
 		}
 	}
 	fmt.Fprintf(ios.Out, "%s from %s\n", count(sum.Report.Jobs, "line"), summarizedFrom(opts.Files, sum.Records))
-	writeSummary(ios.Out, sum.Report)
+	report.WriteSummary(ios.Out, sum.Report)
 	if sum.Report.Failed > 0 {
 		return ErrNotAllOK
 	}
@@ -153,4 +153,12 @@ func summarizedFrom(files []string, records int) string {
 		return fmt.Sprintf("%s in %s", count(records, "record"), files[0])
 	}
 	return fmt.Sprintf("%s in %d files", count(records, "record"), len(files))
+}
+
+// count is n and noun, plural when n is not 1: "1 line", "3 lines".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

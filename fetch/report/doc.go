@@ -3,6 +3,7 @@
 // phases' quantiles), built in memory that does not grow with the number
 // of hosts or proxies (the top-k tables that list the busiest, HostTable,
 // ProxyStats and ListProxies), and rebuilt from results files by
-// Summarize. The engine's collector fills one in as a run goes; fetch
-// summarize rebuilds one without an engine.
+// Summarize, and printed for people by WriteSummary. The engine's
+// collector fills one in as a run goes; fetch summarize rebuilds one
+// without an engine.
 package report

@@ -1,4 +1,4 @@
-package cmd
+package report
 
 import (
 	"cmp"
@@ -13,7 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/fetch-dev/fetch/fetch/report"
 	"github.com/fetch-dev/fetch/fetch/results"
 )
 
@@ -26,7 +25,7 @@ var summaryPhases = []string{results.PhaseHeaders, results.PhaseBody, results.Ph
 const maxPhaseColumns = 4
 
 // phaseColumns picks the phase columns for proxies.
-func phaseColumns(proxies map[string]*report.Proxy) []string {
+func phaseColumns(proxies map[string]*Proxy) []string {
 	var cols []string
 	for _, ph := range summaryPhases {
 		for _, p := range proxies {
@@ -55,10 +54,11 @@ const (
 	summaryIndent = "    "
 )
 
-// writeSummary prints the human summary of r: the totals, the failed
+// WriteSummary prints the human summary of r (the table fetch prints on
+// stderr at the end of a run, and fetch summarize on stdout): the totals, the failed
 // records by error kind and phase, the busiest and the most failing proxies
 // (a pool as one row) and hosts, and how many more the report holds.
-func writeSummary(w io.Writer, r *report.Report) {
+func WriteSummary(w io.Writer, r *Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw)
 	if r.Stopped != "" {
@@ -121,11 +121,11 @@ func pickRows(rows []summaryRow) []summaryRow {
 // writeProxies prints the proxy table: a pool is one row, with the
 // attempts of its members the report does not list (other) added in; and
 // a line for the proxies the report does not list, when there are any.
-func writeProxies(w io.Writer, proxies map[string]*report.Proxy, other *report.ProxiesOther) {
+func writeProxies(w io.Writer, proxies map[string]*Proxy, other *ProxiesOther) {
 	cols := phaseColumns(proxies)
 	type pool struct {
 		row     summaryRow
-		members []*report.Proxy
+		members []*Proxy
 	}
 	pools := map[string]*pool{}
 	var rows []summaryRow
@@ -138,7 +138,7 @@ func writeProxies(w io.Writer, proxies map[string]*report.Proxy, other *report.P
 			states[p.State]++
 		}
 		if p.Pool == "" {
-			rows = append(rows, summaryRow{name: id, attempts: p.Attempts, failed: p.Failed, cells: phaseCells(cols, []*report.Proxy{p})})
+			rows = append(rows, summaryRow{name: id, attempts: p.Attempts, failed: p.Failed, cells: phaseCells(cols, []*Proxy{p})})
 			continue
 		}
 		pl := pools[p.Pool]
@@ -150,7 +150,7 @@ func writeProxies(w io.Writer, proxies map[string]*report.Proxy, other *report.P
 		pl.row.failed += p.Failed
 		pl.members = append(pl.members, p)
 	}
-	var unlisted map[string]*report.Counts
+	var unlisted map[string]*Counts
 	unlistedChanged := 0
 	if other != nil {
 		unlisted = other.Pools
@@ -211,7 +211,7 @@ func writeProxies(w io.Writer, proxies map[string]*report.Proxy, other *report.P
 			plural(other.Proxies, "other proxy", "other proxies"), other.Attempts, other.Failed)
 		// The pool rows above have the attempts of their unlisted members
 		// already: say so, lest they be added up twice.
-		var inPools report.Counts
+		var inPools Counts
 		for _, c := range unlisted {
 			inPools.Attempts += c.Attempts
 			inPools.Failed += c.Failed
@@ -239,7 +239,7 @@ func writeProxies(w io.Writer, proxies map[string]*report.Proxy, other *report.P
 
 // writeHosts prints the host table, and a line for the hosts the report
 // does not list (other), when there are any.
-func writeHosts(w io.Writer, hosts map[string]*report.Host, other *report.HostsOther) {
+func writeHosts(w io.Writer, hosts map[string]*Host, other *HostsOther) {
 	rows := make([]summaryRow, 0, len(hosts))
 	for h, x := range hosts {
 		inFlight := "-" // unknown, as in a report rebuilt from records
@@ -295,7 +295,7 @@ func writeTable(w io.Writer, head []string, rows []summaryRow) {
 // phaseCells are the phase columns cols of a proxy, or of the proxies of a pool:
 // for a pool, each quantile is the middle one of its proxies', weighted by
 // their attempts.
-func phaseCells(cols []string, ps []*report.Proxy) []string {
+func phaseCells(cols []string, ps []*Proxy) []string {
 	cells := make([]string, 0, len(cols))
 	for _, ph := range cols {
 		var p50, p95 []weighted

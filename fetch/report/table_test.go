@@ -1,4 +1,4 @@
-package cmd
+package report
 
 import (
 	"bytes"
@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
-
-	"github.com/fetch-dev/fetch/fetch/report"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -27,7 +25,7 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run go test ./cmd/ -run %s -update to create it)", err, t.Name())
+		t.Fatalf("%v (run go test ./fetch/report/ -run %s -update to create it)", err, t.Name())
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("output differs from %s (rerun with -update if the change is intended)\ngot:\n%s\nwant:\n%s", path, got, want)
@@ -35,15 +33,15 @@ func golden(t *testing.T, name string, got []byte) {
 }
 
 // sampleReport is a report with every part of the summary in it.
-func sampleReport() *report.Report {
-	return &report.Report{
+func sampleReport() *Report {
+	return &Report{
 		Jobs: 500, OK: 470, Failed: 30, ElapsedMS: 10234.5,
 		ByKind:  map[string]int{"invalid": 20, "timeout": 6, "status": 4},
 		ByPhase: map[string]int{"input": 20, "headers": 8, "body": 2},
-		Proxies: map[string]*report.Proxy{
+		Proxies: map[string]*Proxy{
 			"http://127.0.0.1:8081": {
 				Pool: "shared", Attempts: 260, OK: 240, Failed: 20, MaxInFlight: 4,
-				PhasesMS: map[string]report.Quantiles{
+				PhasesMS: map[string]Quantiles{
 					"queue":   {P50: 0.4, P95: 12},
 					"connect": {P50: 0.2, P95: 1.1},
 					"proxy":   {P50: 0.5, P95: 2.25},
@@ -54,12 +52,12 @@ func sampleReport() *report.Report {
 			"socks5://127.0.0.2:1080#5e884898": {
 				Attempts: 250, OK: 244, Failed: 6, MaxInFlight: 8,
 				State: "healthy",
-				Health: []report.StateChange{
+				Health: []StateChange{
 					{AtMS: 1200, State: "benched", CooldownMS: 30000},
 					{AtMS: 31200, State: "probing"},
 					{AtMS: 31250, State: "healthy"},
 				},
-				PhasesMS: map[string]report.Quantiles{
+				PhasesMS: map[string]Quantiles{
 					"queue":   {P50: 1, P95: 20},
 					"connect": {P50: 0.3, P95: 0.9},
 					"tls":     {P50: 10.2, P95: 30},
@@ -68,7 +66,7 @@ func sampleReport() *report.Report {
 				},
 			},
 		},
-		Hosts: map[string]*report.Host{
+		Hosts: map[string]*Host{
 			"a.example:443": {Attempts: 300, OK: 290, Failed: 10, MaxInFlight: 2},
 			"b.example:80":  {Attempts: 210, OK: 194, Failed: 16, MaxInFlight: 12},
 		},
@@ -78,26 +76,26 @@ func sampleReport() *report.Report {
 func TestWriteSummary(t *testing.T) {
 	tests := []struct {
 		name   string
-		report *report.Report
+		report *Report
 	}{
 		{"summary.golden", sampleReport()},
-		{"summary_direct.golden", &report.Report{Jobs: 3, OK: 3, ElapsedMS: 12.5, Interrupted: true,
-			Proxies: map[string]*report.Proxy{"direct": {Attempts: 3, OK: 3, MaxInFlight: 1,
-				PhasesMS: map[string]report.Quantiles{"queue": {}, "headers": {P50: 1, P95: 2}}}}}},
-		{"summary_empty.golden", &report.Report{}},
+		{"summary_direct.golden", &Report{Jobs: 3, OK: 3, ElapsedMS: 12.5, Interrupted: true,
+			Proxies: map[string]*Proxy{"direct": {Attempts: 3, OK: 3, MaxInFlight: 1,
+				PhasesMS: map[string]Quantiles{"queue": {}, "headers": {P50: 1, P95: 2}}}}}},
+		{"summary_empty.golden", &Report{}},
 		{"summary_others.golden", othersReport()},
-		{"summary_pools_dropped.golden", &report.Report{Jobs: 10, OK: 10, ElapsedMS: 100,
-			Proxies:      map[string]*report.Proxy{"http://gate.example:7000#0a1b2c3d": {Pool: "gate", Attempts: 4, OK: 4, MaxInFlight: 1}},
-			ProxiesOther: &report.ProxiesOther{Proxies: 6, Counts: report.Counts{Attempts: 6, OK: 6}, PoolsDropped: true}}},
-		{"summary_none_listed.golden", &report.Report{Jobs: 10, OK: 10, ElapsedMS: 100,
-			Proxies: map[string]*report.Proxy{},
-			ProxiesOther: &report.ProxiesOther{Proxies: 7, Counts: report.Counts{Attempts: 10, OK: 10},
+		{"summary_pools_dropped.golden", &Report{Jobs: 10, OK: 10, ElapsedMS: 100,
+			Proxies:      map[string]*Proxy{"http://gate.example:7000#0a1b2c3d": {Pool: "gate", Attempts: 4, OK: 4, MaxInFlight: 1}},
+			ProxiesOther: &ProxiesOther{Proxies: 6, Counts: Counts{Attempts: 6, OK: 6}, PoolsDropped: true}}},
+		{"summary_none_listed.golden", &Report{Jobs: 10, OK: 10, ElapsedMS: 100,
+			Proxies: map[string]*Proxy{},
+			ProxiesOther: &ProxiesOther{Proxies: 7, Counts: Counts{Attempts: 10, OK: 10},
 				PoolsDropped: true, States: map[string]int{"benched": 1}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			writeSummary(&buf, tt.report)
+			WriteSummary(&buf, tt.report)
 			golden(t, tt.name, buf.Bytes())
 		})
 	}
@@ -107,35 +105,35 @@ func TestWriteSummary(t *testing.T) {
 // of them than it lists: a listed proxy of the pool, one of none, and the
 // others summed up, some of another pool none of whose members is listed,
 // two of them benched; and more hosts than it lists.
-func othersReport() *report.Report {
-	q := func(ms float64) map[string]report.Quantiles {
-		return map[string]report.Quantiles{"headers": {P50: ms, P95: 2 * ms}}
+func othersReport() *Report {
+	q := func(ms float64) map[string]Quantiles {
+		return map[string]Quantiles{"headers": {P50: ms, P95: 2 * ms}}
 	}
-	return &report.Report{
+	return &Report{
 		Jobs: 20000, OK: 19990, Failed: 10, ElapsedMS: 5000,
 		ByKind:  map[string]int{"refused": 10},
 		ByPhase: map[string]int{"connect": 10},
-		Proxies: map[string]*report.Proxy{
+		Proxies: map[string]*Proxy{
 			"http://gate.example:7000#0a1b2c3d": {Pool: "gate", Attempts: 3, OK: 3, MaxInFlight: 1, PhasesMS: q(10)},
 			"http://127.0.0.1:3128":             {Attempts: 2, OK: 1, Failed: 1, MaxInFlight: 1, PhasesMS: q(4), State: "benched"},
 		},
-		ProxiesOther: &report.ProxiesOther{Proxies: 19990, Counts: report.Counts{Attempts: 19995, OK: 19986, Failed: 9},
-			Pools:  map[string]*report.Counts{"gate": {Attempts: 15000, OK: 14995, Failed: 5}, "spare": {Attempts: 4995, OK: 4991, Failed: 4}},
+		ProxiesOther: &ProxiesOther{Proxies: 19990, Counts: Counts{Attempts: 19995, OK: 19986, Failed: 9},
+			Pools:  map[string]*Counts{"gate": {Attempts: 15000, OK: 14995, Failed: 5}, "spare": {Attempts: 4995, OK: 4991, Failed: 4}},
 			States: map[string]int{"benched": 2}},
-		Hosts:      map[string]*report.Host{"a.example:443": {Attempts: 19000, OK: 19000, MaxInFlight: 64}},
-		HostsOther: &report.HostsOther{Hosts: 1000, Counts: report.Counts{Attempts: 1000, OK: 990, Failed: 10}},
+		Hosts:      map[string]*Host{"a.example:443": {Attempts: 19000, OK: 19000, MaxInFlight: 64}},
+		HostsOther: &HostsOther{Hosts: 1000, Counts: Counts{Attempts: 1000, OK: 990, Failed: 10}},
 	}
 }
 
 // bigReport is the report of a large crawl: 1,000 proxies, 980 of them in
 // 3 pools, and 300,000 hosts, some proxies benched.
-func bigReport() *report.Report {
-	r := &report.Report{
+func bigReport() *Report {
+	r := &Report{
 		Jobs: 1_234_567, OK: 1_200_000, Failed: 34_567, ElapsedMS: 3_725_123.4,
 		ByKind:  map[string]int{"timeout": 20_000, "refused": 10_000, "status": 4_000, "reset": 567},
 		ByPhase: map[string]int{"connect": 10_000, "headers": 24_000, "body": 567},
-		Proxies: map[string]*report.Proxy{},
-		Hosts:   map[string]*report.Host{},
+		Proxies: map[string]*Proxy{},
+		Hosts:   map[string]*Host{},
 	}
 	pools := []string{"residential", "datacenter", "mobile-eu-west"}
 	for i := range 1000 {
@@ -143,8 +141,8 @@ func bigReport() *report.Report {
 		if i%3 == 0 {
 			id = fmt.Sprintf("socks5://10.%d.%d.%d:1080#%08x", i/256, i%256, i%7, i*2654435761%(1<<32))
 		}
-		p := &report.Proxy{Attempts: 1000 + i*7%997, MaxInFlight: 4,
-			PhasesMS: map[string]report.Quantiles{
+		p := &Proxy{Attempts: 1000 + i*7%997, MaxInFlight: 4,
+			PhasesMS: map[string]Quantiles{
 				"queue": {P50: 0.4, P95: 12}, "connect": {P50: float64(i%50) + 0.5, P95: float64(i%500) + 30.25},
 				"proxy": {P50: 20, P95: 210}, "headers": {P50: 150, P95: 12_345}, "body": {P50: 3.4, P95: 1234.5},
 			}}
@@ -155,17 +153,17 @@ func bigReport() *report.Report {
 		}
 		if i%97 == 0 {
 			p.State = []string{"healthy", "benched", "probing"}[i%3]
-			p.Health = []report.StateChange{{AtMS: 1200, State: "benched", CooldownMS: 30000}}
+			p.Health = []StateChange{{AtMS: 1200, State: "benched", CooldownMS: 30000}}
 		}
 		r.Proxies[id] = p
 	}
 	for i := range 300_000 {
-		h := &report.Host{Attempts: 1 + i%17, MaxInFlight: 1 + i%3}
+		h := &Host{Attempts: 1 + i%17, MaxInFlight: 1 + i%3}
 		h.Failed = h.Attempts * (i % 11) / 20
 		h.OK = h.Attempts - h.Failed
 		r.Hosts[fmt.Sprintf("www.site-%06d.example-domain.com:443", i)] = h
 	}
-	r.Hosts["a-very-long-subdomain.of-a-very-long-domain-name.example.co.uk:8443"] = &report.Host{Attempts: 5000, OK: 10, Failed: 4990}
+	r.Hosts["a-very-long-subdomain.of-a-very-long-domain-name.example.co.uk:8443"] = &Host{Attempts: 5000, OK: 10, Failed: 4990}
 	return r
 }
 
@@ -173,7 +171,7 @@ func bigReport() *report.Report {
 // still gives a summary of about 40 lines, none over 100 columns.
 func TestWriteSummary_bounded(t *testing.T) {
 	var buf bytes.Buffer
-	writeSummary(&buf, bigReport())
+	WriteSummary(&buf, bigReport())
 	golden(t, "summary_big.golden", buf.Bytes())
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	if len(lines) > 42 {
