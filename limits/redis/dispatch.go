@@ -24,6 +24,8 @@ type waiter struct {
 	ch   chan grant // buffered 1
 	done bool       // granted, failed or cancelled; under Scheduler.mu
 	why  string     // what Redis last told it it waits for; under Scheduler.mu
+	// err: the last call made for it failed, and no later one answered; under Scheduler.mu.
+	err error // its wait's error names it, whatever another call (a give-back) did since
 }
 
 type grant struct {
@@ -56,6 +58,7 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 	fast := s.nwait == 0 && s.down == nil && !s.now().Before(s.notBefore)
 	s.mu.Unlock()
 	why := ""
+	var lastErr error
 	if fast {
 		// Not cancelled by ctx: a call cut short may have taken a lease.
 		// None waits: charged when it reaches Redis, as in limits.Local.
@@ -71,8 +74,11 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 			return r.lease, nil
 		}
 		why = r.why
+		if unanswered(r.err) {
+			lastErr = r.err
+		}
 	}
-	w := &waiter{req: req, ch: make(chan grant, 1), why: why}
+	w := &waiter{req: req, ch: make(chan grant, 1), why: why, err: lastErr}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -101,7 +107,7 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 	if !taken {
 		s.unqueue(w)
 	}
-	why = w.why
+	why, lastErr = w.why, w.err
 	s.mu.Unlock()
 	if taken { // a grant raced with the cancellation: give it back
 		if g := <-w.ch; g.l != nil {
@@ -111,7 +117,7 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 	if stopped != nil {
 		return nil, stopped
 	}
-	return nil, s.waitErr(ctx, req.Host, why)
+	return nil, s.waitErr(ctx, req.Host, why, lastErr)
 }
 
 // result is the outcome of one acquire script.
@@ -478,6 +484,7 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 		}
 		c := s.callAcquire(s.base, reqs, hostDue, due)
 		if c.err != nil {
+			s.noteCall(batch, c.err)
 			return failed(c.err)
 		}
 		for i, w := range batch[:len(c.replies)] {
@@ -491,6 +498,7 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 				}
 				s.mu.Unlock()
 			case r.err != nil:
+				s.noteCall(batch[i:], r.err)
 				return failed(r.err)
 			case r.lease != nil:
 				s.mu.Lock()
@@ -504,7 +512,7 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 				s.mu.Unlock()
 			case r.host:
 				s.mu.Lock()
-				w.why = r.why
+				w.why, w.err = r.why, nil
 				s.mu.Unlock()
 				if blocked == nil {
 					blocked = map[string]bool{}
@@ -514,7 +522,7 @@ func (s *Scheduler) pass() (time.Duration, bool) {
 			default:
 				s.mu.Lock()
 				for _, w := range batch[i:] { // those behind are told the same
-					w.why = r.why
+					w.why, w.err = r.why, nil
 				}
 				s.mu.Unlock()
 				soon(r.wait)
