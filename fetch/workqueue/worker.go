@@ -2,6 +2,7 @@ package workqueue
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +22,7 @@ import (
 // WorkerOptions configure a Worker. ClaimAfter and Beat are required.
 type WorkerOptions struct {
 	// Name is the worker's consumer name in the group; "" for
-	// host:pid:time, unique to the process.
+	// host:pid:random, unique to the worker.
 	Name string
 	// ClaimAfter is how long a line taken by a worker may go without news
 	// of it (its heartbeat touches the lines it holds) before another
@@ -103,8 +104,13 @@ func (q *Queue) Worker(ctx context.Context, opt WorkerOptions) (*Worker, error) 
 		panic("workqueue: WorkerOptions.ClaimAfter and Beat must be positive")
 	}
 	if opt.Name == "" {
+		// Host and process say where it runs; the random part keeps two
+		// workers of one process, made in the same millisecond, apart
+		// (one name is one consumer of the group: they would share lines).
 		host, _ := os.Hostname()
-		opt.Name = fmt.Sprintf("%s:%d:%d", host, os.Getpid(), time.Now().UnixMilli())
+		var r [4]byte
+		_, _ = rand.Read(r[:])
+		opt.Name = fmt.Sprintf("%s:%d:%x", host, os.Getpid(), r)
 	}
 	if opt.Batch < 1 {
 		opt.Batch = 32

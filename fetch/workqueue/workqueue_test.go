@@ -354,3 +354,20 @@ func TestEnqueue_survivesRestartWithAOF(t *testing.T) {
 		t.Errorf("drained %d after the restart, want 19", len(got))
 	}
 }
+
+// TestWorker_defaultNamesDiffer: workers made at once in one process
+// without a name are two consumers of the group, not one: a name of host,
+// pid and the millisecond made them one, and status counted 1 worker of 2
+// (TestQueue_cluster, now and then).
+func TestWorker_defaultNamesDiffer(t *testing.T) {
+	q, _ := newQueue(t)
+	enqueue(t, q, "a", list(4))
+	a := newWorker(t, q, workqueue.WorkerOptions{Batch: 2})
+	b := newWorker(t, q, workqueue.WorkerOptions{Batch: 2})
+	if a.Name() == b.Name() {
+		t.Fatalf("two workers named %q", a.Name())
+	}
+	if st := status(t, q); st.Workers != 2 {
+		t.Errorf("status counts %d workers, want 2", st.Workers)
+	}
+}
