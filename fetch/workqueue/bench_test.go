@@ -126,24 +126,14 @@ type cost struct{ cmds, cpu float64 }
 // CONFIG not counted) and CPU seconds of srv so far.
 func serverCost(b *testing.B, srv *redistest.Server) cost {
 	b.Helper()
-	v, err := srv.Do("INFO", "all")
+	in, err := srv.Info()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var c cost
-	for _, line := range strings.Split(v.(string), "\r\n") {
-		name, val, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		switch {
-		case name == "used_cpu_sys" || name == "used_cpu_user":
-			f, _ := strconv.ParseFloat(val, 64)
-			c.cpu += f
-		case strings.HasPrefix(name, "cmdstat_") && name != "cmdstat_info" && name != "cmdstat_hello" && name != "cmdstat_client|setinfo":
-			calls, _, _ := strings.Cut(strings.TrimPrefix(val, "calls="), ",")
-			f, _ := strconv.ParseFloat(calls, 64)
-			c.cmds += f
+	c := cost{cpu: in.CPUSeconds}
+	for name, n := range in.Calls {
+		if name != "info" && name != "hello" && name != "client|setinfo" {
+			c.cmds += n
 		}
 	}
 	return c

@@ -2,8 +2,6 @@ package redis
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -85,34 +83,14 @@ type cost struct {
 
 func readCost(b *testing.B, srv *redistest.Server) cost {
 	b.Helper()
-	v, err := srv.Do("INFO", "all")
+	in, err := srv.Info()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var c cost
-	for _, line := range strings.Split(v.(string), "\r\n") {
-		k, val, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		switch {
-		case k == "used_cpu_user" || k == "used_cpu_sys":
-			f, _ := strconv.ParseFloat(val, 64)
-			c.cpuUs += f * 1e6
-		case strings.HasPrefix(k, "cmdstat_"):
-			name := strings.TrimPrefix(k, "cmdstat_")
-			for _, kv := range strings.Split(val, ",") {
-				f, fv, _ := strings.Cut(kv, "=")
-				n, _ := strconv.ParseFloat(fv, 64)
-				switch {
-				case f == "usec" && name == "evalsha":
-					c.scriptUs += n
-				case f == "calls" && name == "evalsha":
-					c.calls += n
-				case f == "calls" && name != "info":
-					c.cmds += n
-				}
-			}
+	c := cost{cpuUs: in.CPUSeconds * 1e6, scriptUs: in.Usec["evalsha"], calls: in.Calls["evalsha"]}
+	for name, n := range in.Calls {
+		if name != "evalsha" && name != "info" {
+			c.cmds += n
 		}
 	}
 	return c
