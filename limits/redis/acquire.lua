@@ -52,35 +52,34 @@ local function onTime(due)
 end
 
 local n, due = tonumber(ARGV[H + 1]), onTime(tonumber(ARGV[H + 2]))
+-- What the call reads first, in one HMGET: the namespace's own fields and
+-- each request's host's.
+local fs = {K_E .. 'epoch', K_E .. 'sweep', K_tat .. 'dead', K_tat .. 'g'}
+for i = 1, n do
+  local host = ARGV[H + 2 + (i - 1) * 4 + 2]
+  fs[#fs + 1] = K_hosts .. 'x|' .. host
+  fs[#fs + 1] = K_hosts .. 'i|' .. host
+  if hostT > 0 then fs[#fs + 1] = K_hosts .. 't|' .. host end
+  if pushBase > 0 then fs[#fs + 1] = K_hosts .. 'q|' .. host end
+end
+prefetch(fs)
 local eid, graceEnd = epoch()
 if not eid then return {{'reset'}} end
 if now < graceEnd then return {{'wait', 'all', I(graceEnd - now), I(now), '1', 'grace'}} end
 -- A pool that could not serve stays so for the rest of the run.
-local dead = redis.call('HGET', K_tat, 'dead')
+local dead = hget(K_tat, 'dead')
 if dead then
   local f = split(dead, ' ')
   return {{'dead', f[1], f[2], f[3]}}
 end
-sweepLeases(now)
-sweepHosts(now)
-benchEnds(now)
+local swept = sweeps(now)
 
 local function acquireOne(id, host, avoidS, hdue)
   hdue = onTime(hdue)
-  -- The same id again (a client library's retry of a call that did run):
-  -- answer as the first time rather than take a second permit.
-  if redis.call('ZSCORE', K_leases, id) then
-    local f = split(redis.call('HGET', K_linfo, id) or '', '\n')
-    if f[2] then
-      return {'ok', f[1], f[2], redis.call('HGET', K_pin, f[1]) or '1',
-              redis.call('HGET', K_hosts, 'i|' .. f[3]) or '1', eid, f[4], f[5]}
-    end
-  end
-
   -- The host as a whole (see hostLearn): banned by every proxy, or held
   -- by a Retry-After told through two or more.
   local hbans = '0'
-  local xv = redis.call('HGET', K_hosts, 'x|' .. host)
+  local xv = hget(K_hosts, 'x|' .. host)
   if xv then
     local x = split(xv, ' ')
     if x[2] ~= '0' then return {'banned', x[2]} end
@@ -91,18 +90,18 @@ local function acquireOne(id, host, avoidS, hdue)
   -- Every command costs Redis's one thread a microsecond or so: a limit
   -- not in use is not read.
   local hi = 'i|' .. host
-  if hostCap > 0 and num(redis.call('HGET', K_hosts, hi), 0) >= hostCap then
-    redis.call('SET', K_want, '1', 'PX', 2000)
+  if hostCap > 0 and num(hget(K_hosts, hi), 0) >= hostCap then
+    hset(K_E, 'want', I(now + 2000000)) -- some process waits for a release
     return {'wait', 'host', '-1', I(now), '0', 'host-concurrency'}
   end
   local hw, hnew, hat = 0, nil, 0
   if hostT > 0 then
-    hw, hnew, hat = gcra(redis.call('HGET', K_hosts, 't|' .. host), now, hostT, hostTau, hdue)
+    hw, hnew, hat = gcra(hget(K_hosts, 't|' .. host), now, hostT, hostTau, hdue)
     if hw > 0 then return {'wait', 'host', I(hw), I(now), '0', 'host-rate'} end
   end
   local gw, gnew, gat = 0, nil, 0
   if globT > 0 then
-    gw, gnew, gat = gcra(redis.call('HGET', K_tat, 'g'), now, globT, globTau, due)
+    gw, gnew, gat = gcra(hget(K_tat, 'g'), now, globT, globTau, due)
     if gw > 0 then return {'wait', 'all', I(gw), I(now), '1', 'global-rate'} end
   end
 
@@ -110,7 +109,7 @@ local function acquireOne(id, host, avoidS, hdue)
   if avoidS ~= '' then
     for _, p in ipairs(split(avoidS, '\n')) do avoid[p] = true end
   end
-  local paired = pushBase > 0 and redis.call('HEXISTS', K_hosts, 'q|' .. host) == 1
+  local paired = pushBase > 0 and hget(K_hosts, 'q|' .. host) ~= false
   local soonest, why, paced = -1, 'proxy-concurrency', false
   local function soon(w, what)
     if soonest < 0 or w < soonest then soonest, why = w, what end
@@ -124,19 +123,35 @@ local function acquireOne(id, host, avoidS, hdue)
     budgets = redis.call('ZRANGE', K_bidx, 0, M - 1)
   end
   for _, b in ipairs(budgets) do
+    -- A budget's fields in one HMGET, then its sole member's (most
+    -- budgets are one proxy's) in another: as a budget is looked at, for
+    -- most acquires take the first.
+    prefetch({K_cfg .. 'b|' .. b, K_bin .. b, K_bused .. b, K_bavail .. b, K_tat .. 'b|' .. b})
     local c = bcfg(b)
-    if c.cap <= 0 or num(redis.call('HGET', K_bin, b), 0) < c.cap then
+    if c.only then
+      local p = c.only
+      local fs = {K_probe .. p, K_pin .. p, K_pused .. p}
+      if paired then fs[4] = K_hosts .. 'p|' .. p .. '|' .. host end
+      prefetch(fs)
+    end
+    if c.cap <= 0 or num(hget(K_bin, b), 0) < c.cap then
       local w, bnew, bat = 0, nil, 0
-      if c.T > 0 then w, bnew, bat = gcra(redis.call('HGET', K_tat, 'b|' .. b), now, c.T, c.tau, due) end
+      if c.T > 0 then w, bnew, bat = gcra(hget(K_tat, 'b|' .. b), now, c.T, c.tau, due) end
       if w > 0 then
         soon(w, 'proxy-rate')
       else
         local lo = c.bi * SPAN
         local off = 0
         if policy == 3 and c.members > 1 then off = seed % c.members end
-        local ps = redis.call('ZRANGEBYSCORE', K_pidx, F(lo), F(lo + OFF), 'WITHSCORES', 'LIMIT', off, M)
-        if #ps == 0 and off > 0 then
-          ps = redis.call('ZRANGEBYSCORE', K_pidx, F(lo), F(lo + OFF), 'WITHSCORES', 'LIMIT', 0, M)
+        local ps
+        if c.only then
+          -- in bidx, so with its one member available
+          ps = {c.only, lo}
+        else
+          ps = redis.call('ZRANGEBYSCORE', K_pidx, F(lo), F(lo + OFF), 'WITHSCORES', 'LIMIT', off, M)
+          if #ps == 0 and off > 0 then
+            ps = redis.call('ZRANGEBYSCORE', K_pidx, F(lo), F(lo + OFF), 'WITHSCORES', 'LIMIT', 0, M)
+          end
         end
         for i = 1, #ps, 2 do
           local p, sc = ps[i], tonumber(ps[i + 1])
@@ -174,23 +189,23 @@ local function acquireOne(id, host, avoidS, hdue)
   end
   if not pick then pick = fb end
   if not pick then
-    local total = redis.call('ZCARD', K_pidx)
+    local total = num(hget(K_E, 'nprox'), 0)
     local rejected = redis.call('ZCOUNT', K_bench, F(now + FOREVER / 2), '+inf')
     if total > 0 and rejected >= total then
-      redis.call('HSET', K_tat, 'dead', I(total) .. ' ' .. I(rejected) .. ' 0')
+      hset(K_tat, 'dead', I(total) .. ' ' .. I(rejected) .. ' 0')
       return {'dead', I(total), I(rejected), '0'}
     end
     -- Benched and probing proxies have a probe entry, rejected ones none:
     -- when they add up to every proxy, none is healthy, and the pool's wait
     -- runs from the first acquire that saw it so (field nh of tat).
-    if poolWait > 0 and total > 0 and redis.call('HLEN', K_probe) + rejected >= total then
-      local since = tonumber(redis.call('HGET', K_tat, 'nh'))
+    if poolWait > 0 and total > 0 and num(hget(K_E, 'nprobe'), 0) + rejected >= total then
+      local since = tonumber(hget(K_tat, 'nh'))
       if not since then
         since = now
-        redis.call('HSET', K_tat, 'nh', F(now))
+        hset(K_tat, 'nh', F(now))
       end
       if now - since >= poolWait then
-        redis.call('HSET', K_tat, 'dead', I(total) .. ' ' .. I(rejected) .. ' ' .. I(poolWait))
+        hset(K_tat, 'dead', I(total) .. ' ' .. I(rejected) .. ' ' .. I(poolWait))
         return {'dead', I(total), I(rejected), I(poolWait)}
       end
       soon(poolWait - (now - since), 'benched')
@@ -198,37 +213,38 @@ local function acquireOne(id, host, avoidS, hdue)
     local first = redis.call('ZRANGE', K_bench, 0, 0, 'WITHSCORES')
     if first[2] then soon(math.max(tonumber(first[2]) - now, 1), 'benched') end
     if soonest < 0 and paced then why = 'pushback' end
-    redis.call('SET', K_want, '1', 'PX', 2000)
+    hset(K_E, 'want', I(now + 2000000)) -- some process waits for a release
     return {'wait', 'all', I(soonest), I(now), '0', why}
   end
 
   local p, b, c = pick.p, pick.b, pick.c
-  if pick.new then redis.call('HSET', K_tat, 'b|' .. b, F(pick.new)) end
-  if hnew then redis.call('HSET', K_hosts, 't|' .. host, F(hnew)) end
-  if gnew then redis.call('HSET', K_tat, 'g', F(gnew)) end
+  if pick.new then hset(K_tat, 'b|' .. b, F(pick.new)) end
+  if hnew then hset(K_hosts, 't|' .. host, F(hnew)) end
+  if gnew then hset(K_tat, 'g', F(gnew)) end
   -- A candidate of pidx is neither benched nor has its probe out: it is
   -- available unless this is its probe.
   local probe = '0'
-  if redis.call('HGET', K_probe, p) == '0' then
-    redis.call('HSET', K_probe, p, '1')
+  prefetch({K_probe .. p, K_pin .. p, K_pused .. p})
+  if hget(K_probe, p) == '0' then
+    setProbe(p, '1')
     avail(b, c, -1)
     probe = '1'
   end
   redis.call('ZADD', K_leases, F(now + ttl), id)
-  local pin = redis.call('HINCRBY', K_pin, p, 1)
-  local bin = redis.call('HINCRBY', K_bin, b, 1)
+  local pin = hincr(K_pin, p, 1)
+  local bin = hincr(K_bin, b, 1)
   -- A host's idle-state sweep (hexp) leaves a host with attempts in flight
   -- alone, so it need not be told the host is busy again.
-  local hin2 = redis.call('HINCRBY', K_hosts, hi, 1)
+  local hin2 = hincr(K_hosts, hi, 1)
   local pused, bused
   if policy == 2 then
-    local s = redis.call('INCR', K_seq)
-    redis.call('HSET', K_pused, p, s)
-    redis.call('HSET', K_bused, b, s)
+    local s = hincr(K_E, 'seq', 1)
+    hset(K_pused, p, I(s))
+    hset(K_bused, b, I(s))
     pused, bused = s, s
   else
-    pused = redis.call('HINCRBY', K_pused, p, 1)
-    bused = redis.call('HINCRBY', K_bused, b, 1)
+    pused = hincr(K_pused, p, 1)
+    bused = hincr(K_bused, b, 1)
   end
   local pflag = '0'
   if pick.pair then
@@ -237,7 +253,7 @@ local function acquireOne(id, host, avoidS, hdue)
     putPair('p|' .. p .. '|' .. host, pick.pair)
     pflag = '1'
   end
-  redis.call('HSET', K_linfo, id, p .. '\n' .. b .. '\n' .. host .. '\n' .. probe .. '\n' .. I(now) .. '\n' .. pflag .. '\n' .. hbans)
+  hset(K_linfo, id, p .. '\n' .. b .. '\n' .. host .. '\n' .. probe .. '\n' .. I(now) .. '\n' .. pflag .. '\n' .. hbans)
   psync(p, c, probe == '0', pused, pin)
   bsync(b, c, bin, bused)
   -- The time the tokens were charged at: the latest of the limiters'. And
@@ -258,9 +274,14 @@ for i = 1, n do
   local r = hostWait[host]
   if not r then
     r = acquireOne(ARGV[a + 1], host, ARGV[a + 3], tonumber(ARGV[a + 4]))
+    if r[1] == 'wait' and not swept then -- what expired leases hold may be what it waits for
+      swept = sweeps(now, true)
+      r = acquireOne(ARGV[a + 1], host, ARGV[a + 3], tonumber(ARGV[a + 4]))
+    end
     if (r[1] == 'wait' and r[2] == 'host') or r[1] == 'banned' then hostWait[host] = r end
   end
   out[i] = r
   if r[1] ~= 'ok' and r[1] ~= 'banned' and (r[1] ~= 'wait' or r[2] ~= 'host') then break end
 end
+flush()
 return out

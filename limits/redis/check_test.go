@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,9 +39,25 @@ func counts(t testing.TB, srv *redistest.Server, ns string, idle bool) (errs []s
 	c := srv.Client()
 	defer c.Close()
 	ctx := t.Context()
-	leases, err := c.HGetAll(ctx, k("linfo")).Result()
+	// The state hash's fields, by prefix (see common.lua): l: the leases'
+	// infos, i: the proxies' in-flight counts, j: the budgets', h:i| the hosts'.
+	st, err := c.HGetAll(ctx, k("st")).Result()
 	if err != nil {
 		t.Fatal(err)
+	}
+	leases := map[string]string{}
+	counted := map[string]map[string]string{"pin": {}, "bin": {}, "hosts": {}}
+	for f, v := range st {
+		switch {
+		case strings.HasPrefix(f, "l:"):
+			leases[f[2:]] = v
+		case strings.HasPrefix(f, "i:"):
+			counted["pin"][f[2:]] = v
+		case strings.HasPrefix(f, "j:"):
+			counted["bin"][f[2:]] = v
+		case strings.HasPrefix(f, "h:i|"):
+			counted["hosts"][f[2:]] = v
+		}
 	}
 	n, _ := c.ZCard(ctx, k("leases")).Result()
 	if int(n) != len(leases) {
@@ -68,14 +85,8 @@ func counts(t testing.TB, srv *redistest.Server, ns string, idle bool) (errs []s
 		want["hosts"]["i|"+f[2]]++
 	}
 	for _, h := range []string{"pin", "bin", "hosts"} {
-		got, err := c.HGetAll(ctx, k(h)).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := counted[h]
 		for f, v := range got {
-			if h == "hosts" && f[:2] != "i|" {
-				continue
-			}
 			n, _ := strconv.Atoi(v)
 			if n <= 0 {
 				errs = append(errs, fmt.Sprintf("%s %s = %d", h, f, n))

@@ -1,12 +1,23 @@
 -- Shared by every script of package limits/redis. All keys are passed in
 -- KEYS, in this order, and share one hash tag so the namespace lives in one
 -- Redis Cluster slot. Times are whole microseconds on the Redis clock.
-local K_epoch, K_cfg, K_limits = KEYS[1], KEYS[2], KEYS[3]
-local K_bidx, K_pidx, K_leases, K_linfo = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local K_pin, K_pused, K_bin, K_bused = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
-local K_tat, K_hosts, K_hexp, K_bench = KEYS[12], KEYS[13], KEYS[14], KEYS[15]
-local K_probe, K_health, K_bavail, K_want = KEYS[16], KEYS[17], KEYS[18], KEYS[19]
-local K_seq, K_procs = KEYS[20], KEYS[21] -- procs: the processes in the namespace, scored by when they are gone
+--
+-- The namespace's small state is one hash, st, whose fields are named by a
+-- prefix for what they are (K_cfg, K_pin, ... below) and the proxy, budget,
+-- host or lease. A script reads and writes it through a cache (hget, hset,
+-- hincr, hdel; prefetch reads many fields in one HMGET) and writes it back
+-- in one HSET and one HDEL at its end (flush): every command a script calls
+-- costs Redis's one thread a microsecond or more, the cache's work less.
+-- The sorted sets stay keys of their own.
+local K_limits, K_st, K_bidx, K_pidx = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_leases, K_hexp, K_bench, K_procs = KEYS[5], KEYS[6], KEYS[7], KEYS[8] -- procs: the processes in the namespace, scored by when they are gone
+-- Prefixes of st's fields. K_E holds the namespace's own: epoch ("id grace
+-- end"), sweep (when the next sweep is due), want (until when some process
+-- waits for a release), seq (the round-robin counter), nprox (proxies),
+-- ncfg (cfg fields), nprobe (probe fields).
+local K_cfg, K_pin, K_pused, K_bin, K_bused = 'c:', 'i:', 'u:', 'j:', 'v:'
+local K_tat, K_hosts, K_probe, K_health, K_bavail = 't:', 'h:', 'o:', 'e:', 'a:'
+local K_linfo, K_E = 'l:', '~'
 
 -- The header every client sends first; processes of a namespace agree on it.
 local policy = tonumber(ARGV[1])      -- 0 least-inflight, 1 least-used, 2 round-robin, 3 random
@@ -54,22 +65,90 @@ end
 
 local function num(v, d) if v then return tonumber(v) end return d end
 
--- bcfg: budget b's cap, rate period T, tolerance tau, index, members.
+-- The cache of st: cached[field] is its value, false when missing; dirty
+-- lists the fields written, in order, for flush.
+local cached, isDirty, dirty = {}, {}, {}
+
+local function hget(K, f)
+  local k = K .. f
+  local v = cached[k]
+  if v == nil then
+    v = redis.call('HGET', K_st, k)
+    cached[k] = v
+  end
+  return v
+end
+
+-- hset sets field f of K to v, a string, or deletes it (v false).
+local function hset(K, f, v)
+  local k = K .. f
+  cached[k] = v
+  if not isDirty[k] then
+    isDirty[k] = true
+    dirty[#dirty + 1] = k
+  end
+end
+
+local function hdel(K, f) hset(K, f, false) end
+
+local function hincr(K, f, d)
+  local n = num(hget(K, f), 0) + d
+  hset(K, f, I(n))
+  return n
+end
+
+-- prefetch reads the fields of fs (whole names, prefix and all) not in
+-- the cache, in one HMGET.
+local function prefetch(fs)
+  local need, seen = {}, {}
+  for _, k in ipairs(fs) do
+    if cached[k] == nil and not seen[k] then
+      seen[k] = true
+      need[#need + 1] = k
+    end
+  end
+  if #need == 0 then return end
+  local vs = redis.call('HMGET', K_st, unpack(need))
+  for i, k in ipairs(need) do cached[k] = vs[i] end
+end
+
+-- flush writes the fields set back to st; every script calls it last.
+local function flush()
+  local set, del = {}, {}
+  for _, k in ipairs(dirty) do
+    local v = cached[k]
+    if v then
+      set[#set + 1] = k
+      set[#set + 1] = v
+    else
+      del[#del + 1] = k
+    end
+  end
+  -- in bounded pieces: unpack has a limit on its values
+  for i = 1, #set, 512 do redis.call('HSET', K_st, unpack(set, i, math.min(i + 511, #set))) end
+  for i = 1, #del, 256 do redis.call('HDEL', K_st, unpack(del, i, math.min(i + 255, #del))) end
+  dirty, isDirty = {}, {}
+end
+
+-- bcfg: budget b's cap, rate period T, tolerance tau, index, members and,
+-- when it has one member, its name (only): such a budget's proxy is not in
+-- pidx, which only chooses among a budget's members.
 local cfgCache = {}
 local function bcfg(b)
   local c = cfgCache[b]
   if c then return c end
-  local v = redis.call('HGET', K_cfg, 'b|' .. b)
+  local v = hget(K_cfg, 'b|' .. b)
   if not v then return error('limits/redis: no config for budget ' .. b) end
   local f = split(v, ' ')
-  c = {cap = tonumber(f[1]), T = tonumber(f[2]), tau = tonumber(f[3]), bi = tonumber(f[4]), members = tonumber(f[5])}
+  c = {cap = tonumber(f[1]), T = tonumber(f[2]), tau = tonumber(f[3]), bi = tonumber(f[4]), members = tonumber(f[5]),
+       only = f[6]}
   cfgCache[b] = c
   return c
 end
 
 -- pcfg: proxy p's budget and its index among the budget's members.
 local function pcfg(p)
-  local v = redis.call('HGET', K_cfg, 'p|' .. p)
+  local v = hget(K_cfg, 'p|' .. p)
   if not v then return error('limits/redis: no config for proxy ' .. p) end
   local f = split(v, ' ')
   return f[1], tonumber(f[2])
@@ -94,9 +173,41 @@ local function gcra(tat, now, T, tau, due)
   return 0, new, math.max(at, new - tau)
 end
 
--- available: a proxy neither benched nor with its probe out.
+-- available: a proxy neither benched nor with its probe out. A proxy with
+-- no probe field is not benched, or rejected: health 'R'.
 local function available(p)
-  return redis.call('HGET', K_probe, p) ~= '1' and not redis.call('ZSCORE', K_bench, p)
+  local pr = hget(K_probe, p)
+  if not pr then return hget(K_health, p) ~= 'R' end
+  return pr ~= '1' and not redis.call('ZSCORE', K_bench, p)
+end
+
+-- setProbe sets proxy p's probe field ('0' probing or benched, '1' its
+-- probe out, false neither) and keeps their count, nprobe.
+local function setProbe(p, v)
+  local had = hget(K_probe, p)
+  if (had and 1 or 0) ~= (v and 1 or 0) then hincr(K_E, 'nprobe', v and 1 or -1) end
+  hset(K_probe, p, v)
+end
+
+-- sweepBy makes the sweeps due by t at the latest (see sweeps).
+local function sweepBy(t)
+  local v = hget(K_E, 'sweep')
+  if v and t < tonumber(v) then hset(K_E, 'sweep', I(t)) end
+end
+
+-- proxyFields are the fields of st that an attempt through proxy p of
+-- budget b to host reads, for prefetch.
+local function leaseFields(out, p, b, host)
+  out[#out + 1] = K_cfg .. 'b|' .. b
+  out[#out + 1] = K_pin .. p
+  out[#out + 1] = K_pused .. p
+  out[#out + 1] = K_bin .. b
+  out[#out + 1] = K_bused .. b
+  out[#out + 1] = K_bavail .. b
+  out[#out + 1] = K_probe .. p
+  out[#out + 1] = K_health .. p
+  out[#out + 1] = K_hosts .. 'i|' .. host
+  return out
 end
 
 local function usedDefault(idx) if policy == 2 then return idx end return 0 end
@@ -108,6 +219,7 @@ local function usedDefault(idx) if policy == 2 then return idx end return 0 end
 -- its attempts in flight; pi, its index among its budget's members, which
 -- only the round-robin default of used needs. Each may be nil: read.
 local function psync(p, c, av, used, inf, pi)
+  if c.only then return end
   if av == nil then av = available(p) end
   local s
   if not av then
@@ -116,7 +228,7 @@ local function psync(p, c, av, used, inf, pi)
     s = 0
   else
     if used == nil then
-      used = tonumber(redis.call('HGET', K_pused, p))
+      used = tonumber(hget(K_pused, p))
       if not used and policy == 2 then
         if not pi then _, pi = pcfg(p) end
         used = pi
@@ -124,7 +236,7 @@ local function psync(p, c, av, used, inf, pi)
       used = used or 0
     end
     if policy == 0 then
-      if inf == nil then inf = num(redis.call('HGET', K_pin, p), 0) end
+      if inf == nil then inf = num(hget(K_pin, p), 0) end
       s = math.min(inf, 2047) * 2097152 + math.min(used, 2097151)
     else
       s = math.min(used, OFF - 1)
@@ -138,8 +250,8 @@ end
 -- flight) and used (its attempts, or round-robin turn) may be given when
 -- known, as psync's.
 local function bsync(b, c, inf, used)
-  if inf == nil then inf = num(redis.call('HGET', K_bin, b), 0) end
-  local av = num(redis.call('HGET', K_bavail, b), c.members)
+  if inf == nil then inf = num(hget(K_bin, b), 0) end
+  local av = num(hget(K_bavail, b), c.members)
   if (c.cap > 0 and inf >= c.cap) or av <= 0 then
     redis.call('ZREM', K_bidx, b)
     return
@@ -148,7 +260,7 @@ local function bsync(b, c, inf, used)
   if policy == 3 then
     s = 0
   else
-    if used == nil then used = num(redis.call('HGET', K_bused, b), usedDefault(c.bi)) end
+    if used == nil then used = num(hget(K_bused, b), usedDefault(c.bi)) end
     if policy == 0 then
       local cap = c.cap
       if cap <= 0 then cap = 1000 end
@@ -164,17 +276,17 @@ end
 
 -- avail adjusts budget b's count of available members by d.
 local function avail(b, c, d)
-  local v = num(redis.call('HGET', K_bavail, b), c.members) + d
+  local v = num(hget(K_bavail, b), c.members) + d
   if v >= c.members then
-    redis.call('HDEL', K_bavail, b) -- missing means all
+    hdel(K_bavail, b) -- missing means all
   else
-    redis.call('HSET', K_bavail, b, I(math.max(v, 0)))
+    hset(K_bavail, b, I(math.max(v, 0)))
   end
 end
 
 -- pair state of proxy p and host h, pushed back: window full inflight spacing next pushedAt.
 local function getPair(key)
-  local v = redis.call('HGET', K_hosts, key)
+  local v = hget(K_hosts, key)
   if not v then return nil end
   local f = split(v, ' ')
   return {window = tonumber(f[1]), full = tonumber(f[2]), inflight = tonumber(f[3]),
@@ -182,7 +294,7 @@ local function getPair(key)
 end
 
 local function putPair(key, pr)
-  redis.call('HSET', K_hosts, key, I(pr.window) .. ' ' .. I(pr.full) .. ' ' .. I(math.max(pr.inflight, 0)) .. ' ' ..
+  hset(K_hosts, key, I(pr.window) .. ' ' .. I(pr.full) .. ' ' .. I(math.max(pr.inflight, 0)) .. ' ' ..
     I(pr.spacing) .. ' ' .. I(pr.nxt) .. ' ' .. I(pr.pushedAt))
 end
 
@@ -194,7 +306,7 @@ local function leastUsedOther(p, c)
   local best = nil
   for _, q in ipairs(r) do
     if q ~= p then
-      local u = num(redis.call('HGET', K_pused, q), 0)
+      local u = num(hget(K_pused, q), 0)
       if not best or u < best then best = u end
     end
   end
@@ -214,24 +326,26 @@ end
 -- a row, so that a success need not delete a row that is not there.
 local function learn(p, b, c, host, o, now, granted, probe, pinflight, paired, pair)
   local ev = nil
-  local pr = redis.call('HGET', K_probe, p)
+  local pr = hget(K_probe, p)
   local probing = pr ~= false
   local fails, streak, level, row = 0, 0, 0, '0'
-  local hv = redis.call('HGET', K_health, p)
+  local hv = hget(K_health, p)
+  if hv == 'R' then
+    return nil, false -- rejected already: out of the run for good
+  end
   if hv then
     local f = split(hv, ' ')
     fails, streak, level, row = tonumber(f[1]), tonumber(f[2]), tonumber(f[3]), f[4] or '1'
   end
-  local benchEnd = redis.call('ZSCORE', K_bench, p)
+  -- Only a proxy with a probe field can be benched (a rejected one is 'R').
+  local benchEnd = false
+  if pr then benchEnd = redis.call('ZSCORE', K_bench, p) end
   local wasAvail = pr ~= '1' and not benchEnd
   local isAvail = wasAvail
-  if benchEnd and tonumber(benchEnd) > now + FOREVER / 2 then
-    return nil, false -- rejected already: out of the run for good
-  end
   if o == REJECTED then
     -- Its credentials were refused: benched for ever, for every process.
-    redis.call('HDEL', K_probe, p)
-    redis.call('HDEL', K_health, p, 'b|' .. p)
+    setProbe(p, false)
+    hset(K_health, p, 'R'); hdel(K_health, 'b|' .. p)
     redis.call('ZADD', K_bench, F(now + FOREVER), p)
     if wasAvail then avail(b, c, -1) end
     return {'rejected', '0'}, false
@@ -241,8 +355,9 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight, paired, p
     if maxCool > 0 and (d > maxCool or d <= 0) then d = maxCool end
     level = level + 1
     fails = 0
-    redis.call('HSET', K_probe, p, '0')
+    setProbe(p, '0')
     redis.call('ZADD', K_bench, F(now + d), p)
+    sweepBy(now + d)
     if wasAvail then avail(b, c, -1) end
     isAvail = false
     ev = {'benched', I(d)}
@@ -251,19 +366,19 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight, paired, p
   if o == BANNED and not (probing and not probe) then
     -- the distinct hosts that banned p in a row, as limits.Local's banStreak
     local bk = 'b|' .. p
-    local bv = redis.call('HGET', K_health, bk)
+    local bv = hget(K_health, bk)
     local hs = {}
     if bv then hs = split(bv, ' ') end
     local known = false
     for _, h in ipairs(hs) do if h == host then known = true end end
     if not known then
       if #hs + 1 >= BAN_HOSTS then
-        redis.call('HDEL', K_health, bk)
+        hdel(K_health, bk)
         banRow = true
         row = '0'
       else
         hs[#hs + 1] = host
-        redis.call('HSET', K_health, bk, table.concat(hs, ' '))
+        hset(K_health, bk, table.concat(hs, ' '))
         row = '1'
       end
     end
@@ -272,23 +387,23 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight, paired, p
     -- begun before the bench: no verdict on the proxy now
   elseif o == SUCCESS or o == PUSHBACK then
     if row ~= '0' then
-      redis.call('HDEL', K_health, 'b|' .. p) -- the row of bans is broken
+      hdel(K_health, 'b|' .. p) -- the row of bans is broken
       row = '0'
     end
     fails = 0
     streak = math.min(streak + 1, FORGIVE)
     if streak >= FORGIVE then level = 0 end
     if probing then
-      redis.call('HDEL', K_probe, p)
+      setProbe(p, false)
       redis.call('ZREM', K_bench, p)
       if not wasAvail then avail(b, c, 1) end
       isAvail = true
       if policy ~= 2 then
         local lo = leastUsedOther(p, c)
-        local u = num(redis.call('HGET', K_pused, p), 0)
-        if lo and lo > u then redis.call('HSET', K_pused, p, I(lo)) end
+        local u = num(hget(K_pused, p), 0)
+        if lo and lo > u then hset(K_pused, p, I(lo)) end
       end
-      redis.call('HDEL', K_tat, 'nh') -- a proxy is healthy: the pool's wait is over
+      hdel(K_tat, 'nh') -- a proxy is healthy: the pool's wait is over
       ev = {'healthy', '0'}
     end
   elseif o == FAULT then
@@ -299,15 +414,15 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight, paired, p
     streak = 0
     bench()
   elseif probe then -- a probe with no verdict (a ban among them): another may go
-    redis.call('HSET', K_probe, p, '0')
+    setProbe(p, '0')
     if not wasAvail and not redis.call('ZSCORE', K_bench, p) then avail(b, c, 1) end
     isAvail = nil
   end
   if fails == 0 and streak == 0 and level == 0 and row == '0' then
-    if hv then redis.call('HDEL', K_health, p) end
+    if hv then hdel(K_health, p) end
   else
     local v = I(fails) .. ' ' .. I(streak) .. ' ' .. I(level) .. ' ' .. row
-    if v ~= hv then redis.call('HSET', K_health, p, v) end
+    if v ~= hv then hset(K_health, p, v) end
   end
 
   -- A success changes a pair only when it was granted under it: a pair made
@@ -319,9 +434,9 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight, paired, p
   if (o == PUSHBACK or o == BANNED) and fresh then
     if not pair then
       pair = {window = math.max(math.floor(pinflight / 2), 1), full = math.max(pinflight, 2), inflight = 0, spacing = 0}
-      local q = redis.call('HGET', K_hosts, 'q|' .. host)
+      local q = hget(K_hosts, 'q|' .. host)
       if q then q = q .. ' ' .. p else q = p end
-      redis.call('HSET', K_hosts, 'q|' .. host, q)
+      hset(K_hosts, 'q|' .. host, q)
     elseif pair.window > 1 then
       pair.window = math.max(math.floor(pair.window / 2), 1)
     else
@@ -338,7 +453,7 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight, paired, p
       putPair(key, pair)
     else
       pair.window = pair.window + 1
-      if pair.window >= pair.full then redis.call('HDEL', K_hosts, key) else putPair(key, pair) end
+      if pair.window >= pair.full then hdel(K_hosts, key) else putPair(key, pair) end
     end
   end
   return ev, isAvail
@@ -355,7 +470,7 @@ end
 -- attempt granted while the host had bans (the lease's flag), so that an
 -- attempt to a host with none costs only the one HGET.
 local function getX(host)
-  local v = redis.call('HGET', K_hosts, 'x|' .. host)
+  local v = hget(K_hosts, 'x|' .. host)
   if not v then return {0, '0', '0'} end
   local f = split(v, ' ')
   return {tonumber(f[1]), f[2], f[3]}
@@ -363,15 +478,14 @@ end
 
 local function putX(host, x)
   if x[1] == 0 and x[2] == '0' and x[3] == '0' then
-    redis.call('HDEL', K_hosts, 'x|' .. host)
+    hdel(K_hosts, 'x|' .. host)
   else
-    redis.call('HSET', K_hosts, 'x|' .. host, I(x[1]) .. ' ' .. x[2] .. ' ' .. x[3])
+    hset(K_hosts, 'x|' .. host, I(x[1]) .. ' ' .. x[2] .. ' ' .. x[3])
   end
 end
 
-local function isRejected(p, now)
-  local u = redis.call('ZSCORE', K_bench, p)
-  return u and tonumber(u) > now + FOREVER / 2
+local function isRejected(p)
+  return hget(K_health, p) == 'R'
 end
 
 -- hostLearn updates host's x|, y| and r| from the outcome o of an attempt
@@ -380,42 +494,42 @@ end
 local function hostLearn(p, host, o, now, ra, hadBans)
   if o == BANNED then
     local key = 'y|' .. host
-    local v = redis.call('HGET', K_hosts, key)
+    local v = hget(K_hosts, key)
     local hs = {}
     if v then hs = split(v, ' ') end
     local known = false
     for _, q in ipairs(hs) do if q == p then known = true end end
     if not known then hs[#hs + 1] = p end
     local n = 0
-    for _, q in ipairs(hs) do if not isRejected(q, now) then n = n + 1 end end
-    local usable = redis.call('ZCARD', K_pidx) - redis.call('ZCOUNT', K_bench, F(now + FOREVER / 2), '+inf')
+    for _, q in ipairs(hs) do if not isRejected(q) then n = n + 1 end end
+    local usable = num(hget(K_E, 'nprox'), 0) - redis.call('ZCOUNT', K_bench, F(now + FOREVER / 2), '+inf')
     local x = getX(host)
     if n > 0 and n >= usable then
-      redis.call('HDEL', K_hosts, key)
+      hdel(K_hosts, key)
       x[2], x[3] = I(n), '0'
     else
-      redis.call('HSET', K_hosts, key, table.concat(hs, ' '))
+      hset(K_hosts, key, table.concat(hs, ' '))
       x[3] = '1'
     end
     putX(host, x)
   elseif o == SUCCESS and hadBans then
     local key = 'y|' .. host
-    local v = redis.call('HGET', K_hosts, key)
+    local v = hget(K_hosts, key)
     if not v then return end
     local hs, kept = split(v, ' '), {}
     for _, q in ipairs(hs) do if q ~= p then kept[#kept + 1] = q end end
     if #kept == #hs then return end
     if #kept == 0 then
-      redis.call('HDEL', K_hosts, key)
+      hdel(K_hosts, key)
       local x = getX(host)
       x[3] = '0'
       putX(host, x)
     else
-      redis.call('HSET', K_hosts, key, table.concat(kept, ' '))
+      hset(K_hosts, key, table.concat(kept, ' '))
     end
   elseif o == PUSHBACK and ra > 0 and RAMAX > 0 then
     local key = 'r|' .. host
-    local v = redis.call('HGET', K_hosts, key)
+    local v = hget(K_hosts, key)
     local f, out = {}, {}
     if v then f = split(v, ' ') end
     for i = 1, #f - 2, 3 do -- the recent answers through other proxies
@@ -425,7 +539,7 @@ local function hostLearn(p, host, o, now, ra, hadBans)
     end
     local untilUs = now + math.min(ra, RAMAX)
     out[#out + 1] = p .. ' ' .. I(now) .. ' ' .. I(untilUs)
-    redis.call('HSET', K_hosts, key, table.concat(out, ' '))
+    hset(K_hosts, key, table.concat(out, ' '))
     if #out >= 2 then
       local x = getX(host)
       if untilUs > x[1] then
@@ -443,48 +557,32 @@ local function hostIdle(h, now)
   redis.call('ZADD', K_hexp, F(now + hostTau + 2 * forget + 1000000), h)
 end
 
-local function sweepHosts(now)
-  local hs = redis.call('ZRANGEBYSCORE', K_hexp, '-inf', F(now), 'LIMIT', 0, sweepK)
-  for _, h in ipairs(hs) do
-    redis.call('ZREM', K_hexp, h)
-    if not redis.call('HGET', K_hosts, 'i|' .. h) then
-      local q = redis.call('HGET', K_hosts, 'q|' .. h)
-      if q then
-        for _, p in ipairs(split(q, ' ')) do redis.call('HDEL', K_hosts, 'p|' .. p .. '|' .. h) end
-      end
-      redis.call('HDEL', K_hosts, 't|' .. h, 'q|' .. h, 'r|' .. h)
-      local x = redis.call('HGET', K_hosts, 'x|' .. h)
-      if x then
-        local f = split(x, ' ')
-        if tonumber(f[1]) <= now and f[2] == '0' and f[3] == '0' then redis.call('HDEL', K_hosts, 'x|' .. h) end
-      end
-    end
-  end
-end
-
--- wanted is whether some process waits (K_want), read by the first drop of
--- a script, which tells them then; nil before.
+-- wanted is whether some process waits for a release (K_E want, until
+-- when), read by the first drop of a script, which tells them then; nil
+-- before.
 local wanted = nil
 
--- drop removes lease id, gives back its counts and learns from outcome o
--- and its Retry-After ra (µs, 0 none). It returns false when the lease was
--- not held, else the event or true.
-local function drop(id, o, now, ra)
+-- drop removes lease id, whose info is info (false: not known; a string,
+-- or already split at its newlines), gives back
+-- its counts and learns from outcome o and its Retry-After ra (µs, 0
+-- none). It returns false when the lease was not held, else the event or
+-- true.
+local function drop(id, info, o, now, ra)
   if redis.call('ZREM', K_leases, id) == 0 then return false end
-  local info = redis.call('HGET', K_linfo, id)
-  redis.call('HDEL', K_linfo, id)
+  hdel(K_linfo, id)
   if not info then return true end
-  local f = split(info, '\n')
+  local f = info
+  if type(f) == 'string' then f = split(f, '\n') end
   local p, b, host, probe, granted, paired = f[1], f[2], f[3], f[4] == '1', tonumber(f[5]), f[6] == '1'
   hostLearn(p, host, o, now, ra or 0, f[7] == '1')
   local c = bcfg(b)
-  local pin = redis.call('HINCRBY', K_pin, p, -1)
-  if pin <= 0 then redis.call('HDEL', K_pin, p) end
-  local bin = redis.call('HINCRBY', K_bin, b, -1)
-  if bin <= 0 then redis.call('HDEL', K_bin, b) end
+  local pin = hincr(K_pin, p, -1)
+  if pin <= 0 then hdel(K_pin, p) end
+  local bin = hincr(K_bin, b, -1)
+  if bin <= 0 then hdel(K_bin, b) end
   local hi = 'i|' .. host
-  if redis.call('HINCRBY', K_hosts, hi, -1) <= 0 then
-    redis.call('HDEL', K_hosts, hi)
+  if hincr(K_hosts, hi, -1) <= 0 then
+    hdel(K_hosts, hi)
     hostIdle(host, now)
   end
   local pair = nil
@@ -497,34 +595,96 @@ local function drop(id, o, now, ra)
   psync(p, c, av, nil, math.max(pin, 0))
   bsync(b, c, math.max(bin, 0))
   if wanted == nil then -- once a script: a call that gives back several leases wakes the waiting once
-    wanted = redis.call('EXISTS', K_want) == 1
+    wanted = num(hget(K_E, 'want'), 0) > now
     if wanted then redis.call('PUBLISH', chan, '1') end
   end
   return ev or true
 end
 
-local function sweepLeases(now)
-  local ids = redis.call('ZRANGEBYSCORE', K_leases, '-inf', F(now), 'LIMIT', 0, sweepK)
-  for _, id in ipairs(ids) do drop(id, 0, now, 0) end
+-- drops drops the leases ids, with outcomes os and Retry-Afters ras (nil:
+-- 0 each), and returns drop's result for each. It reads what they need
+-- in two HMGETs: their infos, then their proxies', budgets' and hosts'
+-- fields.
+local function drops(ids, os, ras, now)
+  local fs = {K_E .. 'want'}
+  for _, id in ipairs(ids) do fs[#fs + 1] = K_linfo .. id end
+  prefetch(fs)
+  fs = {}
+  local infos = {}
+  for i, id in ipairs(ids) do
+    local info = hget(K_linfo, id)
+    if info then
+      local f = split(info, '\n')
+      infos[i] = f
+      leaseFields(fs, f[1], f[2], f[3])
+      fs[#fs + 1] = K_health .. 'b|' .. f[1]
+    end
+  end
+  prefetch(fs)
+  local out = {}
+  for i, id in ipairs(ids) do
+    out[i] = drop(id, infos[i] or false, os and os[i] or 0, now, ras and ras[i] or 0)
+  end
+  return out
 end
 
--- benchEnds turns proxies whose bench is over into probing ones a probe may go to.
-local function benchEnds(now)
+-- SWEEP: µs between the sweeps of expired leases, idle hosts and ended
+-- benches; a bench's end makes them due sooner (sweepBy).
+local SWEEP = math.min(100000, math.max(math.floor(ttl / 8), 1000))
+
+-- sweeps runs the sweeps when due (K_E sweep, µs), or when forced: at most
+-- every SWEEP, at the end of a bench, and at once again while one leaves
+-- work for another. Each is a command or more, and an acquire has a dozen:
+-- one on every acquire would be a fifth of the cost of an attempt. An
+-- acquire that would be told to wait forces them first (see acquire.lua),
+-- so a permit an expired lease holds is never waited for. It returns
+-- whether they ran.
+local function sweeps(now, force)
+  local due = hget(K_E, 'sweep')
+  if due and tonumber(due) > now and not force then return false end
+  local ids = redis.call('ZRANGEBYSCORE', K_leases, '-inf', F(now), 'LIMIT', 0, sweepK)
+  drops(ids, nil, nil, now)
+  local hs = redis.call('ZRANGEBYSCORE', K_hexp, '-inf', F(now), 'LIMIT', 0, sweepK)
+  for _, h in ipairs(hs) do
+    redis.call('ZREM', K_hexp, h)
+    if not hget(K_hosts, 'i|' .. h) then
+      local q = hget(K_hosts, 'q|' .. h)
+      if q then
+        for _, p in ipairs(split(q, ' ')) do hdel(K_hosts, 'p|' .. p .. '|' .. h) end
+      end
+      hdel(K_hosts, 't|' .. h); hdel(K_hosts, 'q|' .. h); hdel(K_hosts, 'r|' .. h)
+      local x = hget(K_hosts, 'x|' .. h)
+      if x then
+        local f = split(x, ' ')
+        if tonumber(f[1]) <= now and f[2] == '0' and f[3] == '0' then hdel(K_hosts, 'x|' .. h) end
+      end
+    end
+  end
+  -- benches that are over: their proxies are probing, a probe may go to them
   local ps = redis.call('ZRANGEBYSCORE', K_bench, '-inf', F(now), 'LIMIT', 0, sweepK)
   for _, p in ipairs(ps) do
     redis.call('ZREM', K_bench, p)
     local b, pi = pcfg(p)
     local c = bcfg(b)
-    local av = redis.call('HGET', K_probe, p) ~= '1'
+    local av = hget(K_probe, p) ~= '1'
     if av then avail(b, c, 1) end
     psync(p, c, av, nil, nil, pi)
     bsync(b, c)
   end
+  local nxt = now + SWEEP
+  if #ids >= sweepK or #hs >= sweepK or #ps >= sweepK then
+    nxt = now
+  else
+    local first = redis.call('ZRANGEBYSCORE', K_bench, '(' .. F(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    if first[2] then nxt = math.min(nxt, tonumber(first[2])) end
+  end
+  hset(K_E, 'sweep', I(nxt))
+  return true
 end
 
 -- epoch returns the namespace's epoch id and the end of its grace, or nil.
 local function epoch()
-  local v = redis.call('GET', K_epoch)
+  local v = hget(K_E, 'epoch')
   if not v then return nil, 0 end
   local f = split(v, ' ')
   return f[1], tonumber(f[2])

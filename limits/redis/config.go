@@ -26,7 +26,9 @@ var ErrConflict = errors.New("limits/redis: namespace in use with other limits")
 // Version 2: a proxy's health has a fourth field, its ban row's flag.
 // Version 3: a lease's info has a seventh field, whether its host had bans
 // when it was granted; hosts have fields x|, y| and r| (see hostLearn).
-const stateVersion = "3"
+// Version 4: the hashes are one, st, its fields prefixed; a budget of one
+// member names it, and its proxy is not in pidx.
+const stateVersion = "4"
 
 // setupItem is one field the setup script installs: kind 'l' (a line of
 // the limits text processes compare), 'b' (a budget) or 'p' (a proxy).
@@ -148,8 +150,11 @@ func newPlan(cfg limits.Config, ttl time.Duration) (*plan, error) {
 			continue // nothing can use it: Redis need not know it
 		}
 		t, tau := usRate(sp.Rate, sp.Burst)
-		budgetItems = append(budgetItems, setupItem{"b", name,
-			fmt.Sprintf("%d %s %s %d %d", max(sp.Concurrency, 0), ff(t), ff(tau), bi, len(ms))})
+		v := fmt.Sprintf("%d %s %s %d %d", max(sp.Concurrency, 0), ff(t), ff(tau), bi, len(ms))
+		if len(ms) == 1 {
+			v += " " + ms[0] // its only member, which the scripts then keep out of pidx
+		}
+		budgetItems = append(budgetItems, setupItem{"b", name, v})
 		for pi, p := range ms {
 			l["proxy "+p] = "budget=" + name
 			proxyItems = append(proxyItems, setupItem{"p", p, fmt.Sprintf("%s %d", name, pi)})

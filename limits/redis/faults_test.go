@@ -738,7 +738,7 @@ func TestPoolWaitShared(t *testing.T) {
 	if took := time.Since(start); took < wait {
 		t.Errorf("the pool gave up after %s, before its wait %s", took, wait)
 	}
-	v, err := srv.Do("HGET", "{t}:tat", "nh")
+	v, err := srv.Do("HGET", "{t}:st", "t:nh") // tat's field nh, in the state hash
 	if err != nil {
 		t.Fatalf("when the pool's wait began: %v", err)
 	}
@@ -912,7 +912,7 @@ func TestGraceFromRedisStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	v, err := srv.Do("GET", "{t}:epoch")
+	v, err := srv.Do("HGET", "{t}:st", "~epoch")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,9 +43,7 @@ func newScripts() scripts {
 
 // keyNames are the namespace's keys, in the order common.lua takes them.
 var keyNames = []string{
-	"epoch", "cfg", "limits", "bidx", "pidx", "leases", "linfo", "pin", "pused", "bin",
-	"bused", "tat", "hosts", "hexp", "bench", "probe", "health", "bavail", "want", "seq",
-	"procs",
+	"limits", "st", "bidx", "pidx", "leases", "hexp", "bench", "procs",
 }
 
 // keys returns namespace ns's keys, all under the hash tag {ns} so that they

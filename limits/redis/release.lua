@@ -5,9 +5,13 @@
 -- release is harmless. Returns three values for each triple: 'gone', '', '';
 -- 'ok', '', ''; or 'ok', state, cooldown µs for a health change.
 local now = nowUs()
-local out = {}
+local ids, os, ras = {}, {}, {}
 for i = H + 1, #ARGV - 2, 3 do
-  local r = drop(ARGV[i], tonumber(ARGV[i + 1]), now, tonumber(ARGV[i + 2]))
+  ids[#ids + 1], os[#os + 1], ras[#ras + 1] = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+end
+local rs = drops(ids, os, ras, now)
+local out = {}
+for _, r in ipairs(rs) do
   local n = #out
   if r == false then
     out[n + 1], out[n + 2], out[n + 3] = 'gone', '', ''
@@ -17,4 +21,5 @@ for i = H + 1, #ARGV - 2, 3 do
     out[n + 1], out[n + 2], out[n + 3] = 'ok', r[1], r[2] or 0
   end
 end
+flush()
 return out

@@ -20,14 +20,14 @@ for i = 0, n - 1 do
       redis.call('ZADD', K_leases, 'XX', F(now + ttl), id)
       st = '1'
     else
-      drop(id, 0, now)
+      drop(id, hget(K_linfo, id), 0, now, 0)
     end
   elseif le ~= eid and now < graceEnd then
     redis.call('ZADD', K_leases, F(now + ttl), id)
-    redis.call('HSET', K_linfo, id, p .. '\n' .. b .. '\n' .. host .. '\n0\n' .. I(now) .. '\n0')
-    local pin = redis.call('HINCRBY', K_pin, p, 1)
-    local bin = redis.call('HINCRBY', K_bin, b, 1)
-    redis.call('HINCRBY', K_hosts, 'i|' .. host, 1)
+    hset(K_linfo, id, p .. '\n' .. b .. '\n' .. host .. '\n0\n' .. I(now) .. '\n0')
+    local pin = hincr(K_pin, p, 1)
+    local bin = hincr(K_bin, b, 1)
+    hincr(K_hosts, 'i|' .. host, 1)
     local c = bcfg(b)
     psync(p, c, nil, nil, pin)
     bsync(b, c, bin)
@@ -35,4 +35,5 @@ for i = 0, n - 1 do
   end
   out[#out + 1] = st
 end
+flush()
 return out

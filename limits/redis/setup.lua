@@ -49,23 +49,33 @@ if step == 'install' then
     local kind, f, v = ARGV[at], ARGV[at + 1], ARGV[at + 2]
     if kind == 'l' then
       redis.call('HSET', K_limits, f, v)
-    elseif kind == 'b' then
-      redis.call('HSET', K_cfg, 'b|' .. f, v)
-      bsync(f, bcfg(f))
     else
-      redis.call('HSET', K_cfg, 'p|' .. f, v)
-      local b, pi = pcfg(f)
-      psync(f, bcfg(b), nil, nil, nil, pi)
+      -- counted once each, whoever installs it: seal checks the count
+      if not hget(K_cfg, kind .. '|' .. f) then
+        hincr(K_E, 'ncfg', 1)
+        if kind == 'p' then hincr(K_E, 'nprox', 1) end
+      end
+      hset(K_cfg, kind .. '|' .. f, v)
+      if kind == 'b' then
+        bsync(f, bcfg(f))
+      else
+        local b, pi = pcfg(f)
+        psync(f, bcfg(b), nil, nil, nil, pi)
+      end
     end
   end
+  flush()
   return {'ok'}
 end
 -- seal
-if redis.call('HLEN', K_cfg) ~= tonumber(ARGV[H + 3]) then return {'incomplete'} end
-redis.call('SET', K_seq, ARGV[H + 4], 'NX')
+if num(hget(K_E, 'ncfg'), 0) ~= tonumber(ARGV[H + 3]) then return {'incomplete'} end
+if not hget(K_E, 'seq') then hset(K_E, 'seq', ARGV[H + 4]) end
 redis.call('HSET', K_limits, '~sealed', '1')
 local eid = epoch()
-if eid then return {'ok', eid} end
+if eid then
+  flush()
+  return {'ok', eid}
+end
 local g, now, how = 0, nowUs(), ARGV[H + 6]
 if how == '1' then
   g = now + grace
@@ -87,5 +97,6 @@ elseif how == '0' then
     g = now + grace
   end
 end
-redis.call('SET', K_epoch, ARGV[H + 5] .. ' ' .. I(g))
+hset(K_E, 'epoch', ARGV[H + 5] .. ' ' .. I(g))
+flush()
 return {'ok', ARGV[H + 5]}
