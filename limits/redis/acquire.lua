@@ -29,7 +29,7 @@
 --   {'reset'}                     (no epoch: Redis lost its data)
 --   {'dead', n, rejected, µs}     (the pool of n proxies cannot serve: every one
 --                                  rejected, or none healthy for µs = the pool wait)
-local now = nowUs()
+local now, due, eid -- the call's: when it runs, its due (see below) and the epoch
 -- due is the process's logical time for the global and proxy rates: when
 -- its next token comes due, as a wait told it, or while others of the
 -- process wait, its last grant; host due is the same for the request's
@@ -50,29 +50,6 @@ local function onTime(due)
   if due and (due > now or now - due > LATE) then return nil end
   return due
 end
-
-local n, due = tonumber(ARGV[H + 1]), onTime(tonumber(ARGV[H + 2]))
--- What the call reads first, in one HMGET: the namespace's own fields and
--- each request's host's.
-local fs = {K_E .. 'epoch', K_E .. 'sweep', K_tat .. 'dead', K_tat .. 'g'}
-for i = 1, n do
-  local host = ARGV[H + 2 + (i - 1) * 4 + 2]
-  fs[#fs + 1] = K_hosts .. 'x|' .. host
-  fs[#fs + 1] = K_hosts .. 'i|' .. host
-  if hostT > 0 then fs[#fs + 1] = K_hosts .. 't|' .. host end
-  if pushBase > 0 then fs[#fs + 1] = K_hosts .. 'q|' .. host end
-end
-prefetch(fs)
-local eid, graceEnd = epoch()
-if not eid then return {{'reset'}} end
-if now < graceEnd then return {{'wait', 'all', I(graceEnd - now), I(now), '1', 'grace'}} end
--- A pool that could not serve stays so for the rest of the run.
-local dead = hget(K_tat, 'dead')
-if dead then
-  local f = split(dead, ' ')
-  return {{'dead', f[1], f[2], f[3]}}
-end
-local swept = sweeps(now)
 
 local function acquireOne(id, host, avoidS, hdue)
   hdue = onTime(hdue)
@@ -116,76 +93,86 @@ local function acquireOne(id, host, avoidS, hdue)
   end
 
   local pick, fb
-  local budgets
-  if policy == 3 then
-    budgets = redis.call('ZRANDMEMBER', K_bidx, M)
-  else
-    budgets = redis.call('ZRANGE', K_bidx, 0, M - 1)
-  end
-  for _, b in ipairs(budgets) do
-    -- A budget's fields in one HMGET, then its sole member's (most
-    -- budgets are one proxy's) in another: as a budget is looked at, for
-    -- most acquires take the first.
-    prefetch({K_cfg .. 'b|' .. b, K_bin .. b, K_bused .. b, K_bavail .. b, K_tat .. 'b|' .. b})
-    local c = bcfg(b)
-    if c.only then
-      local p = c.only
-      local fs = {K_probe .. p, K_pin .. p, K_pused .. p}
-      if paired then fs[4] = K_hosts .. 'p|' .. p .. '|' .. host end
-      prefetch(fs)
+  -- The first two budgets, and the rest of the M only when neither
+  -- serves: most acquires take the first, and each budget a reply holds
+  -- costs the script's conversion of it.
+  local pages = {{0, math.min(1, M - 1)}, {2, M - 1}}
+  if policy == 3 then pages = {{0, M - 1}} end
+  for _, pg in ipairs(pages) do
+    local budgets
+    if policy == 3 then
+      budgets = redis.call('ZRANDMEMBER', K_bidx, M)
+    elseif pg[1] <= pg[2] then
+      budgets = redis.call('ZRANGE', K_bidx, pg[1], pg[2])
+    else
+      budgets = {}
     end
-    if c.cap <= 0 or num(hget(K_bin, b), 0) < c.cap then
-      local w, bnew, bat = 0, nil, 0
-      if c.T > 0 then w, bnew, bat = gcra(hget(K_tat, 'b|' .. b), now, c.T, c.tau, due) end
-      if w > 0 then
-        soon(w, 'proxy-rate')
-      else
-        local lo = c.bi * SPAN
-        local off = 0
-        if policy == 3 and c.members > 1 then off = seed % c.members end
-        local ps
-        if c.only then
-          -- in bidx, so with its one member available
-          ps = {c.only, lo}
+    for _, b in ipairs(budgets) do
+      -- A budget's fields in one HMGET, then its sole member's (most
+      -- budgets are one proxy's) in another: as a budget is looked at, for
+      -- most acquires take the first.
+      prefetch({K_cfg .. 'b|' .. b, K_bin .. b, K_bused .. b, K_bavail .. b, K_tat .. 'b|' .. b})
+      local c = bcfg(b)
+      if c.only then
+        local p = c.only
+        local fs = {K_probe .. p, K_pin .. p, K_pused .. p}
+        if paired then fs[4] = K_hosts .. 'p|' .. p .. '|' .. host end
+        prefetch(fs)
+      end
+      if c.cap <= 0 or num(hget(K_bin, b), 0) < c.cap then
+        local w, bnew, bat = 0, nil, 0
+        if c.T > 0 then w, bnew, bat = gcra(hget(K_tat, 'b|' .. b), now, c.T, c.tau, due) end
+        if w > 0 then
+          soon(w, 'proxy-rate')
         else
-          ps = redis.call('ZRANGEBYSCORE', K_pidx, F(lo), F(lo + OFF), 'WITHSCORES', 'LIMIT', off, M)
-          if #ps == 0 and off > 0 then
-            ps = redis.call('ZRANGEBYSCORE', K_pidx, F(lo), F(lo + OFF), 'WITHSCORES', 'LIMIT', 0, M)
-          end
-        end
-        for i = 1, #ps, 2 do
-          local p, sc = ps[i], tonumber(ps[i + 1])
-          if sc - lo >= OFF then
-            if policy ~= 3 then
-              -- sorted: every proxy from here on is benched or has its probe out
-              local u = redis.call('ZSCORE', K_bench, p)
-              if u then soon(math.max(tonumber(u) - now, 1), 'benched') end
-              break
-            end
+          local lo = c.bi * SPAN
+          local off = 0
+          if policy == 3 and c.members > 1 then off = seed % c.members end
+          local ps
+          if c.only then
+            -- in bidx, so with its one member available
+            ps = {c.only, lo}
           else
-            local ok, pr = true, nil
-            if paired then
-              pr = getPair('p|' .. p .. '|' .. host)
-              if pr then
-                if pr.inflight >= pr.window then
-                  ok = false
-                  paced = true
-                elseif pr.nxt > now then
-                  ok = false
-                  soon(pr.nxt - now, 'pushback')
+            ps = redis.call('ZRANGEBYSCORE', K_pidx, I(lo), I(lo + OFF), 'WITHSCORES', 'LIMIT', off, M)
+            if #ps == 0 and off > 0 then
+              ps = redis.call('ZRANGEBYSCORE', K_pidx, I(lo), I(lo + OFF), 'WITHSCORES', 'LIMIT', 0, M)
+            end
+          end
+          for i = 1, #ps, 2 do
+            local p, sc = ps[i], tonumber(ps[i + 1])
+            if sc - lo >= OFF then
+              if policy ~= 3 then
+                -- sorted: every proxy from here on is benched or has its probe out
+                local u = redis.call('ZSCORE', K_bench, p)
+                if u then soon(math.max(tonumber(u) - now, 1), 'benched') end
+                break
+              end
+            else
+              local ok, pr = true, nil
+              if paired then
+                pr = getPair('p|' .. p .. '|' .. host)
+                if pr then
+                  if pr.inflight >= pr.window then
+                    ok = false
+                    paced = true
+                  elseif pr.nxt > now then
+                    ok = false
+                    soon(pr.nxt - now, 'pushback')
+                  end
                 end
               end
-            end
-            if ok then
-              local cand = {p = p, b = b, c = c, new = bnew, at = bat, pair = pr}
-              if not avoid[p] then pick = cand break end
-              if not fb then fb = cand end
+              if ok then
+                local cand = {p = p, b = b, c = c, new = bnew, at = bat, pair = pr}
+                if not avoid[p] then pick = cand break end
+                if not fb then fb = cand end
+              end
             end
           end
+          if pick then break end
         end
-        if pick then break end
       end
     end
+    if pick or #budgets < pg[2] - pg[1] + 1 then break end
   end
   if not pick then pick = fb end
   if not pick then
@@ -230,7 +217,7 @@ local function acquireOne(id, host, avoidS, hdue)
     avail(b, c, -1)
     probe = '1'
   end
-  redis.call('ZADD', K_leases, F(now + ttl), id)
+  redis.call('ZADD', K_leases, I(now + ttl), id)
   local pin = hincr(K_pin, p, 1)
   local bin = hincr(K_bin, b, 1)
   -- A host's idle-state sweep (hexp) leaves a host with attempts in flight
@@ -267,21 +254,50 @@ local function acquireOne(id, host, avoidS, hdue)
           I(nextAt(gnew, globT, globTau)), I(nextAt(hnew, hostT, hostTau))}
 end
 
-local out, hostWait = {}, {}
-for i = 1, n do
-  local a = H + 2 + (i - 1) * 4
-  local host = ARGV[a + 2]
-  local r = hostWait[host]
-  if not r then
-    r = acquireOne(ARGV[a + 1], host, ARGV[a + 3], tonumber(ARGV[a + 4]))
-    if r[1] == 'wait' and not swept then -- what expired leases hold may be what it waits for
-      swept = sweeps(now, true)
-      r = acquireOne(ARGV[a + 1], host, ARGV[a + 3], tonumber(ARGV[a + 4]))
-    end
-    if (r[1] == 'wait' and r[2] == 'host') or r[1] == 'banned' then hostWait[host] = r end
+-- acquire is the entry point: it tries the call's requests in order.
+local function acquire()
+  now = nowUs()
+  local n = tonumber(ARGV[H + 1])
+  due = onTime(tonumber(ARGV[H + 2]))
+  -- What the call reads first, in one HMGET: the namespace's own fields and
+  -- each request's host's.
+  local fs = {K_E .. 'epoch', K_E .. 'sweep', K_tat .. 'dead'}
+  if globT > 0 then fs[4] = K_tat .. 'g' end
+  for i = 1, n do
+    local host = ARGV[H + 2 + (i - 1) * 4 + 2]
+    fs[#fs + 1] = K_hosts .. 'x|' .. host
+    fs[#fs + 1] = K_hosts .. 'i|' .. host
+    if hostT > 0 then fs[#fs + 1] = K_hosts .. 't|' .. host end
+    if pushBase > 0 then fs[#fs + 1] = K_hosts .. 'q|' .. host end
   end
-  out[i] = r
-  if r[1] ~= 'ok' and r[1] ~= 'banned' and (r[1] ~= 'wait' or r[2] ~= 'host') then break end
+  prefetch(fs)
+  local graceEnd
+  eid, graceEnd = epoch()
+  if not eid then return {{'reset'}} end
+  if now < graceEnd then return {{'wait', 'all', I(graceEnd - now), I(now), '1', 'grace'}} end
+  -- A pool that could not serve stays so for the rest of the run.
+  local dead = hget(K_tat, 'dead')
+  if dead then
+    local f = split(dead, ' ')
+    return {{'dead', f[1], f[2], f[3]}}
+  end
+  local swept = sweeps(now)
+  local out, hostWait = {}, {}
+  for i = 1, n do
+    local a = H + 2 + (i - 1) * 4
+    local host = ARGV[a + 2]
+    local r = hostWait[host]
+    if not r then
+      r = acquireOne(ARGV[a + 1], host, ARGV[a + 3], tonumber(ARGV[a + 4]))
+      if r[1] == 'wait' and not swept then -- what expired leases hold may be what it waits for
+        swept = sweeps(now, true)
+        r = acquireOne(ARGV[a + 1], host, ARGV[a + 3], tonumber(ARGV[a + 4]))
+      end
+      if (r[1] == 'wait' and r[2] == 'host') or r[1] == 'banned' then hostWait[host] = r end
+    end
+    out[i] = r
+    if r[1] ~= 'ok' and r[1] ~= 'banned' and (r[1] ~= 'wait' or r[2] ~= 'host') then break end
+  end
+  flush()
+  return out
 end
-flush()
-return out

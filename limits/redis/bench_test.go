@@ -17,8 +17,8 @@ import (
 // report what a pair costs the server, which a whole run's figures hide
 // in their noise: redis-µs/op, the server's CPU time (INFO cpu: its
 // networking too); script-µs/op, the time its scripts ran (INFO
-// commandstats, EVALSHA); cmds/op, the commands the scripts called, and
-// calls/op, the calls of scripts.
+// commandstats, FCALL or EVALSHA); cmds/op, the commands the scripts
+// called, and calls/op, the calls of scripts.
 // "serial" is one caller on one Scheduler, so that every acquire is a call
 // of its own, as at a steady rate: the batches of the parallel case hide
 // the part of a call that does not depend on its size.
@@ -87,9 +87,10 @@ func readCost(b *testing.B, srv *redistest.Server) cost {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := cost{cpuUs: in.CPUSeconds * 1e6, scriptUs: in.Usec["evalsha"], calls: in.Calls["evalsha"]}
+	c := cost{cpuUs: in.CPUSeconds * 1e6, scriptUs: in.Usec["evalsha"] + in.Usec["fcall"],
+		calls: in.Calls["evalsha"] + in.Calls["fcall"]}
 	for name, n := range in.Calls {
-		if name != "evalsha" && name != "info" {
+		if name != "evalsha" && name != "fcall" && name != "info" && name != "function|load" {
 			c.cmds += n
 		}
 	}

@@ -1,6 +1,13 @@
--- Shared by every script of package limits/redis. All keys are passed in
--- KEYS, in this order, and share one hash tag so the namespace lives in one
--- Redis Cluster slot. Times are whole microseconds on the Redis clock.
+-- Shared by every script of package limits/redis, which Redis runs as the
+-- functions of one library (FUNCTION LOAD, Redis 7 and later) or, before
+-- that, as scripts (EVALSHA): each entry point calls begin with its keys
+-- and arguments first. A library's functions are made once, when it is
+-- loaded; a script makes every one of its functions again at each call,
+-- which cost a run of this code a fifth of its time.
+--
+-- All keys are passed in KEYS, in this order, and share one hash tag so the
+-- namespace lives in one Redis Cluster slot. Times are whole microseconds
+-- on the Redis clock.
 --
 -- The namespace's small state is one hash, st, whose fields are named by a
 -- prefix for what they are (K_cfg, K_pin, ... below) and the proxy, budget,
@@ -9,8 +16,8 @@
 -- in one HSET and one HDEL at its end (flush): every command a script calls
 -- costs Redis's one thread a microsecond or more, the cache's work less.
 -- The sorted sets stay keys of their own.
-local K_limits, K_st, K_bidx, K_pidx = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_leases, K_hexp, K_bench, K_procs = KEYS[5], KEYS[6], KEYS[7], KEYS[8] -- procs: the processes in the namespace, scored by when they are gone
+local KEYS, ARGV
+local K_limits, K_st, K_bidx, K_pidx, K_leases, K_hexp, K_bench, K_procs -- procs: the processes in the namespace, scored by when they are gone
 -- Prefixes of st's fields. K_E holds the namespace's own: epoch ("id grace
 -- end"), sweep (when the next sweep is due), want (until when some process
 -- waits for a release), seq (the round-robin counter), nprox (proxies),
@@ -19,26 +26,65 @@ local K_cfg, K_pin, K_pused, K_bin, K_bused = 'c:', 'i:', 'u:', 'j:', 'v:'
 local K_tat, K_hosts, K_probe, K_health, K_bavail = 't:', 'h:', 'o:', 'e:', 'a:'
 local K_linfo, K_E = 'l:', '~'
 
--- The header every client sends first; processes of a namespace agree on it.
-local policy = tonumber(ARGV[1])      -- 0 least-inflight, 1 least-used, 2 round-robin, 3 random
-local ttl = tonumber(ARGV[2])         -- lease TTL
-local M = tonumber(ARGV[3])           -- candidates looked at per acquire
-local sweepK = tonumber(ARGV[4])      -- expired leases and idle hosts swept per acquire
-local hostCap = tonumber(ARGV[5])
-local hostT, hostTau = tonumber(ARGV[6]), tonumber(ARGV[7])
-local globT, globTau = tonumber(ARGV[8]), tonumber(ARGV[9])
-local maxFail, cooldown, maxCool = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
-local pushBase, pushMax = tonumber(ARGV[13]), tonumber(ARGV[14])
-local chan = ARGV[15]
-local seed = tonumber(ARGV[16])
-local grace = tonumber(ARGV[17])      -- refusal after a reset
-local poolWait = tonumber(ARGV[18])   -- how long no proxy may be healthy before the pool cannot serve; 0 never
-local BAN_HOSTS = tonumber(ARGV[19])  -- limits.BanHosts: distinct hosts banning a proxy in a row bench it
-local FORGIVE = tonumber(ARGV[20])    -- limits.StreakToForgive: successes in a row that reset the cooldown's doubling
-local LATE = tonumber(ARGV[21])       -- µs an ask may come late and still be charged on schedule (see acquire.lua)
-local RAMAX = tonumber(ARGV[22])      -- µs: the longest a host waits as a whole for a Retry-After; 0 never
-local RAWIN = tonumber(ARGV[23])      -- µs: limits.RetryAfterWindow
+-- The header every client sends first; processes of a namespace agree on
+-- it. begin reads it:
+local policy       -- 0 least-inflight, 1 least-used, 2 round-robin, 3 random
+local ttl          -- lease TTL
+local M            -- candidates looked at per acquire
+local sweepK       -- expired leases and idle hosts swept per acquire
+local hostCap
+local hostT, hostTau
+local globT, globTau
+local maxFail, cooldown, maxCool
+local pushBase, pushMax
+local chan
+local seed
+local grace        -- refusal after a reset
+local poolWait     -- how long no proxy may be healthy before the pool cannot serve; 0 never
+local BAN_HOSTS    -- limits.BanHosts: distinct hosts banning a proxy in a row bench it
+local FORGIVE      -- limits.StreakToForgive: successes in a row that reset the cooldown's doubling
+local LATE         -- µs an ask may come late and still be charged on schedule (see acquire.lua)
+local RAMAX        -- µs: the longest a host waits as a whole for a Retry-After; 0 never
+local RAWIN        -- µs: limits.RetryAfterWindow
+local SWEEP        -- µs between the sweeps (see sweeps)
 local H = 23
+
+-- What one call keeps: the cache of st (cached[field] is its value, false
+-- when missing; dirty lists the fields written, in order, for flush), the
+-- budgets' configs read, and whether some process waits for a release
+-- (see drop).
+local cached, isDirty, dirty, cfgCache, wanted
+
+local hdr = {} -- the header of the last call, as begin read it
+
+-- begin starts a call with its keys and arguments.
+local function begin(keys, args)
+  KEYS, ARGV = keys, args
+  K_limits, K_st, K_bidx, K_pidx = keys[1], keys[2], keys[3], keys[4]
+  K_leases, K_hexp, K_bench, K_procs = keys[5], keys[6], keys[7], keys[8]
+  cached, isDirty, dirty, cfgCache, wanted = {}, {}, {}, {}, nil
+  seed = tonumber(args[16]) -- a new one every call
+  -- The rest is a namespace's, the same call after call: compared as
+  -- strings (Lua's are interned: a comparison is of two pointers), not
+  -- parsed again.
+  local same = true
+  for i = 1, H do
+    if i ~= 16 and hdr[i] ~= args[i] then same = false break end
+  end
+  if same then return end
+  for i = 1, H do hdr[i] = args[i] end
+  policy, ttl, M, sweepK = tonumber(args[1]), tonumber(args[2]), tonumber(args[3]), tonumber(args[4])
+  hostCap = tonumber(args[5])
+  hostT, hostTau = tonumber(args[6]), tonumber(args[7])
+  globT, globTau = tonumber(args[8]), tonumber(args[9])
+  maxFail, cooldown, maxCool = tonumber(args[10]), tonumber(args[11]), tonumber(args[12])
+  pushBase, pushMax = tonumber(args[13]), tonumber(args[14])
+  chan = args[15]
+  grace, poolWait = tonumber(args[17]), tonumber(args[18])
+  BAN_HOSTS, FORGIVE, LATE = tonumber(args[19]), tonumber(args[20]), tonumber(args[21])
+  RAMAX, RAWIN = tonumber(args[22]), tonumber(args[23])
+  SWEEP = math.min(100000, math.max(math.floor(ttl / 8), 1000))
+end
 
 local SUCCESS, FAULT, PUSHBACK, REJECTED, BANNED = 1, 2, 3, 4, 5
 local FOREVER = 3.15e15 -- a hundred years, in microseconds: the bench of a rejected proxy
@@ -64,10 +110,6 @@ local function split(s, sep)
 end
 
 local function num(v, d) if v then return tonumber(v) end return d end
-
--- The cache of st: cached[field] is its value, false when missing; dirty
--- lists the fields written, in order, for flush.
-local cached, isDirty, dirty = {}, {}, {}
 
 local function hget(K, f)
   local k = K .. f
@@ -133,7 +175,6 @@ end
 -- bcfg: budget b's cap, rate period T, tolerance tau, index, members and,
 -- when it has one member, its name (only): such a budget's proxy is not in
 -- pidx, which only chooses among a budget's members.
-local cfgCache = {}
 local function bcfg(b)
   local c = cfgCache[b]
   if c then return c end
@@ -195,12 +236,11 @@ local function sweepBy(t)
   if v and t < tonumber(v) then hset(K_E, 'sweep', I(t)) end
 end
 
--- proxyFields are the fields of st that an attempt through proxy p of
--- budget b to host reads, for prefetch.
+-- leaseFields appends to out the fields of st that every release of a
+-- lease of proxy p, budget b and host reads, for prefetch.
 local function leaseFields(out, p, b, host)
   out[#out + 1] = K_cfg .. 'b|' .. b
   out[#out + 1] = K_pin .. p
-  out[#out + 1] = K_pused .. p
   out[#out + 1] = K_bin .. b
   out[#out + 1] = K_bused .. b
   out[#out + 1] = K_bavail .. b
@@ -242,7 +282,7 @@ local function psync(p, c, av, used, inf, pi)
       s = math.min(used, OFF - 1)
     end
   end
-  redis.call('ZADD', K_pidx, F(c.bi * SPAN + s), p)
+  redis.call('ZADD', K_pidx, I(c.bi * SPAN + s), p)
 end
 
 -- bsync puts budget b in bidx, scored by the policy, when it has room and
@@ -271,7 +311,7 @@ local function bsync(b, c, inf, used)
       s = used
     end
   end
-  redis.call('ZADD', K_bidx, F(s), b)
+  redis.call('ZADD', K_bidx, I(s), b)
 end
 
 -- avail adjusts budget b's count of available members by d.
@@ -302,7 +342,7 @@ end
 -- among the first candidates of p's budget.
 local function leastUsedOther(p, c)
   local lo = c.bi * SPAN
-  local r = redis.call('ZRANGEBYSCORE', K_pidx, F(lo), '(' .. F(lo + OFF), 'LIMIT', 0, 4)
+  local r = redis.call('ZRANGEBYSCORE', K_pidx, I(lo), '(' .. I(lo + OFF), 'LIMIT', 0, 4)
   local best = nil
   for _, q in ipairs(r) do
     if q ~= p then
@@ -557,10 +597,9 @@ local function hostIdle(h, now)
   redis.call('ZADD', K_hexp, F(now + hostTau + 2 * forget + 1000000), h)
 end
 
--- wanted is whether some process waits for a release (K_E want, until
--- when), read by the first drop of a script, which tells them then; nil
--- before.
-local wanted = nil
+-- wanted (see begin) is whether some process waits for a release (K_E
+-- want, until when), read by the first drop of a call, which tells them
+-- then; nil before.
 
 -- drop removes lease id, whose info is info (false: not known; a string,
 -- or already split at its newlines), gives back
@@ -617,7 +656,6 @@ local function drops(ids, os, ras, now)
       local f = split(info, '\n')
       infos[i] = f
       leaseFields(fs, f[1], f[2], f[3])
-      fs[#fs + 1] = K_health .. 'b|' .. f[1]
     end
   end
   prefetch(fs)
@@ -627,10 +665,6 @@ local function drops(ids, os, ras, now)
   end
   return out
 end
-
--- SWEEP: µs between the sweeps of expired leases, idle hosts and ended
--- benches; a bench's end makes them due sooner (sweepBy).
-local SWEEP = math.min(100000, math.max(math.floor(ttl / 8), 1000))
 
 -- sweeps runs the sweeps when due (K_E sweep, µs), or when forced: at most
 -- every SWEEP, at the end of a bench, and at once again while one leaves
@@ -642,9 +676,9 @@ local SWEEP = math.min(100000, math.max(math.floor(ttl / 8), 1000))
 local function sweeps(now, force)
   local due = hget(K_E, 'sweep')
   if due and tonumber(due) > now and not force then return false end
-  local ids = redis.call('ZRANGEBYSCORE', K_leases, '-inf', F(now), 'LIMIT', 0, sweepK)
+  local ids = redis.call('ZRANGEBYSCORE', K_leases, '-inf', I(now), 'LIMIT', 0, sweepK)
   drops(ids, nil, nil, now)
-  local hs = redis.call('ZRANGEBYSCORE', K_hexp, '-inf', F(now), 'LIMIT', 0, sweepK)
+  local hs = redis.call('ZRANGEBYSCORE', K_hexp, '-inf', I(now), 'LIMIT', 0, sweepK)
   for _, h in ipairs(hs) do
     redis.call('ZREM', K_hexp, h)
     if not hget(K_hosts, 'i|' .. h) then
@@ -661,7 +695,7 @@ local function sweeps(now, force)
     end
   end
   -- benches that are over: their proxies are probing, a probe may go to them
-  local ps = redis.call('ZRANGEBYSCORE', K_bench, '-inf', F(now), 'LIMIT', 0, sweepK)
+  local ps = redis.call('ZRANGEBYSCORE', K_bench, '-inf', I(now), 'LIMIT', 0, sweepK)
   for _, p in ipairs(ps) do
     redis.call('ZREM', K_bench, p)
     local b, pi = pcfg(p)
@@ -675,7 +709,7 @@ local function sweeps(now, force)
   if #ids >= sweepK or #hs >= sweepK or #ps >= sweepK then
     nxt = now
   else
-    local first = redis.call('ZRANGEBYSCORE', K_bench, '(' .. F(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    local first = redis.call('ZRANGEBYSCORE', K_bench, '(' .. I(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
     if first[2] then nxt = math.min(nxt, tonumber(first[2])) end
   end
   hset(K_E, 'sweep', I(nxt))

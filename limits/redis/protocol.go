@@ -2,9 +2,12 @@ package redis
 
 import (
 	"context"
+	"crypto/sha1"
 	_ "embed"
+	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -23,22 +26,50 @@ var (
 	setupLua string
 )
 
-// scripts are the scheduler's Lua scripts. Run tries EVALSHA and falls back
-// to EVAL on NOSCRIPT, so a restarted or failed-over Redis gets them back on
-// first use. They are made by New, not at package init: every run of the
-// fetch binary links this package, and hashing the scripts at start would
-// cost the runs that never use Redis.
+// scripts are the scheduler's Lua entry points. On Redis 7 and later they
+// are the functions of one library, loaded by New (FUNCTION LOAD) and again
+// when a call finds it missing (a Redis restarted without its data): a
+// library's functions are made once, when it loads, where a script makes
+// every one of its functions again at each call, a fifth of the scripts'
+// cost to Redis. Before Redis 7, or when a library cannot be loaded, they
+// are scripts: Run tries EVALSHA and falls back to EVAL on NOSCRIPT, so a
+// restarted or failed-over Redis gets them back on first use. They are
+// made by New, not at package init: every run of the fetch binary links
+// this package, and hashing the scripts at start would cost the runs that
+// never use Redis.
 type scripts struct {
-	acquire, renew, release, setup *goredis.Script
+	acquire, renew, release, setup *script
+	lib                            string // the library's code, for FUNCTION LOAD
 }
 
+// script is one entry point: a function of the library, and the same code
+// as a script.
+type script struct {
+	fn string          // its function's name
+	ev *goredis.Script // the script
+}
+
+// Hash is the SHA1 digest of the script, as EVALSHA takes it.
+func (sc *script) Hash() string { return sc.ev.Hash() }
+
 func newScripts() scripts {
-	return scripts{
-		acquire: goredis.NewScript(commonLua + acquireLua),
-		renew:   goredis.NewScript(commonLua + renewLua),
-		release: goredis.NewScript(commonLua + releaseLua),
-		setup:   goredis.NewScript(commonLua + setupLua),
+	code := commonLua + acquireLua + renewLua + releaseLua + setupLua
+	sum := sha1.Sum([]byte(code))
+	// The library's name carries its code's digest: fetch versions with
+	// other code load theirs beside it, not over it.
+	lib := "fetch_limits_" + hex.EncodeToString(sum[:6])
+	var b strings.Builder
+	b.WriteString("#!lua name=" + lib + "\n" + code)
+	mk := func(name, body string) *script {
+		fn := lib + "_" + name
+		fmt.Fprintf(&b, "\nredis.register_function('%s', function(keys, args) begin(keys, args) return %s() end)", fn, name)
+		return &script{fn: fn, ev: goredis.NewScript("local KEYS0, ARGV0 = KEYS, ARGV\n" + commonLua + body +
+			"\nbegin(KEYS0, ARGV0)\nreturn " + name + "()\n")}
 	}
+	sc := scripts{acquire: mk("acquire", acquireLua), renew: mk("renew", renewLua),
+		release: mk("release", releaseLua), setup: mk("setup", setupLua)}
+	sc.lib = b.String()
+	return sc
 }
 
 // keyNames are the namespace's keys, in the order common.lua takes them.
@@ -60,6 +91,8 @@ func keys(ns string) []string {
 // *goredis.Ring and *goredis.ClusterClient all have it.
 type rediser interface {
 	goredis.Scripter
+	FCall(ctx context.Context, function string, keys []string, args ...any) *goredis.Cmd
+	FunctionLoadReplace(ctx context.Context, code string) *goredis.StringCmd
 	Subscribe(ctx context.Context, channels ...string) *goredis.PubSub
 	Pipeline() goredis.Pipeliner
 }
@@ -73,16 +106,16 @@ func (s *Scheduler) argv(args []any) []any {
 }
 
 // run runs sc with the header and args, and returns its reply.
-func (s *Scheduler) run(ctx context.Context, sc *goredis.Script, args ...any) ([]any, error) {
+func (s *Scheduler) run(ctx context.Context, sc *script, args ...any) ([]any, error) {
 	return s.runWithin(ctx, s.opTimeout, sc, args...)
 }
 
 // runWithin is run with a timeout of its own.
-func (s *Scheduler) runWithin(ctx context.Context, within time.Duration, sc *goredis.Script, args ...any) ([]any, error) {
+func (s *Scheduler) runWithin(ctx context.Context, within time.Duration, sc *script, args ...any) ([]any, error) {
 	all := s.argv(args)
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	v, err := sc.Run(ctx, s.c, s.keys, all...).Slice()
+	v, err := s.call(ctx, sc, all).Slice()
 	if err != nil {
 		s.noteErr(err)
 		return nil, err
@@ -91,17 +124,52 @@ func (s *Scheduler) runWithin(ctx context.Context, within time.Duration, sc *gor
 	return v, nil
 }
 
+// call runs sc with the header and args all: as a function of the
+// library, loading it again if Redis has lost it, or as a script.
+func (s *Scheduler) call(ctx context.Context, sc *script, all []any) *goredis.Cmd {
+	if !s.fns.Load() {
+		return sc.ev.Run(ctx, s.c, s.keys, all...)
+	}
+	cmd := s.c.FCall(ctx, sc.fn, s.keys, all...)
+	if s.reload(ctx, cmd.Err()) {
+		cmd = s.c.FCall(ctx, sc.fn, s.keys, all...)
+	}
+	return cmd
+}
+
+// reload loads the library again when err says Redis does not have its
+// function, and reports whether it did.
+func (s *Scheduler) reload(ctx context.Context, err error) bool {
+	if err == nil || !s.fns.Load() || !strings.Contains(err.Error(), "Function not found") {
+		return false
+	}
+	return s.loadLibrary(ctx, s.opTimeout) == nil
+}
+
+// loadLibrary loads the library of the scripts (FUNCTION LOAD REPLACE), on
+// every master of a Cluster.
+func (s *Scheduler) loadLibrary(ctx context.Context, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	if cc, ok := s.c.(*goredis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error {
+			return c.FunctionLoadReplace(ctx, s.scripts.lib).Err()
+		})
+	}
+	return s.c.FunctionLoadReplace(ctx, s.scripts.lib).Err()
+}
+
 // runConfirmed is run for a script whose writes must reach s.replicas
 // replicas before they are used: the grants of a Sentinel-managed master,
 // so that a failover to a replica never loses a lease in use. The script
 // and a WAIT go in one pipeline, so on one connection, and WAIT waits for
 // that script's writes. Fewer acknowledgements than asked within half a
 // call's timeout is an error: the caller gives the grants back.
-func (s *Scheduler) runConfirmed(ctx context.Context, sc *goredis.Script, args ...any) ([]any, error) {
+func (s *Scheduler) runConfirmed(ctx context.Context, sc *script, args ...any) ([]any, error) {
 	all := s.argv(args)
 	wait := max(s.opTimeout/2, time.Millisecond)
 	v, acked, err := s.evalWait(ctx, sc, all, wait, true)
-	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+	if err != nil && (goredis.HasErrorPrefix(err, "NOSCRIPT") || s.reload(ctx, err)) {
 		v, acked, err = s.evalWait(ctx, sc, all, wait, false)
 	}
 	if err == nil && acked < int64(s.replicas) {
@@ -117,16 +185,19 @@ func (s *Scheduler) runConfirmed(ctx context.Context, sc *goredis.Script, args .
 
 // evalWait sends sc (by its hash, or whole) and WAIT in one pipeline, and
 // returns the script's reply and how many replicas acknowledged it.
-func (s *Scheduler) evalWait(ctx context.Context, sc *goredis.Script, all []any, wait time.Duration, sha bool) ([]any, int64, error) {
+func (s *Scheduler) evalWait(ctx context.Context, sc *script, all []any, wait time.Duration, sha bool) ([]any, int64, error) {
 	// Redis ends a WAIT on its timer, which ticks every 100ms (hz 10).
 	ctx, cancel := context.WithTimeout(ctx, s.opTimeout+wait+100*time.Millisecond)
 	defer cancel()
 	pipe := s.c.Pipeline()
 	var ev *goredis.Cmd
-	if sha {
-		ev = sc.EvalSha(ctx, pipe, s.keys, all...)
-	} else {
-		ev = sc.Eval(ctx, pipe, s.keys, all...)
+	switch {
+	case s.fns.Load():
+		ev = pipe.FCall(ctx, sc.fn, s.keys, all...)
+	case sha:
+		ev = sc.ev.EvalSha(ctx, pipe, s.keys, all...)
+	default:
+		ev = sc.ev.Eval(ctx, pipe, s.keys, all...)
 	}
 	w := pipe.Do(ctx, "WAIT", s.replicas, wait.Milliseconds())
 	_, _ = pipe.Exec(ctx)

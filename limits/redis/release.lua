@@ -4,22 +4,24 @@
 -- is ZREMmed and its counts given back only if that removed it, so a second
 -- release is harmless. Returns three values for each triple: 'gone', '', '';
 -- 'ok', '', ''; or 'ok', state, cooldown µs for a health change.
-local now = nowUs()
-local ids, os, ras = {}, {}, {}
-for i = H + 1, #ARGV - 2, 3 do
-  ids[#ids + 1], os[#os + 1], ras[#ras + 1] = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
-end
-local rs = drops(ids, os, ras, now)
-local out = {}
-for _, r in ipairs(rs) do
-  local n = #out
-  if r == false then
-    out[n + 1], out[n + 2], out[n + 3] = 'gone', '', ''
-  elseif r == true then
-    out[n + 1], out[n + 2], out[n + 3] = 'ok', '', ''
-  else
-    out[n + 1], out[n + 2], out[n + 3] = 'ok', r[1], r[2] or 0
+local function release()
+  local now = nowUs()
+  local ids, os, ras = {}, {}, {}
+  for i = H + 1, #ARGV - 2, 3 do
+    ids[#ids + 1], os[#os + 1], ras[#ras + 1] = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   end
+  local rs = drops(ids, os, ras, now)
+  local out = {}
+  for _, r in ipairs(rs) do
+    local n = #out
+    if r == false then
+      out[n + 1], out[n + 2], out[n + 3] = 'gone', '', ''
+    elseif r == true then
+      out[n + 1], out[n + 2], out[n + 3] = 'ok', '', ''
+    else
+      out[n + 1], out[n + 2], out[n + 3] = 'ok', r[1], r[2] or 0
+    end
+  end
+  flush()
+  return out
 end
-flush()
-return out

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	mrand "math/rand/v2"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -62,20 +60,14 @@ func TestReleasesGroupCommit(t *testing.T) {
 	}
 }
 
-// scriptCalls is how many scripts srv has run (EVALSHA).
+// scriptCalls is how many scripts srv has run (FCALL, EVALSHA).
 func scriptCalls(t *testing.T, srv *redistest.Server) int {
 	t.Helper()
-	v, err := srv.Do("INFO", "commandstats")
+	in, err := srv.Info()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(v.(string), "\r\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
-			n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-			return n
-		}
-	}
-	return 0
+	return int(in.Calls["fcall"] + in.Calls["evalsha"])
 }
 
 // TestReleasesQueuedBehindAHungCall: with Redis hanging, releases that
@@ -151,6 +143,14 @@ func (h *hungRedis) EvalRO(ctx context.Context, _ string, _ []string, _ ...any) 
 
 func (h *hungRedis) EvalShaRO(ctx context.Context, _ string, _ []string, _ ...any) *goredis.Cmd {
 	return h.hang(ctx)
+}
+
+func (h *hungRedis) FCall(ctx context.Context, _ string, _ []string, _ ...any) *goredis.Cmd {
+	return h.hang(ctx)
+}
+
+func (*hungRedis) FunctionLoadReplace(context.Context, string) *goredis.StringCmd {
+	panic("hungRedis: not used")
 }
 
 func (*hungRedis) ScriptExists(context.Context, ...string) *goredis.BoolSliceCmd {
@@ -298,13 +298,22 @@ func (*scriptHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis
 	return next
 }
 
-// runs reports whether cmd runs the script of hash, by EVALSHA or EVAL.
+// runs reports whether cmd runs the script of hash, by FCALL of its
+// function, EVALSHA or EVAL.
 func runs(cmd goredis.Cmder, hash string) bool {
 	a := cmd.Args()
 	if len(a) < 2 {
 		return false
 	}
 	switch a[0] {
+	case "fcall":
+		sc := newScripts()
+		for _, x := range []*script{sc.acquire, sc.renew, sc.release, sc.setup} {
+			if x.Hash() == hash {
+				return a[1] == x.fn
+			}
+		}
+		return false
 	case "evalsha":
 		return a[1] == hash
 	case "eval":

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -48,6 +49,9 @@ type Options struct {
 	// trustEmpty: an empty namespace is a new one, whatever Redis's
 	// uptime (tests whose Redis is their own; see setup.lua's seal).
 	trustEmpty bool
+	// scriptsOnly: run the scripts with EVALSHA, as for a Redis before
+	// 7.0, not as a library's functions (tests of that path).
+	scriptsOnly bool
 	// opTimeout: the timeout of a call in a run, 0 for LeaseTTL/6 within
 	// [50ms, 2s] (tests whose Redis answers, on a machine that may be
 	// slow to let it).
@@ -86,6 +90,7 @@ type Scheduler struct {
 	trustEmpty bool
 	renewMu    sync.RWMutex // held by a renewal batch; a release waits for it
 	releases   releases
+	fns        atomic.Bool // the scripts run as the library's functions (see scripts)
 	ps         *goredis.PubSub
 
 	mu      sync.Mutex
@@ -248,6 +253,11 @@ func New(ctx context.Context, c rediser, opt Options, cfg limits.Config) (*Sched
 	// timeout of a call in a run (LeaseTTL/6, 166ms for a TTL of 1s) is
 	// for a Redis that stops answering while leases wait on it, not for
 	// one that is slow to answer first (a loaded machine, a Redis busy).
+	// Redis before 7.0 has no functions (and a user may lack the right to
+	// load them): the scripts then run as scripts.
+	if !opt.scriptsOnly && s.loadLibrary(ctx, max(s.opTimeout, dialTimeout)) == nil {
+		s.fns.Store(true)
+	}
 	if err := s.setup(ctx, false, max(s.opTimeout, dialTimeout)); err != nil {
 		if errors.Is(err, ErrConflict) {
 			return nil, err

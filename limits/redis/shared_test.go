@@ -659,8 +659,7 @@ func acquireAtOnce(ctx context.Context, t *testing.T, s *Scheduler, n int) {
 	wg.Wait()
 }
 
-// countHook counts the commands that run the script of hash, by EVALSHA
-// or by EVAL.
+// countHook counts the commands that run the script of hash (see runs).
 type countHook struct {
 	hash string
 	n    atomic.Int64
@@ -670,14 +669,8 @@ func (*countHook) DialHook(next goredis.DialHook) goredis.DialHook { return next
 
 func (h *countHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
-		a := cmd.Args()
-		if len(a) > 1 && a[0] == "evalsha" && a[1] == h.hash {
+		if runs(cmd, h.hash) {
 			h.n.Add(1)
-		}
-		if len(a) > 1 && a[0] == "eval" {
-			if src, ok := a[1].(string); ok && goredis.NewScript(src).Hash() == h.hash {
-				h.n.Add(1)
-			}
 		}
 		return next(ctx, cmd)
 	}
