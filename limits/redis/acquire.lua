@@ -111,12 +111,14 @@ local function acquireOne(id, host, avoidS, hdue)
       -- A budget's fields in one HMGET, then its sole member's (most
       -- budgets are one proxy's) in another: as a budget is looked at, for
       -- most acquires take the first.
-      prefetch({K_cfg .. 'b|' .. b, K_bin .. b, K_bused .. b, K_bavail .. b, K_tat .. 'b|' .. b})
+      local fs = {K_bin .. b, K_bused .. b, K_bavail .. b, K_tat .. 'b|' .. b}
+      if not cfgCache[b] then fs[5] = K_cfg .. 'b|' .. b end
+      prefetch(fs)
       local c = bcfg(b)
       if c.only then
         local p = c.only
-        local fs = {K_probe .. p, K_pin .. p, K_pused .. p}
-        if paired then fs[4] = K_hosts .. 'p|' .. p .. '|' .. host end
+        local fs = {K_probe .. p}
+        if paired then fs[2] = K_hosts .. 'p|' .. p .. '|' .. host end
         prefetch(fs)
       end
       if c.cap <= 0 or num(hget(K_bin, b), 0) < c.cap then
@@ -211,27 +213,31 @@ local function acquireOne(id, host, avoidS, hdue)
   -- A candidate of pidx is neither benched nor has its probe out: it is
   -- available unless this is its probe.
   local probe = '0'
-  prefetch({K_probe .. p, K_pin .. p, K_pused .. p})
+  if not c.only then prefetch({K_probe .. p, K_pin .. p, K_pused .. p}) end
   if hget(K_probe, p) == '0' then
     setProbe(p, '1')
     avail(b, c, -1)
     probe = '1'
   end
   redis.call('ZADD', K_leases, I(now + ttl), id)
-  local pin = hincr(K_pin, p, 1)
+  -- A proxy alone in its budget keeps no counts of its own: its budget's
+  -- are its.
   local bin = hincr(K_bin, b, 1)
+  local pin = bin
+  if not c.only then pin = hincr(K_pin, p, 1) end
   -- A host's idle-state sweep (hexp) leaves a host with attempts in flight
   -- alone, so it need not be told the host is busy again.
   local hin2 = hincr(K_hosts, hi, 1)
   local pused, bused
   if policy == 2 then
     local s = hincr(K_E, 'seq', 1)
-    hset(K_pused, p, I(s))
+    if not c.only then hset(K_pused, p, I(s)) end
     hset(K_bused, b, I(s))
     pused, bused = s, s
   else
-    pused = hincr(K_pused, p, 1)
     bused = hincr(K_bused, b, 1)
+    pused = bused
+    if not c.only then pused = hincr(K_pused, p, 1) end
   end
   local pflag = '0'
   if pick.pair then
@@ -250,8 +256,10 @@ local function acquireOne(id, host, avoidS, hdue)
   -- schedule when it arrives a round trip late.
   local function nextAt(new, T, tau) if new then return new + T - tau end return 0 end
   local nxt = math.max(nextAt(gnew, globT, globTau), nextAt(pick.new, c.T, c.tau))
-  return {'ok', p, b, I(pin), I(hin2), eid, probe, I(now), I(math.max(hat, gat, pick.at)), I(nxt),
-          I(nextAt(gnew, globT, globTau)), I(nextAt(hnew, hostT, hostTau))}
+  -- Numbers, not strings: Redis sends a Lua number as an integer, which
+  -- costs less than formatting it here.
+  return {'ok', p, b, pin, hin2, eid, probe, now, math.max(hat, gat, pick.at), nxt,
+          nextAt(gnew, globT, globTau), nextAt(hnew, hostT, hostTau)}
 end
 
 -- acquire is the entry point: it tries the call's requests in order.
@@ -274,6 +282,7 @@ local function acquire()
   local graceEnd
   eid, graceEnd = epoch()
   if not eid then return {{'reset'}} end
+  keepCfg(eid)
   if now < graceEnd then return {{'wait', 'all', I(graceEnd - now), I(now), '1', 'grace'}} end
   -- A pool that could not serve stays so for the rest of the run.
   local dead = hget(K_tat, 'dead')

@@ -57,6 +57,12 @@ local cached, isDirty, dirty, cfgCache, wanted
 
 local hdr = {} -- the header of the last call, as begin read it
 
+-- What a library keeps from call to call (a script, nothing): the
+-- budgets' configs, which do not change while an epoch of a namespace
+-- lasts (see keepCfg), and the last epoch field read, split.
+local cfgKept, cfgKeptFor, cfgKeptN = {}, nil, 0
+local epochV, epochId, epochGrace
+
 -- begin starts a call with its keys and arguments.
 local function begin(keys, args)
   KEYS, ARGV = keys, args
@@ -134,20 +140,24 @@ end
 local function hdel(K, f) hset(K, f, false) end
 
 local function hincr(K, f, d)
-  local n = num(hget(K, f), 0) + d
-  hset(K, f, I(n))
+  local k = K .. f
+  local v = cached[k]
+  if v == nil then v = redis.call('HGET', K_st, k) end
+  local n = (tonumber(v) or 0) + d
+  cached[k] = string.format('%d', n)
+  if not isDirty[k] then
+    isDirty[k] = true
+    dirty[#dirty + 1] = k
+  end
   return n
 end
 
 -- prefetch reads the fields of fs (whole names, prefix and all) not in
 -- the cache, in one HMGET.
 local function prefetch(fs)
-  local need, seen = {}, {}
+  local need = {}
   for _, k in ipairs(fs) do
-    if cached[k] == nil and not seen[k] then
-      seen[k] = true
-      need[#need + 1] = k
-    end
+    if cached[k] == nil then need[#need + 1] = k end -- one twice is read twice: harmless
   end
   if #need == 0 then return end
   local vs = redis.call('HMGET', K_st, unpack(need))
@@ -184,6 +194,7 @@ local function bcfg(b)
   c = {cap = tonumber(f[1]), T = tonumber(f[2]), tau = tonumber(f[3]), bi = tonumber(f[4]), members = tonumber(f[5]),
        only = f[6]}
   cfgCache[b] = c
+  cfgKeptN = cfgKeptN + 1
   return c
 end
 
@@ -239,8 +250,7 @@ end
 -- leaseFields appends to out the fields of st that every release of a
 -- lease of proxy p, budget b and host reads, for prefetch.
 local function leaseFields(out, p, b, host)
-  out[#out + 1] = K_cfg .. 'b|' .. b
-  out[#out + 1] = K_pin .. p
+  if not cfgCache[b] then out[#out + 1] = K_cfg .. 'b|' .. b end
   out[#out + 1] = K_bin .. b
   out[#out + 1] = K_bused .. b
   out[#out + 1] = K_bavail .. b
@@ -438,7 +448,7 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight, paired, p
       redis.call('ZREM', K_bench, p)
       if not wasAvail then avail(b, c, 1) end
       isAvail = true
-      if policy ~= 2 then
+      if policy ~= 2 and not c.only then
         local lo = leastUsedOther(p, c)
         local u = num(hget(K_pused, p), 0)
         if lo and lo > u then hset(K_pused, p, I(lo)) end
@@ -597,6 +607,29 @@ local function hostIdle(h, now)
   redis.call('ZADD', K_hexp, F(now + hostTau + 2 * forget + 1000000), h)
 end
 
+-- epoch returns the namespace's epoch id and the end of its grace, or nil.
+local function epoch()
+  local v = hget(K_E, 'epoch')
+  if not v then return nil, 0 end
+  if v ~= epochV then
+    local f = split(v, ' ')
+    epochV, epochId, epochGrace = v, f[1], tonumber(f[2])
+  end
+  return epochId, epochGrace
+end
+
+-- keepCfg lets the call use the budgets' configs kept from the calls
+-- before it of the same epoch of its namespace (eid): they are the same
+-- until the namespace is set up again, with a new epoch. At most 4096 are
+-- kept, so that the collector has little more to look at.
+local function keepCfg(eid)
+  local g = K_st .. ' ' .. eid
+  if g ~= cfgKeptFor or cfgKeptN > 4096 then
+    cfgKept, cfgKeptFor, cfgKeptN = {}, g, 0
+  end
+  cfgCache = cfgKept
+end
+
 -- wanted (see begin) is whether some process waits for a release (K_E
 -- want, until when), read by the first drop of a call, which tells them
 -- then; nil before.
@@ -615,10 +648,13 @@ local function drop(id, info, o, now, ra)
   local p, b, host, probe, granted, paired = f[1], f[2], f[3], f[4] == '1', tonumber(f[5]), f[6] == '1'
   hostLearn(p, host, o, now, ra or 0, f[7] == '1')
   local c = bcfg(b)
-  local pin = hincr(K_pin, p, -1)
-  if pin <= 0 then hdel(K_pin, p) end
   local bin = hincr(K_bin, b, -1)
   if bin <= 0 then hdel(K_bin, b) end
+  local pin = bin -- a proxy alone in its budget keeps no counts of its own
+  if not c.only then
+    pin = hincr(K_pin, p, -1)
+    if pin <= 0 then hdel(K_pin, p) end
+  end
   local hi = 'i|' .. host
   if hincr(K_hosts, hi, -1) <= 0 then
     hdel(K_hosts, hi)
@@ -645,9 +681,11 @@ end
 -- in two HMGETs: their infos, then their proxies', budgets' and hosts'
 -- fields.
 local function drops(ids, os, ras, now)
-  local fs = {K_E .. 'want'}
+  local fs = {K_E .. 'want', K_E .. 'epoch'}
   for _, id in ipairs(ids) do fs[#fs + 1] = K_linfo .. id end
   prefetch(fs)
+  local eid = epoch()
+  if eid then keepCfg(eid) end
   fs = {}
   local infos = {}
   for i, id in ipairs(ids) do
@@ -714,12 +752,4 @@ local function sweeps(now, force)
   end
   hset(K_E, 'sweep', I(nxt))
   return true
-end
-
--- epoch returns the namespace's epoch id and the end of its grace, or nil.
-local function epoch()
-  local v = hget(K_E, 'epoch')
-  if not v then return nil, 0 end
-  local f = split(v, ' ')
-  return f[1], tonumber(f[2])
 end

@@ -320,6 +320,11 @@ func decodeRelease(v []any, i int) releaseReply {
 // num is the i-th element of a script's reply as an integer, 0 when it is
 // none.
 func num(v []any, i int) int64 {
+	if i < len(v) {
+		if n, ok := v[i].(int64); ok {
+			return n
+		}
+	}
 	n, _ := strconv.ParseInt(str(v, i), 10, 64)
 	return n
 }

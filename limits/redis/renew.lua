@@ -26,10 +26,11 @@ local function renew()
     elseif le ~= eid and now < graceEnd then
       redis.call('ZADD', K_leases, I(now + ttl), id)
       hset(K_linfo, id, p .. '\n' .. b .. '\n' .. host .. '\n0\n' .. I(now) .. '\n0')
-      local pin = hincr(K_pin, p, 1)
-      local bin = hincr(K_bin, b, 1)
-      hincr(K_hosts, 'i|' .. host, 1)
       local c = bcfg(b)
+      local bin = hincr(K_bin, b, 1)
+      local pin = bin
+      if not c.only then pin = hincr(K_pin, p, 1) end
+      hincr(K_hosts, 'i|' .. host, 1)
       psync(p, c, nil, nil, pin)
       bsync(b, c, bin)
       st = '1'
