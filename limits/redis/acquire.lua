@@ -108,17 +108,22 @@ local function acquireOne(id, host, avoidS, hdue)
       budgets = {}
     end
     for _, b in ipairs(budgets) do
-      -- A budget's fields in one HMGET, then its sole member's (most
-      -- budgets are one proxy's) in another: as a budget is looked at, for
-      -- most acquires take the first.
+      -- A budget's fields and its sole member's (most budgets are one
+      -- proxy's) in one HMGET, as a budget is looked at, for most acquires
+      -- take the first; in two when its config is yet to be read.
       local fs = {K_bin .. b, K_bused .. b, K_bavail .. b, K_tat .. 'b|' .. b}
-      if not cfgCache[b] then fs[5] = K_cfg .. 'b|' .. b end
+      local function member(c)
+        if not c.only then return end
+        fs[#fs + 1] = K_probe .. c.only
+        if paired then fs[#fs + 1] = K_hosts .. 'p|' .. c.only .. '|' .. host end
+      end
+      local c = cfgCache[b]
+      if c then member(c) else fs[5] = K_cfg .. 'b|' .. b end
       prefetch(fs)
-      local c = bcfg(b)
-      if c.only then
-        local p = c.only
-        local fs = {K_probe .. p}
-        if paired then fs[2] = K_hosts .. 'p|' .. p .. '|' .. host end
+      if not c then
+        c = bcfg(b)
+        fs = {}
+        member(c)
         prefetch(fs)
       end
       if c.cap <= 0 or num(hget(K_bin, b), 0) < c.cap then

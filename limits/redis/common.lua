@@ -677,12 +677,17 @@ local function drop(id, info, o, now, ra)
 end
 
 -- drops drops the leases ids, with outcomes os and Retry-Afters ras (nil:
--- 0 each), and returns drop's result for each. It reads what they need
--- in two HMGETs: their infos, then their proxies', budgets' and hosts'
--- fields.
-local function drops(ids, os, ras, now)
+-- 0 each), and returns drop's result for each. hints (nil: none) are
+-- their proxies, budgets and hosts, {p, b, host} each, as the process
+-- knows them: what the drops read is then read in one HMGET, with their
+-- infos; else, or when a hint is wrong, in a second.
+local function drops(ids, os, ras, now, hints)
   local fs = {K_E .. 'want', K_E .. 'epoch'}
-  for _, id in ipairs(ids) do fs[#fs + 1] = K_linfo .. id end
+  for i, id in ipairs(ids) do
+    fs[#fs + 1] = K_linfo .. id
+    local h = hints and hints[i]
+    if h then leaseFields(fs, h[1], h[2], h[3]) end
+  end
   prefetch(fs)
   local eid = epoch()
   if eid then keepCfg(eid) end
@@ -693,7 +698,8 @@ local function drops(ids, os, ras, now)
     if info then
       local f = split(info, '\n')
       infos[i] = f
-      leaseFields(fs, f[1], f[2], f[3])
+      local h = hints and hints[i]
+      if not (h and h[1] == f[1] and h[2] == f[2] and h[3] == f[3]) then leaseFields(fs, f[1], f[2], f[3]) end
     end
   end
   prefetch(fs)

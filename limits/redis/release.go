@@ -33,12 +33,13 @@ type releaseBatch struct {
 	orphaned bool
 }
 
-// releaseItem is a lease to give back: its id, its proxy's name ("" when
-// not known), its outcome and its Retry-After (0 none).
+// releaseItem is a lease to give back: its id, its proxy's and budget's
+// names and its host ("" when not known: the script then reads them), its
+// outcome and its Retry-After (0 none).
 type releaseItem struct {
-	id, proxy string
-	o         limits.Outcome
-	ra        time.Duration
+	id, proxy, budget, host string
+	o                       limits.Outcome
+	ra                      time.Duration
 }
 
 // releaseMax is the most releases one call carries.
@@ -106,9 +107,14 @@ func (r *releases) send(s *Scheduler, it releaseItem) {
 // that failed is an orphan, released again in the background (with its
 // outcome, from when it first became one); the error is the call's.
 func (s *Scheduler) callRelease(items []releaseItem) error {
-	args := make([]any, 0, 3*len(items))
+	args := make([]any, 0, 6*len(items))
 	for _, it := range items {
 		args = append(args, it.id, strconv.Itoa(int(it.o)), strconv.FormatInt(it.ra.Microseconds(), 10))
+		if it.proxy != "" && it.budget != "" && it.host != "" {
+			args = append(args, it.proxy, it.budget, it.host)
+		} else {
+			args = append(args, "", "", "")
+		}
 	}
 	ctx := s.base
 	if ctx == nil {
