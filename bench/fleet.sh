@@ -28,8 +28,9 @@
 # per case and round gives: URLs/s (N over the wall time of the case, start
 # of the first process to exit of the last), the fetch processes' CPU per URL
 # (user+sys), Redis's commands per URL (INFO commandstats: every command but
-# evalsha, eval, info, config, flushall, hello, client, ping, subscribe, so
-# the ones the Lua scripts run), script calls (evalsha) per URL, Redis's CPU
+# fcall, evalsha, eval, function, info, config, flushall, hello, client,
+# ping, subscribe, so the ones the Lua scripts run), script calls (fcall on
+# Redis 7 and later, evalsha before) per URL, Redis's CPU
 # per URL (used_cpu_user+used_cpu_sys) and its busy share (its CPU seconds
 # over the case's wall seconds: the share of its one thread), and whether
 # the records files hold exactly one record per URL. The table at the end
@@ -160,13 +161,14 @@ redis_settle() {
 }
 redis_cpu() { rcli info cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { printf "%.6f\n", s }'; }
 # redis_calls prints the calls of the commands the scripts run, then the
-# evalsha calls; it adds each counted command's calls to $work/cmds.
+# script calls (fcall, evalsha); it adds each counted command's calls to
+# $work/cmds.
 redis_calls() {
 	rcli info commandstats | tr -d '\r' | awk -F'[:=,]' -v out="$work/cmds" '
 		/^cmdstat_/ {
 			name = substr($1, 9); base = name; sub(/\|.*/, "", base)
-			if (base == "evalsha") { s += $3; next }
-			if (base ~ /^(eval|info|config|flushall|hello|client|ping|subscribe)$/) next
+			if (base == "evalsha" || base == "fcall") { s += $3; next }
+			if (base ~ /^(eval|function|info|config|flushall|hello|client|ping|subscribe)$/) next
 			c += $3; print name, $3 >> out
 		}
 		END { printf "%d %d\n", c, s }'
