@@ -42,6 +42,11 @@ go vet ./...
 echo "== go test -race -count=1 ./..." >&2
 go test -race -count=1 ./...
 
+# The shared limits again with their calls run as scripts (EVALSHA), as on
+# a Redis before 7.0: above, they ran as the library's functions.
+echo "== go test -count=1 ./limits/redis/ -args -scripts" >&2
+go test -count=1 ./limits/redis/ -args -scripts
+
 # The memory tests again without the race detector, whose runtime changes
 # what the heap holds: their bounds are checked here.
 echo "== go test -count=1 -run Memory ./... (without -race)" >&2

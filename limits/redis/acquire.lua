@@ -304,8 +304,8 @@ local function acquire()
     if not r then
       r = acquireOne(ARGV[a + 1], host, ARGV[a + 3], tonumber(ARGV[a + 4]))
       if r[1] == 'wait' and not swept then -- what expired leases hold may be what it waits for
-        swept = sweeps(now, true)
-        r = acquireOne(ARGV[a + 1], host, ARGV[a + 3], tonumber(ARGV[a + 4]))
+        swept = true
+        if sweepLeases(now) > 0 then r = acquireOne(ARGV[a + 1], host, ARGV[a + 3], tonumber(ARGV[a + 4])) end
       end
       if (r[1] == 'wait' and r[2] == 'host') or r[1] == 'banned' then hostWait[host] = r end
     end

@@ -710,18 +710,25 @@ local function drops(ids, os, ras, now, hints)
   return out
 end
 
--- sweeps runs the sweeps when due (K_E sweep, µs), or when forced: at most
--- every SWEEP, at the end of a bench, and at once again while one leaves
--- work for another. Each is a command or more, and an acquire has a dozen:
--- one on every acquire would be a fifth of the cost of an attempt. An
--- acquire that would be told to wait forces them first (see acquire.lua),
--- so a permit an expired lease holds is never waited for. It returns
--- whether they ran.
-local function sweeps(now, force)
-  local due = hget(K_E, 'sweep')
-  if due and tonumber(due) > now and not force then return false end
+-- sweepLeases drops the expired leases (up to sweepK) and returns how
+-- many it dropped. An acquire that would be told to wait runs it first
+-- (see acquire.lua), so a permit an expired lease holds is never waited
+-- for.
+local function sweepLeases(now)
   local ids = redis.call('ZRANGEBYSCORE', K_leases, '-inf', I(now), 'LIMIT', 0, sweepK)
-  drops(ids, nil, nil, now)
+  if #ids > 0 then drops(ids, nil, nil, now) end
+  return #ids
+end
+
+-- sweeps runs the sweeps when due (K_E sweep, µs): at most every SWEEP, at
+-- the end of a bench, and at once again while one leaves work for another.
+-- Each is a command or more, and an acquire has a dozen: one on every
+-- acquire would be a fifth of the cost of an attempt. It returns whether
+-- they ran.
+local function sweeps(now)
+  local due = hget(K_E, 'sweep')
+  if due and tonumber(due) > now then return false end
+  local nids = sweepLeases(now)
   local hs = redis.call('ZRANGEBYSCORE', K_hexp, '-inf', I(now), 'LIMIT', 0, sweepK)
   for _, h in ipairs(hs) do
     redis.call('ZREM', K_hexp, h)
@@ -750,7 +757,7 @@ local function sweeps(now, force)
     bsync(b, c)
   end
   local nxt = now + SWEEP
-  if #ids >= sweepK or #hs >= sweepK or #ps >= sweepK then
+  if nids >= sweepK or #hs >= sweepK or #ps >= sweepK then
     nxt = now
   else
     local first = redis.call('ZRANGEBYSCORE', K_bench, '(' .. I(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)

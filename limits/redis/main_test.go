@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"flag"
 	"os"
 	"testing"
 	"time"
@@ -13,6 +14,11 @@ import (
 	"github.com/fetch-dev/fetch/limits"
 	"github.com/fetch-dev/fetch/limits/redis/redistest"
 )
+
+// scriptsFlag runs every scheduler of newSched with scripts (EVALSHA), as
+// on a Redis before 7.0, not the library's functions: the test command
+// runs the package both ways.
+var scriptsFlag = flag.Bool("scripts", false, "run the schedulers' calls as scripts (EVALSHA), as on Redis before 7.0")
 
 func TestMain(m *testing.M) {
 	if os.Getenv(workerEnv) != "" {
@@ -34,6 +40,7 @@ func newSched(t testing.TB, srv *redistest.Server, opt Options, cfg limits.Confi
 	// The test's Redis is its own and new: no run's leases can be out
 	// (TestNewcomerAfterEmptyRestart tests the grace this skips).
 	opt.trustEmpty = true
+	opt.scriptsOnly = opt.scriptsOnly || *scriptsFlag
 	// It answers, if slowly on a loaded machine: a call gets testCall,
 	// not LeaseTTL/6 (50ms for the TTL of 300ms some tests use), so that
 	// a slow answer is not taken for a Redis that stopped answering
