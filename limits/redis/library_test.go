@@ -97,3 +97,47 @@ func TestLibraryLoadedAgain(t *testing.T) {
 	}
 	checkIdle(t, srv, s)
 }
+
+// TestClusterFunctions: on a Redis Cluster the library is loaded on every
+// master, so the namespace's slot may move to another node mid-run and
+// its calls still run as functions there, with the cap kept.
+func TestClusterFunctions(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	tg, err := ParseTarget(cl.URLs[:1], func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c, err := Dial(ctx, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := New(ctx, c, Options{Namespace: "t", trustEmpty: true, opTimeout: testCall}, proxies(1, limits.Spec{Concurrency: 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.fns.Load() {
+		t.Fatal("the scheduler runs scripts on a Cluster of Redis 7")
+	}
+	a := acquireN(t, s, 2)
+	slot := cl.Slot("{t}:st")
+	to := (cl.NodeFor(slot) + 1) % 3
+	if err := cl.MigrateSlot(ctx, slot, to); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	if l, err := s.Acquire(short, limits.Request{Host: "h:1"}); err == nil {
+		l.Release()
+		t.Fatal("a third lease past the cap of 2 after the slot moved")
+	}
+	cancel()
+	a[0].Release()
+	b := acquireN(t, s, 1) // on the node the slot moved to
+	a[1].Release()
+	b[0].Release()
+	if !s.fns.Load() {
+		t.Error("the scheduler fell back to scripts")
+	}
+}
