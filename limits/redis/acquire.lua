@@ -184,7 +184,7 @@ local function acquireOne(id, host, avoidS, hdue)
   if not pick then pick = fb end
   if not pick then
     local total = num(hget(K_E, 'nprox'), 0)
-    local rejected = redis.call('ZCOUNT', K_bench, F(now + FOREVER / 2), '+inf')
+    local rejected = num(hget(K_E, 'nrej'), 0)
     if total > 0 and rejected >= total then
       hset(K_tat, 'dead', I(total) .. ' ' .. I(rejected) .. ' 0')
       return {'dead', I(total), I(rejected), '0'}
@@ -204,8 +204,10 @@ local function acquireOne(id, host, avoidS, hdue)
       end
       soon(poolWait - (now - since), 'benched')
     end
-    local first = redis.call('ZRANGE', K_bench, 0, 0, 'WITHSCORES')
-    if first[2] then soon(math.max(tonumber(first[2]) - now, 1), 'benched') end
+    if rejected > 0 or num(hget(K_E, 'nprobe'), 0) > 0 then -- some proxy is benched
+      local first = redis.call('ZRANGE', K_bench, 0, 0, 'WITHSCORES')
+      if first[2] then soon(math.max(tonumber(first[2]) - now, 1), 'benched') end
+    end
     if soonest < 0 and paced then why = 'pushback' end
     hset(K_E, 'want', I(now + 2000000)) -- some process waits for a release
     return {'wait', 'all', I(soonest), I(now), '0', why}
@@ -274,8 +276,8 @@ local function acquire()
   due = onTime(tonumber(ARGV[H + 2]))
   -- What the call reads first, in one HMGET: the namespace's own fields and
   -- each request's host's.
-  local fs = {K_E .. 'epoch', K_E .. 'sweep', K_tat .. 'dead'}
-  if globT > 0 then fs[4] = K_tat .. 'g' end
+  local fs = {K_E .. 'epoch', K_E .. 'sweep', K_tat .. 'dead', K_E .. 'nprox', K_E .. 'nrej', K_E .. 'nprobe'}
+  if globT > 0 then fs[#fs + 1] = K_tat .. 'g' end
   for i = 1, n do
     local host = ARGV[H + 2 + (i - 1) * 4 + 2]
     fs[#fs + 1] = K_hosts .. 'x|' .. host

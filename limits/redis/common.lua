@@ -21,7 +21,7 @@ local K_limits, K_st, K_bidx, K_pidx, K_leases, K_hexp, K_bench, K_procs -- proc
 -- Prefixes of st's fields. K_E holds the namespace's own: epoch ("id grace
 -- end"), sweep (when the next sweep is due), want (until when some process
 -- waits for a release), seq (the round-robin counter), nprox (proxies),
--- ncfg (cfg fields), nprobe (probe fields).
+-- ncfg (cfg fields), nprobe (probe fields), nrej (proxies rejected).
 local K_cfg, K_pin, K_pused, K_bin, K_bused = 'c:', 'i:', 'u:', 'j:', 'v:'
 local K_tat, K_hosts, K_probe, K_health, K_bavail = 't:', 'h:', 'o:', 'e:', 'a:'
 local K_linfo, K_E = 'l:', '~'
@@ -396,6 +396,7 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight, paired, p
     -- Its credentials were refused: benched for ever, for every process.
     setProbe(p, false)
     hset(K_health, p, 'R'); hdel(K_health, 'b|' .. p)
+    hincr(K_E, 'nrej', 1)
     redis.call('ZADD', K_bench, F(now + FOREVER), p)
     if wasAvail then avail(b, c, -1) end
     return {'rejected', '0'}, false
@@ -552,7 +553,7 @@ local function hostLearn(p, host, o, now, ra, hadBans)
     if not known then hs[#hs + 1] = p end
     local n = 0
     for _, q in ipairs(hs) do if not isRejected(q) then n = n + 1 end end
-    local usable = num(hget(K_E, 'nprox'), 0) - redis.call('ZCOUNT', K_bench, F(now + FOREVER / 2), '+inf')
+    local usable = num(hget(K_E, 'nprox'), 0) - num(hget(K_E, 'nrej'), 0)
     local x = getX(host)
     if n > 0 and n >= usable then
       hdel(K_hosts, key)
