@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -161,14 +162,66 @@ func (p *Proxy) wrap(next http.Handler) http.Handler {
 		}
 		if r.Method == http.MethodConnect {
 			defer p.count(&p.stats.Connects, &p.stats.Tunnels, &p.stats.MaxTunnels)()
-		} else {
-			defer p.count(&p.stats.Requests, &p.stats.InFlight, &p.stats.MaxInFlight)()
-			if p.opts.CloseEach {
-				defer closeAfter(w)
-			}
+			next.ServeHTTP(w, r)
+			return
 		}
-		next.ServeHTTP(w, r)
+		done := p.count(&p.stats.Requests, &p.stats.InFlight, &p.stats.MaxInFlight)
+		if p.opts.CloseEach {
+			defer closeAfter(w)
+		}
+		cw := &countedWriter{ResponseWriter: w, head: r.Method == http.MethodHead, done: done}
+		defer cw.end()
+		next.ServeHTTP(cw, r)
 	})
+}
+
+// countedWriter ends a forwarded request's count in flight as the last
+// byte of its answer is handed on, before it can reach the client: the
+// handler streams the answer and flushes it as it goes, so a client that
+// read a small answer whole could send its next request, and have it
+// counted, before the handler returned, and MaxInFlight read one more than
+// the client ever had in flight. An answer of unknown length ends its
+// count when the handler returns.
+type countedWriter struct {
+	http.ResponseWriter
+	head  bool
+	left  int64 // bytes of the body not yet written; -1 unknown
+	done  func()
+	ended bool
+}
+
+func (c *countedWriter) WriteHeader(code int) {
+	c.left = -1
+	if n, err := strconv.ParseInt(c.Header().Get("Content-Length"), 10, 64); err == nil {
+		c.left = n
+	}
+	if c.head || code == http.StatusNoContent || code == http.StatusNotModified {
+		c.left = 0
+	}
+	if c.left == 0 {
+		c.end()
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *countedWriter) Write(b []byte) (int, error) {
+	if c.left > 0 {
+		c.left -= int64(len(b))
+		if c.left <= 0 {
+			c.end()
+		}
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (c *countedWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+func (c *countedWriter) end() {
+	if !c.ended {
+		c.ended = true
+		c.done()
+	}
 }
 
 // closeAfter sends what w holds of its answer and closes its connection.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -211,6 +212,45 @@ func TestHTTPProxyStreams(t *testing.T) {
 	}
 	if len(rest) == 0 {
 		t.Errorf("whole body arrived in the first read")
+	}
+}
+
+// TestHTTPProxyMaxInFlightTinyAnswers: a client that never has more than
+// 2 requests through the proxy at once, each sent as soon as another's
+// small answer was read whole, is never counted with 3: the proxy ends a
+// request's count as the last byte of its answer is handed on, not when
+// its handler returns, which can come after the client's next request
+// (before, 8 of 8 runs counted 3).
+func TestHTTPProxyMaxInFlightTinyAnswers(t *testing.T) {
+	tg := startTarget(t, fetchtest.TargetOptions{})
+	p := startHTTPProxy(t, fetchtest.ProxyOptions{})
+	c := proxyClient(t, p.URL)
+	// A connection a request: the next request comes on another connection
+	// while the last handler may still be running (on one connection, the
+	// server reads the next request only after the last's handler).
+	c.Transport.(*http.Transport).DisableKeepAlives = true
+	sem := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 500 {
+				sem <- struct{}{}
+				resp, err := c.Get(tg.URL + "/h?size=16")
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				<-sem
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if st := p.Stats(); st.MaxInFlight > 2 || st.Requests != 4000 {
+		t.Errorf("Stats = %+v: want at most 2 in flight of 4000 requests", st)
 	}
 }
 
