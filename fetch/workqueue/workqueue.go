@@ -17,9 +17,10 @@
 //	{ns}:q:workers  sorted set: worker -> when its heartbeat runs out (ms)
 //
 // An entry is acknowledged (XACK) and deleted (XDEL) in one script once its
-// record is written, and counted done then, only if it was still pending:
-// a line two workers fetched (one claimed it from the other) is counted
-// once. Survival of a Redis restart is Redis's: with AOF the stream, the
+// record is written, and counted done then, only if it was still in the
+// stream: a line two workers fetched (one claimed it from the other) is
+// counted once, and so is one whose take a Sentinel failover lost (in
+// the stream, pending for no one on the new master). Survival of a Redis restart is Redis's: with AOF the stream, the
 // group's pending lines and the counts come back.
 package workqueue
 
@@ -109,17 +110,21 @@ if added > 0 then redis.call('HINCRBY', KEYS[3], 'enqueued', added) end
 return added`)
 
 // ackScript acknowledges and deletes entries, counting those that were
-// still pending as done (and failed), and in the rate's bucket of now on
-// the Redis clock. KEYS: stream, stats, rate. ARGV: group, then (id, ok
-// "1" or "0") for each entry.
+// still in the stream as done (and failed), and in the rate's bucket of
+// now on the Redis clock. An entry leaves the stream once (here, or put
+// back as a new one by returnScript), so the count is of lines, however
+// many workers fetched them; being pending is not asked, for a failover
+// may have lost the take (XACK finds nothing) and not the line. KEYS:
+// stream, stats, rate. ARGV: group, then (id, ok "1" or "0") for each
+// entry.
 var ackScript = goredis.NewScript(`
 local done, failed = 0, 0
 for i = 2, #ARGV, 2 do
-  if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
+  redis.call('XACK', KEYS[1], ARGV[1], ARGV[i])
+  if redis.call('XDEL', KEYS[1], ARGV[i]) == 1 then
     done = done + 1
     if ARGV[i+1] == '0' then failed = failed + 1 end
   end
-  redis.call('XDEL', KEYS[1], ARGV[i])
 end
 if done > 0 then
   redis.call('HINCRBY', KEYS[2], 'done', done)
