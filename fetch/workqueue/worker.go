@@ -71,6 +71,12 @@ type Worker struct {
 	heldID  map[string]bool      // their ids, and those of buf
 	buf     []goredis.XMessage   // taken from Redis, not yet handed out
 	acks    []any                // (id, ok) pairs whose acknowledgement failed: tried again
+	// recent holds the entries acknowledged lately, with their ok flags;
+	// recentIDs is them in the order acknowledged, a ring of recentMax
+	// (see remember).
+	recent    map[string]string
+	recentIDs []string
+	recentAt  int
 	cursor  string               // XAUTOCLAIM's
 	scanned time.Time            // when XAUTOCLAIM last went through the whole group
 
@@ -117,7 +123,7 @@ func (q *Queue) Worker(ctx context.Context, opt WorkerOptions) (*Worker, error) 
 	}
 	opt.Beat = min(opt.Beat, opt.ClaimAfter/3)
 	w := &Worker{q: q, opt: opt, clk: opt.Clock, held: map[lineKey][]string{}, heldID: map[string]bool{},
-		cursor: "0-0", beatDone: make(chan struct{})}
+		recent: map[string]string{}, cursor: "0-0", beatDone: make(chan struct{})}
 	if w.clk == nil {
 		w.clk = clock.Real{}
 	}
@@ -315,6 +321,8 @@ func (w *Worker) fill(ctx context.Context) (drained bool, err error) {
 }
 
 // add puts the messages not already held into buf, and returns how many.
+// One this worker acknowledged lately is acknowledged again, not fetched
+// (see remember).
 func (w *Worker) add(msgs []goredis.XMessage) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -322,6 +330,10 @@ func (w *Worker) add(msgs []goredis.XMessage) int {
 	for _, m := range msgs {
 		if w.heldID[m.ID] || m.Values == nil {
 			continue // claimed back from this worker itself: it has it already
+		}
+		if ok, seen := w.recent[m.ID]; seen {
+			w.acks = append(w.acks, m.ID, ok)
+			continue
 		}
 		w.heldID[m.ID] = true
 		w.buf = append(w.buf, m)
@@ -367,6 +379,7 @@ func (w *Worker) Written(recs []*results.Record) {
 			ok = "1"
 		}
 		w.acks = append(w.acks, id, ok)
+		w.remember(id, ok)
 	}
 	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), w.opt.Beat)
@@ -375,6 +388,36 @@ func (w *Worker) Written(recs []*results.Record) {
 	if len(ret) > 0 {
 		w.putBack(ctx, ret)
 	}
+}
+
+// recentMax is how many acknowledged entries a worker remembers, some
+// 600 KiB: a worker's memory stays flat in the queue's length. A line
+// whose acknowledgement was lost and that the worker takes back after
+// more than that many others (by the claim, a claim period later, at
+// hundreds of lines a second) is fetched again.
+const recentMax = 1 << 13
+
+// remember keeps entry id, just acknowledged with ok, among the recent
+// ones, forgetting the oldest past recentMax. An acknowledgement can be
+// lost after Redis took it: a Sentinel failover drops the writes the old
+// master took between its replica's promotion and the clients' switch
+// (about a second). The entry is then still in the new master's stream,
+// and this worker may take it again (by a claim once idle, or anew when
+// its take was lost too): it acknowledges it again instead of fetching
+// it, so that no worker records a line ok twice. Call with w.mu held.
+func (w *Worker) remember(id, ok string) {
+	if _, seen := w.recent[id]; seen {
+		w.recent[id] = ok
+		return
+	}
+	if len(w.recentIDs) < recentMax {
+		w.recentIDs = append(w.recentIDs, id)
+	} else {
+		delete(w.recent, w.recentIDs[w.recentAt])
+		w.recentIDs[w.recentAt] = id
+		w.recentAt = (w.recentAt + 1) % recentMax
+	}
+	w.recent[id] = ok
 }
 
 // flushAcks sends the acknowledgements waiting; those that fail wait for
