@@ -65,20 +65,20 @@ type Worker struct {
 
 	// fillMu is held while fill talks to Redis: Close waits for it, so
 	// that no line is taken after Close has put back what was held.
-	fillMu  sync.Mutex
-	mu      sync.Mutex
-	held    map[lineKey][]string // entries handed out by Next, by line, not yet let go
-	heldID  map[string]bool      // their ids, and those of buf
-	buf     []goredis.XMessage   // taken from Redis, not yet handed out
-	acks    []any                // (id, ok) pairs whose acknowledgement failed: tried again
+	fillMu sync.Mutex
+	mu     sync.Mutex
+	held   map[lineKey][]string // entries handed out by Next, by line, not yet let go
+	heldID map[string]bool      // their ids, and those of buf
+	buf    []goredis.XMessage   // taken from Redis, not yet handed out
+	acks   []any                // (id, ok) pairs whose acknowledgement failed: tried again
 	// recent holds the entries acknowledged lately, with their ok flags;
 	// recentIDs is them in the order acknowledged, a ring of recentMax
 	// (see remember).
 	recent    map[string]string
 	recentIDs []string
 	recentAt  int
-	cursor  string               // XAUTOCLAIM's
-	scanned time.Time            // when XAUTOCLAIM last went through the whole group
+	cursor    string    // XAUTOCLAIM's
+	scanned   time.Time // when XAUTOCLAIM last went through the whole group
 
 	taken, acked, returned atomic.Int64
 	stopBeats              context.CancelFunc
