@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
-	"github.com/fetch-dev/fetch/fetch/report"
 	"github.com/fetch-dev/fetch/fetch/results"
 	"github.com/fetch-dev/fetch/limits/redis/redistest"
 )
@@ -101,14 +99,14 @@ func TestWork_sigtermPutsLinesBack(t *testing.T) {
 	first := filepath.Join(dir, "w1.jsonl")
 	w1 := startFetch(t, "", "work", "-q", "--redis", rds.URL, "--lease-ttl", "1s", "-c", "4", "--grace", "100ms",
 		"--claim-after", "1h", "-o", first)
-	pending := func() int64 { return queueStatus(t, rds).Pending }
+	pending := func() int64 { return queueStatus(t, rds, "").Pending }
 	w1.waitFor(t, 10*time.Second, "the worker holding lines", func() bool { return pending() > 0 })
 	t.Logf("worker 1 holds lines after %s", time.Since(w1.start))
 	w1.signal(t, syscall.SIGTERM)
 	if code := w1.wait(t, 30*time.Second); code != ExitInterrupted {
 		t.Fatalf("worker 1: exit %d, want 130; stderr:\n%s", code, w1.stderr)
 	}
-	st := queueStatus(t, rds)
+	st := queueStatus(t, rds, "")
 	if st.Pending != 0 || st.Done != 0 || st.Enqueued != n || st.Workers != 0 {
 		t.Errorf("status after SIGTERM: %+v; want none pending, done or alive", st)
 	}
@@ -151,28 +149,21 @@ func TestWork_sigtermPutsLinesBack(t *testing.T) {
 	w2.signal(t, syscall.SIGTERM) // cuts the linger short
 	w2.wait(t, 30*time.Second)
 
-	repFile := filepath.Join(dir, "report.json")
-	ios, _, _, stderr = Test()
-	if code := Run(context.Background(), ios, []string{"summarize", "--report", repFile, first, second}); code != ExitOK {
-		t.Errorf("summarize: exit %d; stderr:\n%s", code, stderr)
-	}
-	var rep report.Report
-	if b, err := os.ReadFile(repFile); err != nil || json.Unmarshal(b, &rep) != nil {
-		t.Fatalf("report: %v\n%s", err, b)
-	}
-	if rep.Jobs != n || rep.OK != n {
-		t.Errorf("summarize counts %d jobs, %d ok; want %d each", rep.Jobs, rep.OK, n)
-	}
-	if st := queueStatus(t, rds); st.Done != n || st.Pending != 0 || st.Failed != 0 {
+	summarizeAllOK(t, n, first, second)
+	if st := queueStatus(t, rds, ""); st.Done != n || st.Pending != 0 || st.Failed != 0 {
 		t.Errorf("status after the second worker: %+v", st)
 	}
 }
 
 // queueStatus runs status --json on the namespace fetch of rds.
-func queueStatus(t *testing.T, rds *redistest.Server) statusJSON {
+func queueStatus(t *testing.T, rds *redistest.Server, ns string) statusJSON {
 	t.Helper()
+	args := []string{"status", "--redis", rds.URL, "--json"}
+	if ns != "" {
+		args = append(args, "--namespace", ns)
+	}
 	ios, _, stdout, stderr := Test()
-	if code := Run(context.Background(), ios, []string{"status", "--redis", rds.URL, "--json"}); code != ExitOK {
+	if code := Run(context.Background(), ios, args); code != ExitOK {
 		t.Fatalf("status: exit %d; stderr:\n%s", code, stderr)
 	}
 	var st statusJSON
@@ -263,19 +254,21 @@ func TestWork_pausedWorkerFetchedTwice(t *testing.T) {
 	if twice == 0 {
 		t.Errorf("no line recorded by both workers: a's requests in flight when it stopped should have been")
 	}
-	repFile := filepath.Join(dir, "report.json")
-	ios, _, _, stderr = Test()
-	if code := Run(context.Background(), ios, []string{"summarize", "--report", repFile, outB, outA}); code != ExitOK {
-		t.Errorf("summarize: exit %d; stderr:\n%s", code, stderr)
+	summarizeAllOK(t, n, outB, outA)
+	if st := queueStatus(t, rds, ""); st.Done != n || st.Pending != 0 || st.Failed != 0 {
+		t.Errorf("status: %+v; want %d done, each once", st, n)
 	}
-	var rep report.Report
-	if b, err := os.ReadFile(repFile); err != nil || json.Unmarshal(b, &rep) != nil {
-		t.Fatalf("report: %v\n%s", err, b)
+}
+
+// summarizeAllOK checks that fetch summarize of files counts n jobs, all
+// ok: each line once, whichever file holds its final record.
+func summarizeAllOK(t *testing.T, n int, files ...string) {
+	t.Helper()
+	code, rep, stdout, stderr := summarize(t, files...)
+	if code != ExitOK || rep == nil {
+		t.Fatalf("summarize: exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
 	}
 	if rep.Jobs != n || rep.OK != n {
 		t.Errorf("summarize counts %d jobs, %d ok; want %d each", rep.Jobs, rep.OK, n)
-	}
-	if st := queueStatus(t, rds); st.Done != n || st.Pending != 0 || st.Failed != 0 {
-		t.Errorf("status: %+v; want %d done, each once", st, n)
 	}
 }

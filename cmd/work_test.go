@@ -1,11 +1,8 @@
 package cmd
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fetch-dev/fetch/fetch/fetchtest"
-	"github.com/fetch-dev/fetch/fetch/report"
 	"github.com/fetch-dev/fetch/fetch/results"
 	lb "github.com/fetch-dev/fetch/internal/loopback"
 	"github.com/fetch-dev/fetch/limits/redis/redistest"
@@ -173,28 +169,9 @@ func testWorkQueue(t *testing.T, restart bool) {
 	}
 	t.Logf("%d lines recorded by two workers (claimed from the dead one)", dups)
 
-	ios, _, stdout, stderr := Test()
-	repFile := filepath.Join(dir, "report.json")
-	if code := Run(context.Background(), ios, append([]string{"summarize", "--report", repFile}, outs...)); code != ExitOK {
-		t.Errorf("summarize: exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
-	}
-	var rep report.Report
-	if b, err := os.ReadFile(repFile); err != nil || json.Unmarshal(b, &rep) != nil {
-		t.Fatalf("report: %v\n%s", err, b)
-	}
-	if rep.Jobs != n || rep.OK != n {
-		t.Errorf("summarize counts %d jobs, %d ok; want %d each", rep.Jobs, rep.OK, n)
-	}
+	summarizeAllOK(t, n, outs...)
 
-	ios, _, stdout, stderr = Test()
-	if code := Run(context.Background(), ios, []string{"status", "--redis", rds.URL, "--namespace", ns, "--json"}); code != ExitOK {
-		t.Fatalf("status: exit %d; stderr:\n%s", code, stderr)
-	}
-	var st statusJSON
-	if err := json.Unmarshal(stdout.Bytes(), &st); err != nil {
-		t.Fatalf("status --json: %v\n%s", err, stdout)
-	}
-	if st.Enqueued != n || st.Done != n || st.Pending != 0 || st.Failed != 0 || st.Workers != 0 {
+	if st := queueStatus(t, rds, ns); st.Enqueued != n || st.Done != n || st.Pending != 0 || st.Failed != 0 || st.Workers != 0 {
 		t.Errorf("status: %+v; want %d enqueued and done, none pending, failed or alive", st, n)
 	}
 
