@@ -51,6 +51,17 @@ local function onTime(due)
   return due
 end
 
+-- memberFields appends to fs the fields of st an acquire reads of budget
+-- config c's sole member, if it has one (paired: with its pushback pair
+-- for host), and returns fs.
+local function memberFields(fs, c, paired, host)
+  if c.only then
+    fs[#fs + 1] = K_probe .. c.only
+    if paired then fs[#fs + 1] = K_hosts .. 'p|' .. c.only .. '|' .. host end
+  end
+  return fs
+end
+
 local function acquireOne(id, host, avoidS, hdue)
   hdue = onTime(hdue)
   -- The host as a whole (see hostLearn): banned by every proxy, or held
@@ -112,19 +123,12 @@ local function acquireOne(id, host, avoidS, hdue)
       -- proxy's) in one HMGET, as a budget is looked at, for most acquires
       -- take the first; in two when its config is yet to be read.
       local fs = {K_bin .. b, K_bused .. b, K_bavail .. b, K_tat .. 'b|' .. b}
-      local function member(c)
-        if not c.only then return end
-        fs[#fs + 1] = K_probe .. c.only
-        if paired then fs[#fs + 1] = K_hosts .. 'p|' .. c.only .. '|' .. host end
-      end
       local c = cfgCache[b]
-      if c then member(c) else fs[5] = K_cfg .. 'b|' .. b end
+      if c then memberFields(fs, c, paired, host) else fs[5] = K_cfg .. 'b|' .. b end
       prefetch(fs)
       if not c then
         c = bcfg(b)
-        fs = {}
-        member(c)
-        prefetch(fs)
+        prefetch(memberFields({}, c, paired, host))
       end
       if c.cap <= 0 or num(hget(K_bin, b), 0) < c.cap then
         local w, bnew, bat = 0, nil, 0

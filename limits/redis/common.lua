@@ -127,15 +127,17 @@ local function hget(K, f)
   return v
 end
 
--- hset sets field f of K to v, a string, or deletes it (v false).
-local function hset(K, f, v)
-  local k = K .. f
+-- put sets field k (its whole name) to v and marks it for flush.
+local function put(k, v)
   cached[k] = v
   if not isDirty[k] then
     isDirty[k] = true
     dirty[#dirty + 1] = k
   end
 end
+
+-- hset sets field f of K to v, a string, or deletes it (v false).
+local function hset(K, f, v) put(K .. f, v) end
 
 local function hdel(K, f) hset(K, f, false) end
 
@@ -144,11 +146,7 @@ local function hincr(K, f, d)
   local v = cached[k]
   if v == nil then v = redis.call('HGET', K_st, k) end
   local n = (tonumber(v) or 0) + d
-  cached[k] = string.format('%d', n)
-  if not isDirty[k] then
-    isDirty[k] = true
-    dirty[#dirty + 1] = k
-  end
+  put(k, string.format('%d', n))
   return n
 end
 

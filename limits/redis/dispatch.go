@@ -280,7 +280,7 @@ func (s *Scheduler) reply(ctx context.Context, c acquireCall, i int, req limits.
 		if r.next > 0 && s.nwait > 1 {
 			s.dueUs = r.next
 		}
-		// A repeated call's reply has no next: the host's next ask is
+		// Without a host rate there is no next: the host's next ask is
 		// charged when it arrives.
 		delete(s.hostNext, req.Host)
 		if r.hostNext > 0 && s.hostWait[req.Host] > 1 {
@@ -298,7 +298,7 @@ func (s *Scheduler) reply(ctx context.Context, c acquireCall, i int, req limits.
 		g := grantTrace{proxy: pi, host: req.Host, sent: c.sent, ran: r.now, charged: r.charged,
 			due: c.due, global: r.global, queued: queued}
 		if g.charged == 0 {
-			g.charged = r.now // a repeated call's reply: the time it ran
+			g.charged = r.now // no rate charged: the time it ran
 		}
 		if i < len(c.hostDue) {
 			g.hostDue = c.hostDue[i]

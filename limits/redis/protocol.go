@@ -237,7 +237,7 @@ type acquireReply struct {
 	epoch                       string
 	probe                       bool  // the proxy's probe after a bench
 	now                         int64 // µs on the Redis clock, also of "wait"
-	charged                     int64 // when the rate tokens were charged; 0 with no rate, or in a repeated call's reply
+	charged                     int64 // when the rate tokens were charged; 0 with no rate
 	next                        int64 // when the request's next global and proxy token comes due; 0 none
 	global                      int64 // when the global rate's next token comes due; 0 none
 	hostNext                    int64 // when the host rate's next token comes due; 0 none

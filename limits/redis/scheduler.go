@@ -170,7 +170,7 @@ type grantTrace struct {
 	host    string
 	sent    time.Time // when its call was sent
 	ran     int64     // when its call ran
-	charged int64     // when its rate tokens were charged; with no rate, or in a repeated call's reply, ran
+	charged int64     // when its rate tokens were charged; with no rate, ran
 	due     int64     // the call's logical time for the global and proxy rates; 0 for none
 	hostDue int64     // the request's logical time for its host's rate; 0 for none
 	global  int64     // when the global rate's next token comes due; 0 for none
