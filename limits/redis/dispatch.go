@@ -62,7 +62,7 @@ func (s *Scheduler) Acquire(ctx context.Context, req limits.Request) (*limits.Le
 	if fast {
 		// Not cancelled by ctx: a call cut short may have taken a lease.
 		// None waits: charged when it reaches Redis, as in limits.Local.
-		r := s.try(context.WithoutCancel(ctx), req)
+		r := s.try(req)
 		if errors.Is(r.err, limits.ErrHostBanned) {
 			return nil, r.err
 		}
@@ -129,14 +129,53 @@ type result struct {
 	err   error
 }
 
-// try runs the acquire script once for req alone (the fast path: none of
-// this process waits), charging its rate tokens when it reaches Redis.
-func (s *Scheduler) try(ctx context.Context, req limits.Request) result {
-	c := s.callAcquire(ctx, []limits.Request{req}, nil, 0)
-	if c.err != nil {
-		return result{err: c.err}
+// ask is an acquire that found none of its process waiting, on its way
+// to Redis (see try).
+type ask struct {
+	req limits.Request
+	res result
+}
+
+// try asks Redis once for req, one of the acquires that find none of the
+// process waiting (the fast path): those that come while the call before
+// is on its way go in one call (groupCommit), each charged its rate tokens
+// when the call reaches Redis.
+func (s *Scheduler) try(req limits.Request) result {
+	a := &ask{req: req}
+	s.asks.send(a, s.callAsks, func(as []*ask, err error) {
+		for _, a := range as {
+			a.res = result{err: err}
+		}
+	})
+	return a.res
+}
+
+// callAsks runs the acquire script once for as, in order. Those behind
+// the one told that nothing can start (or that Redis lost its data, or
+// that the pool cannot serve) are not tried, and are told the same.
+func (s *Scheduler) callAsks(as []*ask) error {
+	reqs := make([]limits.Request, len(as))
+	for i, a := range as {
+		reqs[i] = a.req
 	}
-	return s.reply(ctx, c, 0, req, false)
+	ctx := s.uncancelled() // a call cut short may have taken leases
+	c := s.callAcquire(ctx, reqs, nil, 0)
+	if c.err != nil {
+		for _, a := range as {
+			a.res = result{err: c.err}
+		}
+		return c.err
+	}
+	var last result
+	for i, a := range as {
+		if i < len(c.replies) {
+			a.res = s.reply(ctx, c, i, a.req, false)
+			last = a.res
+		} else {
+			a.res = result{wait: last.wait, host: last.host, why: last.why, err: last.err}
+		}
+	}
+	return nil
 }
 
 // usArg is a time in µs as the scripts take it: "" for none (0).

@@ -48,7 +48,7 @@ func (s *Scheduler) release(h *held, o limits.Outcome, ra time.Duration) {
 		s.wake()
 		return
 	}
-	s.releases.send(s, releaseItem{id: h.id, proxy: h.proxy, budget: h.budget, host: h.host, o: o, ra: ra})
+	s.releaseNow(releaseItem{id: h.id, proxy: h.proxy, budget: h.budget, host: h.host, o: o, ra: ra})
 	s.wake()
 }
 

@@ -84,7 +84,7 @@ func TestReleasesQueuedBehindAHungCall(t *testing.T) {
 		hung := &hungRedis{}
 		s := &Scheduler{c: hung, scripts: newScripts(), keys: keys("t"), opTimeout: 200 * time.Millisecond,
 			hdr: header(proxies(1, limits.Spec{}), time.Second, 16, "c"), now: time.Now,
-			rng: mrand.New(mrand.NewPCG(1, 2)), orphans: map[string]orphan{}}
+			rng: mrand.New(mrand.NewPCG(1, 2)), orphans: map[string]orphan{}, releases: groupCommit[releaseItem]{max: releaseMax}}
 		const n = 512
 		for wave := range 2 {
 			start := time.Now()
@@ -93,7 +93,7 @@ func TestReleasesQueuedBehindAHungCall(t *testing.T) {
 			var took []time.Duration
 			for i := range n {
 				wg.Go(func() {
-					s.releases.send(s, releaseItem{id: fmt.Sprint(wave, "-", i), o: limits.Success})
+					s.releaseNow(releaseItem{id: fmt.Sprint(wave, "-", i), o: limits.Success})
 					mu.Lock()
 					took = append(took, time.Since(start))
 					mu.Unlock()

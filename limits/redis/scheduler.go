@@ -89,8 +89,9 @@ type Scheduler struct {
 	setupMu    sync.Mutex
 	trustEmpty bool
 	renewMu    sync.RWMutex // held by a renewal batch; a release waits for it
-	releases   releases
-	fns        atomic.Bool // the scripts run as the library's functions (see scripts)
+	releases   groupCommit[releaseItem]
+	asks       groupCommit[*ask] // acquires that found none of the process waiting (see try)
+	fns        atomic.Bool       // the scripts run as the library's functions (see scripts)
 	ps         *goredis.PubSub
 
 	mu      sync.Mutex
@@ -248,6 +249,7 @@ func New(ctx context.Context, c rediser, opt Options, cfg limits.Config) (*Sched
 		kick:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 	}
+	s.releases.max, s.asks.max = releaseMax, batchMax
 	s.hdr = header(cfg, opt.LeaseTTL, opt.Candidates, s.channel())
 	// At the start, a call may take as long as Dial's answer: the
 	// timeout of a call in a run (LeaseTTL/6, 166ms for a TTL of 1s) is
@@ -271,6 +273,15 @@ func New(ctx context.Context, c rediser, opt Options, cfg limits.Config) (*Sched
 	go s.heartbeat()
 	go s.listen()
 	return s, nil
+}
+
+// uncancelled is the context of a call that must run to its end once
+// begun, Close or not: one that may take or give back leases.
+func (s *Scheduler) uncancelled() context.Context {
+	if s.base == nil {
+		return context.Background()
+	}
+	return context.WithoutCancel(s.base)
 }
 
 func (s *Scheduler) channel() string { return "{" + s.ns + "}:released" }
