@@ -62,6 +62,22 @@ local function memberFields(fs, c, paired, host)
   return fs
 end
 
+-- sooner returns the sooner of the wait (soonest µs, why) and w for what:
+-- soonest -1 is none yet.
+local function sooner(soonest, why, w, what)
+  if soonest < 0 or w < soonest then return w, what end
+  return soonest, why
+end
+
+-- The pages of bidx an acquire looks at: the first two budgets, then the
+-- rest of the M (see acquireOne).
+local pagesM, pagesFor = nil, nil
+local noAvoid = {} -- never written
+
+-- nextAt is when a limiter whose new TAT is new comes due again: 0 for
+-- none (new nil).
+local function nextAt(new, T, tau) if new then return new + T - tau end return 0 end
+
 local function acquireOne(id, host, avoidS, hdue)
   hdue = onTime(hdue)
   -- The host as a whole (see hostLearn): banned by every proxy, or held
@@ -93,22 +109,24 @@ local function acquireOne(id, host, avoidS, hdue)
     if gw > 0 then return {'wait', 'all', I(gw), I(now), '1', 'global-rate'} end
   end
 
-  local avoid = {}
+  local avoid = noAvoid
   if avoidS ~= '' then
+    avoid = {}
     for _, p in ipairs(split(avoidS, '\n')) do avoid[p] = true end
   end
   local paired = pushBase > 0 and hget(K_hosts, 'q|' .. host) ~= false
   local soonest, why, paced = -1, 'proxy-concurrency', false
-  local function soon(w, what)
-    if soonest < 0 or w < soonest then soonest, why = w, what end
-  end
 
   local pick, fb
   -- The first two budgets, and the rest of the M only when neither
   -- serves: most acquires take the first, and each budget a reply holds
   -- costs the script's conversion of it.
-  local pages = {{0, math.min(1, M - 1)}, {2, M - 1}}
-  if policy == 3 then pages = {{0, M - 1}} end
+  if pagesFor ~= M * 4 + policy then
+    pagesFor = M * 4 + policy
+    pagesM = {{0, math.min(1, M - 1)}, {2, M - 1}}
+    if policy == 3 then pagesM = {{0, M - 1}} end
+  end
+  local pages = pagesM
   for _, pg in ipairs(pages) do
     local budgets
     if policy == 3 then
@@ -134,7 +152,7 @@ local function acquireOne(id, host, avoidS, hdue)
         local w, bnew, bat = 0, nil, 0
         if c.T > 0 then w, bnew, bat = gcra(hget(K_tat, 'b|' .. b), now, c.T, c.tau, due) end
         if w > 0 then
-          soon(w, 'proxy-rate')
+          soonest, why = sooner(soonest, why, w, 'proxy-rate')
         else
           local lo = c.bi * SPAN
           local off = 0
@@ -155,7 +173,7 @@ local function acquireOne(id, host, avoidS, hdue)
               if policy ~= 3 then
                 -- sorted: every proxy from here on is benched or has its probe out
                 local u = redis.call('ZSCORE', K_bench, p)
-                if u then soon(math.max(tonumber(u) - now, 1), 'benched') end
+                if u then soonest, why = sooner(soonest, why, math.max(tonumber(u) - now, 1), 'benched') end
                 break
               end
             else
@@ -168,7 +186,7 @@ local function acquireOne(id, host, avoidS, hdue)
                     paced = true
                   elseif pr.nxt > now then
                     ok = false
-                    soon(pr.nxt - now, 'pushback')
+                    soonest, why = sooner(soonest, why, pr.nxt - now, 'pushback')
                   end
                 end
               end
@@ -206,11 +224,11 @@ local function acquireOne(id, host, avoidS, hdue)
         hset(K_tat, 'dead', I(total) .. ' ' .. I(rejected) .. ' ' .. I(poolWait))
         return {'dead', I(total), I(rejected), I(poolWait)}
       end
-      soon(poolWait - (now - since), 'benched')
+      soonest, why = sooner(soonest, why, poolWait - (now - since), 'benched')
     end
     if rejected > 0 or num(hget(K_E, 'nprobe'), 0) > 0 then -- some proxy is benched
       local first = redis.call('ZRANGE', K_bench, 0, 0, 'WITHSCORES')
-      if first[2] then soon(math.max(tonumber(first[2]) - now, 1), 'benched') end
+      if first[2] then soonest, why = sooner(soonest, why, math.max(tonumber(first[2]) - now, 1), 'benched') end
     end
     if soonest < 0 and paced then why = 'pushback' end
     hset(K_E, 'want', I(now + 2000000)) -- some process waits for a release
@@ -265,7 +283,6 @@ local function acquireOne(id, host, avoidS, hdue)
   -- and proxy limiters' next, and the host's on its own, which the process
   -- sends back as its due times, so that the ask for it is charged on
   -- schedule when it arrives a round trip late.
-  local function nextAt(new, T, tau) if new then return new + T - tau end return 0 end
   local nxt = math.max(nextAt(gnew, globT, globTau), nextAt(pick.new, c.T, c.tau))
   -- Numbers, not strings: Redis sends a Lua number as an integer, which
   -- costs less than formatting it here.

@@ -361,6 +361,19 @@ local function leastUsedOther(p, c)
   return best
 end
 
+-- benchFor benches proxy p (of budget b, config c) at its cooldown
+-- level, from now; wasAvail says whether it was available. It returns the
+-- event.
+local function benchFor(p, b, c, level, now, wasAvail)
+  local d = cooldown * math.pow(2, math.min(level, 30))
+  if maxCool > 0 and (d > maxCool or d <= 0) then d = maxCool end
+  setProbe(p, '0')
+  redis.call('ZADD', K_bench, F(now + d), p)
+  sweepBy(now + d)
+  if wasAvail then avail(b, c, -1) end
+  return {'benched', I(d)}
+end
+
 -- learn updates proxy health and pair pushback from an attempt's outcome,
 -- as limits.Local does; paired says whether the attempt was granted under
 -- a pushback pair of p and host, and pair is then that pair as the caller
@@ -398,18 +411,6 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight, paired, p
     redis.call('ZADD', K_bench, F(now + FOREVER), p)
     if wasAvail then avail(b, c, -1) end
     return {'rejected', '0'}, false
-  end
-  local bench = function()
-    local d = cooldown * math.pow(2, math.min(level, 30))
-    if maxCool > 0 and (d > maxCool or d <= 0) then d = maxCool end
-    level = level + 1
-    fails = 0
-    setProbe(p, '0')
-    redis.call('ZADD', K_bench, F(now + d), p)
-    sweepBy(now + d)
-    if wasAvail then avail(b, c, -1) end
-    isAvail = false
-    ev = {'benched', I(d)}
   end
   local banRow = false -- a ban that makes BAN_HOSTS distinct hosts in a row
   if o == BANNED and not (probing and not probe) then
@@ -458,10 +459,14 @@ local function learn(p, b, c, host, o, now, granted, probe, pinflight, paired, p
   elseif o == FAULT then
     streak = 0
     fails = fails + 1
-    if maxFail > 0 and (probing or fails >= maxFail) then bench() end
+    if maxFail > 0 and (probing or fails >= maxFail) then
+      ev = benchFor(p, b, c, level, now, wasAvail)
+      level, fails, isAvail = level + 1, 0, false
+    end
   elseif banRow and maxFail > 0 then
     streak = 0
-    bench()
+    ev = benchFor(p, b, c, level, now, wasAvail)
+    level, fails, isAvail = level + 1, 0, false
   elseif probe then -- a probe with no verdict (a ban among them): another may go
     setProbe(p, '0')
     if not wasAvail and not redis.call('ZSCORE', K_bench, p) then avail(b, c, 1) end
