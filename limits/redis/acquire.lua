@@ -299,12 +299,16 @@ local function acquire()
   -- each request's host's.
   local fs = {K_E .. 'epoch', K_E .. 'sweep', K_tat .. 'dead', K_E .. 'nprox', K_E .. 'nrej', K_E .. 'nprobe'}
   if globT > 0 then fs[#fs + 1] = K_tat .. 'g' end
+  local seen = {} -- a process's waiters are often of one host
   for i = 1, n do
     local host = ARGV[H + 2 + (i - 1) * 4 + 2]
-    fs[#fs + 1] = K_hosts .. 'x|' .. host
-    fs[#fs + 1] = K_hosts .. 'i|' .. host
-    if hostT > 0 then fs[#fs + 1] = K_hosts .. 't|' .. host end
-    if pushBase > 0 then fs[#fs + 1] = K_hosts .. 'q|' .. host end
+    if not seen[host] then
+      seen[host] = true
+      fs[#fs + 1] = K_hosts .. 'x|' .. host
+      fs[#fs + 1] = K_hosts .. 'i|' .. host
+      if hostT > 0 then fs[#fs + 1] = K_hosts .. 't|' .. host end
+      if pushBase > 0 then fs[#fs + 1] = K_hosts .. 'q|' .. host end
+    end
   end
   prefetch(fs)
   local graceEnd
