@@ -255,6 +255,9 @@ local function leaseFields(out, p, b, host)
   out[#out + 1] = K_probe .. p
   out[#out + 1] = K_health .. p
   out[#out + 1] = K_hosts .. 'i|' .. host
+  out[#out + 1] = K_hosts .. 'x|' .. host -- for hostIdle
+  if pushBase > 0 then out[#out + 1] = K_hosts .. 'q|' .. host end
+  if RAMAX > 0 then out[#out + 1] = K_hosts .. 'r|' .. host end
   return out
 end
 
@@ -604,8 +607,16 @@ local function hostLearn(p, host, o, now, ra, hadBans)
   end
 end
 
--- hostIdle schedules host h's state for sweeping once it says nothing.
+-- hostIdle schedules host h's state for sweeping once it says nothing:
+-- its host rate's TAT (t|), its pushback pairs (q|), its recent
+-- Retry-Afters (r|) and what holds it as a whole (x|). A host with none of
+-- these, as most of a crawl's many hosts, has nothing to sweep and is not
+-- scheduled: a release that leaves a host idle costs no command for it.
 local function hostIdle(h, now)
+  if hostT <= 0 and not (pushBase > 0 and hget(K_hosts, 'q|' .. h)) and not (RAMAX > 0 and hget(K_hosts, 'r|' .. h))
+      and not hget(K_hosts, 'x|' .. h) then
+    return
+  end
   local forget = math.max(pushMax, pushBase)
   if RAMAX > 0 then forget = math.max(forget, RAWIN) end
   redis.call('ZADD', K_hexp, F(now + hostTau + 2 * forget + 1000000), h)
@@ -660,10 +671,8 @@ local function drop(id, info, o, now, ra)
     if pin <= 0 then hdel(K_pin, p) end
   end
   local hi = 'i|' .. host
-  if hincr(K_hosts, hi, -1) <= 0 then
-    hdel(K_hosts, hi)
-    hostIdle(host, now)
-  end
+  local idle = hincr(K_hosts, hi, -1) <= 0
+  if idle then hdel(K_hosts, hi) end
   local pair = nil
   if paired then
     local key = 'p|' .. p .. '|' .. host
@@ -671,6 +680,7 @@ local function drop(id, info, o, now, ra)
     if pair then pair.inflight = pair.inflight - 1; putPair(key, pair) end
   end
   local ev, av = learn(p, b, c, host, o, now, granted, probe, pin + 1, paired, pair)
+  if idle then hostIdle(host, now) end -- after learn, which may have given it pushback state
   psync(p, c, av, nil, math.max(pin, 0))
   bsync(b, c, math.max(bin, 0))
   if wanted == nil then -- once a script: a call that gives back several leases wakes the waiting once
