@@ -92,58 +92,73 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		b.StopTimer()
 		readCost(b, srv).since(c0).report(b)
 	})
-	b.Run("redis-batched", func(b *testing.B) {
-		// As pipelined, but each call carries 8 acquires or 8 releases, as
-		// the group commits make them under load: what an attempt costs
-		// the scripts once a call's own cost is shared.
-		srv := redistest.Start(b)
-		s := newSched(b, srv, Options{Namespace: "t"}, cfg)
-		ctx := context.Background()
-		call := pipeCaller(b, s)
-		const k, per = 96, 8
-		c0 := readCost(b, srv)
-		b.ResetTimer()
-		for i := 0; i < b.N; i += k {
-			n := min(k, b.N-i)
-			pipe := s.c.Pipeline()
-			var cmds []*goredis.Cmd
-			for j := 0; j < n; j += per {
-				args := []any{strconv.Itoa(min(per, n-j)), ""}
-				for q := j; q < min(j+per, n); q++ {
-					args = append(args, "p"+strconv.Itoa(i+q), "h:1", "", "")
-				}
-				cmds = append(cmds, call(pipe, s.scripts.acquire, args...))
-			}
-			if _, err := pipe.Exec(ctx); err != nil {
-				b.Fatal(err)
-			}
-			pipe = s.c.Pipeline()
-			var rel []any
-			for j, cmd := range cmds {
-				v, _ := cmd.Slice()
-				for q, x := range v {
-					r := decodeAcquire(x.([]any))
-					if r.kind != "ok" {
-						b.Fatalf("acquire: %+v", r)
-					}
-					rel = append(rel, "p"+strconv.Itoa(i+j*per+q), "1", "0", r.proxy, r.budget, "h:1")
-				}
-				call(pipe, s.scripts.release, rel...)
-				rel = rel[:0]
-			}
-			if _, err := pipe.Exec(ctx); err != nil {
-				b.Fatal(err)
-			}
+	for _, hosts := range []bool{false, true} {
+		name := "redis-batched"
+		if hosts {
+			name = "redis-batched-hosts"
 		}
-		b.StopTimer()
-		readCost(b, srv).since(c0).report(b)
-	})
+		b.Run(name, func(b *testing.B) { batched(b, cfg, hosts) })
+	}
 	b.Run("local-50", func(b *testing.B) {
 		s := limits.NewLocal(cfg)
 		defer s.Close()
 		b.SetParallelism(4)
 		b.RunParallel(func(pb *testing.PB) { pairs(b, pb, s) })
 	})
+}
+
+// batched is BenchmarkAcquireRelease's "redis-batched": as pipelined,
+// but each call carries 8 acquires or 8 releases, as the group commits
+// make them under load, so that it gives what an attempt costs the
+// scripts once a call's own cost is shared. With hosts, every attempt is
+// to a host of its own, as in a crawl of many sites ("redis-batched-hosts"):
+// what a host costs besides.
+func batched(b *testing.B, cfg limits.Config, hosts bool) {
+	srv := redistest.Start(b)
+	s := newSched(b, srv, Options{Namespace: "t"}, cfg)
+	ctx := context.Background()
+	call := pipeCaller(b, s)
+	host := func(int) string { return "h:1" }
+	if hosts {
+		host = func(i int) string { return "h" + strconv.Itoa(i) + ":1" }
+	}
+	const k, per = 96, 8
+	c0 := readCost(b, srv)
+	b.ResetTimer()
+	for i := 0; i < b.N; i += k {
+		n := min(k, b.N-i)
+		pipe := s.c.Pipeline()
+		var cmds []*goredis.Cmd
+		for j := 0; j < n; j += per {
+			args := []any{strconv.Itoa(min(per, n-j)), ""}
+			for q := j; q < min(j+per, n); q++ {
+				args = append(args, "p"+strconv.Itoa(i+q), host(i+q), "", "")
+			}
+			cmds = append(cmds, call(pipe, s.scripts.acquire, args...))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			b.Fatal(err)
+		}
+		pipe = s.c.Pipeline()
+		var rel []any
+		for j, cmd := range cmds {
+			v, _ := cmd.Slice()
+			for q, x := range v {
+				r := decodeAcquire(x.([]any))
+				if r.kind != "ok" {
+					b.Fatalf("acquire: %+v", r)
+				}
+				rel = append(rel, "p"+strconv.Itoa(i+j*per+q), "1", "0", r.proxy, r.budget, host(i+j*per+q))
+			}
+			call(pipe, s.scripts.release, rel...)
+			rel = rel[:0]
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	readCost(b, srv).since(c0).report(b)
 }
 
 // pipeCaller returns a function that adds a call of a script of s to a
